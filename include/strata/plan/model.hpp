@@ -1,0 +1,120 @@
+#pragma once
+// Normalisation of a network type into items (strategies and bare layers), parts
+// (pipeline parts: each on its own devices) and the flat list of layer types.
+// All bookkeeping is constexpr arrays; types are produced only for the layer list.
+#include <array>
+
+#include "strata/plan/typelist.hpp"
+#include "strata/strategy/strategy.hpp"
+
+namespace strata::detail {
+
+// One annotation or one bare layer, as written by the user.
+struct item_desc {
+  bool bare = true;                         // a layer written without a strategy
+  strategy_kind kind = strategy_kind::replicate;
+  int devices = 0;                          // N of Replicate<N>/Split<N>
+  int num_layers = 1;
+  int part = 0;                             // pipeline part this item belongs to
+  int nested_at = -1;                       // position of a strategy nested inside, or −1
+};
+
+template <class T>
+struct item_layers {
+  using type = type_list<T>;
+};
+template <int N, class... L>
+struct item_layers<Replicate<N, L...>> {
+  using type = type_list<L...>;
+};
+template <int N, class... L>
+struct item_layers<Split<N, L...>> {
+  using type = type_list<L...>;
+};
+
+template <class T>
+constexpr item_desc describe_item() {
+  item_desc d;
+  if constexpr (is_strategy_v<T>) {
+    d.bare = false;
+    d.kind = T::kind;
+    d.devices = T::devices;
+    d.num_layers = item_layers<T>::type::size;
+    d.nested_at = []<class... L>(type_list<L...>) {
+      constexpr std::array<bool, sizeof...(L) + 1> nested{is_annotation_v<L>..., false};
+      for (int i = 0; i < static_cast<int>(sizeof...(L)); ++i)
+        if (nested[static_cast<std::size_t>(i)]) return i;
+      return -1;
+    }(typename item_layers<T>::type{});
+  } else if constexpr (is_annotation_v<T>) {
+    d.nested_at = 0;  // a grouping construct where an item was expected
+  }
+  return d;
+}
+
+// Items of one pipeline part.
+template <class Part>
+struct part_items {
+  using type = type_list<Part>;
+};
+template <class... I>
+struct part_items<Colocate<I...>> {
+  using type = type_list<I...>;
+};
+
+template <class List>
+struct items_info;
+template <class... I>
+struct items_info<type_list<I...>> {
+  static constexpr std::array<item_desc, sizeof...(I)> value{describe_item<I>()...};
+  using layers = concat_t<typename item_layers<I>::type...>;
+};
+
+// net_traits<Net>: items (flattened across parts) with their part index.
+template <class Net>
+struct net_traits {  // a single strategy or a single bare layer: one part
+  using items = type_list<Net>;
+  static constexpr bool explicit_parts = true;
+  static constexpr int num_parts = 1;
+  static constexpr std::array<int, 1> item_part{0};
+  static constexpr int empty_part = -1;
+};
+template <class... I>
+struct net_traits<Colocate<I...>> {
+  using items = type_list<I...>;
+  static constexpr bool explicit_parts = true;
+  static constexpr int num_parts = 1;
+  static constexpr std::array<int, sizeof...(I)> item_part{};
+  static constexpr int empty_part = sizeof...(I) == 0 ? 0 : -1;
+};
+// EPL's default: each TaskGraph on its own devices. Parts are found later, from TaskGraphs.
+template <class... I>
+struct net_traits<Model<I...>> {
+  using items = type_list<I...>;
+  static constexpr bool explicit_parts = false;
+  static constexpr int num_parts = 0;  // computed from TaskGraphs
+  static constexpr std::array<int, sizeof...(I)> item_part{};
+  static constexpr int empty_part = sizeof...(I) == 0 ? 0 : -1;
+};
+template <class... P>
+struct net_traits<Pipeline<P...>> {
+  using items = concat_t<typename part_items<P>::type...>;
+  static constexpr bool explicit_parts = true;
+  static constexpr int num_parts = static_cast<int>(sizeof...(P));
+  static constexpr std::array<int, sizeof...(P)> part_sizes{part_items<P>::type::size...};
+  static constexpr auto item_part = [] {
+    std::array<int, static_cast<std::size_t>(items::size)> a{};
+    int k = 0;
+    for (int p = 0; p < num_parts; ++p)
+      for (int j = 0; j < part_sizes[static_cast<std::size_t>(p)]; ++j) a[static_cast<std::size_t>(k++)] = p;
+    return a;
+  }();
+  static constexpr int empty_part = [] {
+    if (sizeof...(P) == 0) return 0;
+    for (int p = 0; p < num_parts; ++p)
+      if (part_sizes[static_cast<std::size_t>(p)] == 0) return p;
+    return -1;
+  }();
+};
+
+}  // namespace strata::detail

@@ -1,0 +1,76 @@
+#pragma once
+// Reading Plan<Net, Options...>: each option category at most once, unknown types
+// rejected, defaults filled in. Boost.Hana does the type-level lookup.
+#include <boost/hana/at.hpp>
+#include <boost/hana/filter.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include "strata/plan/rules.hpp"
+#include "strata/plan/typelist.hpp"
+#include "strata/strategy/options.hpp"
+
+namespace strata::detail {
+
+namespace hana = boost::hana;
+
+template <class T>
+constexpr bool option_is(option_kind k) {
+  if constexpr (plan_option<T>) return T::option == k;
+  else return false;
+}
+
+// Options of category K, as a hana tuple of types.
+template <option_kind K, class... O>
+constexpr auto options_of() {
+  return hana::filter(hana::tuple_t<O...>, [](auto t) {
+    using T = typename decltype(t)::type;
+    return hana::bool_c<option_is<T>(K)>;
+  });
+}
+
+// The option of category K, or Fallback.
+template <option_kind K, class Fallback, class... O>
+constexpr auto pick() {
+  constexpr auto found = options_of<K, O...>();
+  if constexpr (decltype(hana::length(found))::value == 0) return hana::type_c<Fallback>;
+  else return hana::at_c<0>(found);
+}
+template <option_kind K, class Fallback, class... O>
+using pick_t = typename decltype(pick<K, Fallback, O...>())::type;
+
+// First option whose category repeats an earlier one: the pair for the diagnostic.
+template <class... O>
+struct duplicate_option {
+  static constexpr int n = static_cast<int>(sizeof...(O));
+  static constexpr std::array<int, sizeof...(O) + 1> kinds{
+      (plan_option<O> ? static_cast<int>(O::option) : -1 - static_cast<int>(sizeof...(O)))..., -1000};
+  static constexpr std::array<int, 2> pair = [] {
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < j; ++i)
+        if (kinds[static_cast<std::size_t>(i)] >= 0 && kinds[static_cast<std::size_t>(i)] == kinds[static_cast<std::size_t>(j)])
+          return std::array<int, 2>{i, j};
+    return std::array<int, 2>{-1, -1};
+  }();
+  static constexpr int unknown = [] {
+    for (int i = 0; i < n; ++i)
+      if (kinds[static_cast<std::size_t>(i)] < 0) return i;
+    return -1;
+  }();
+};
+
+template <class... O>
+constexpr bool check_options() {
+  using D = duplicate_option<O...>;
+  if constexpr (D::unknown >= 0) {
+    return rule::is_known_option<nth_t<static_cast<std::size_t>(D::unknown), O...>>::value;
+  } else if constexpr (D::pair[0] >= 0) {
+    return rule::option_once<nth_t<static_cast<std::size_t>(D::pair[0]), O...>,
+                             nth_t<static_cast<std::size_t>(D::pair[1]), O...>>::value;
+  } else {
+    return true;
+  }
+}
+
+}  // namespace strata::detail

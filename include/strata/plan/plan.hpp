@@ -1,0 +1,524 @@
+#pragma once
+// Plan<Net, Options...>: the whole parallel training plan, computed and checked at
+// compile time — TaskGraphs, placement, shardings, collectives, schedule, proofs and
+// budgets. An executor for any backend walks the arrays exposed here.
+#include <array>
+#include <type_traits>
+
+#include "strata/layers/layer.hpp"
+#include "strata/plan/diagnosis.hpp"
+#include "strata/plan/model.hpp"
+#include "strata/plan/options_parse.hpp"
+#include "strata/plan/rules.hpp"
+#include "strata/plan/schedule.hpp"
+#include "strata/plan/sharding.hpp"
+#include "strata/strategy/options.hpp"
+#include "strata/strategy/strategy.hpp"
+
+namespace strata {
+
+struct NoLoss {};
+
+// Coordinates of a rank: which replica, which pipeline stage, which device of the stage.
+struct rank_coord {
+  int data = 0, stage = 0, index = 0;
+  int row = 0, col = 0, depth = 0;  // position in a 2D/2.5D/3D tensor mesh
+};
+
+// One collective of a training step, per device, summed over micro-batches.
+struct comm_total {
+  collective kind = collective::none;
+  group_axis group = group_axis::part;
+  pass when = pass::forward;
+  int layer = -1;       // −1: pipeline transfer or gradient reduction
+  int part = 0;
+  long long bytes = 0;  // payload per device per step
+  int calls = 0;        // per step
+};
+
+namespace detail {
+
+template <class L>
+constexpr bool layer_ok() {
+  if constexpr (Layer<L>) return true;
+  else return layer_requirements<L>::value;
+}
+
+template <class List>
+struct layer_checks;
+template <class... L>
+struct layer_checks<type_list<L...>> {
+  static constexpr bool value = (true && ... && layer_ok<L>());
+  static constexpr std::array<layer_desc, sizeof...(L)> descs{describe<L>()...};
+};
+
+template <class S>
+constexpr bool default_ok() {
+  if constexpr (is_strategy_v<S>) {
+    if constexpr (S::layers::size == 0) return true;
+    else return rule::default_is_strategy<S>::value;
+  } else {
+    return rule::default_is_strategy<S>::value;
+  }
+}
+
+constexpr int max1(int x) { return x > 0 ? x : 1; }
+constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+
+// TaskGraphs: one per strategy item, one per run of bare items in a part.
+template <std::size_t NI>
+constexpr int count_taskgraphs(const std::array<item_desc, NI>& items, const std::array<int, NI>& part,
+                               bool explicit_parts) {
+  int n = 0;
+  for (std::size_t i = 0; i < NI; ++i) {
+    const bool continues = items[i].bare && i > 0 && items[i - 1].bare && (!explicit_parts || part[i] == part[i - 1]);
+    if (!continues) ++n;
+  }
+  return n;
+}
+
+template <std::size_t NT, std::size_t NI>
+constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_desc, NI>& items,
+                                                          const std::array<int, NI>& part, bool explicit_parts,
+                                                          strategy_kind default_kind, int default_devices,
+                                                          bool extra_loss_layer) {
+  std::array<taskgraph_desc, NT> tgs{};
+  int t = -1, layer = 0;
+  for (std::size_t i = 0; i < NI; ++i) {
+    const bool continues = items[i].bare && i > 0 && items[i - 1].bare && (!explicit_parts || part[i] == part[i - 1]);
+    if (!continues) {
+      ++t;
+      tgs[idx(t)].kind = items[i].bare ? default_kind : items[i].kind;
+      tgs[idx(t)].devices = items[i].bare ? default_devices : items[i].devices;
+      tgs[idx(t)].part = explicit_parts ? part[i] : t;
+      tgs[idx(t)].first_layer = layer;
+      tgs[idx(t)].is_default = items[i].bare;
+    }
+    tgs[idx(t)].num_layers += items[i].num_layers;
+    layer += items[i].num_layers;
+  }
+  if (extra_loss_layer && NT > 0) tgs[NT - 1].num_layers += 1;
+  return tgs;
+}
+
+}  // namespace detail
+
+template <class Net, class... Options>
+struct Plan {
+  // ---- options -------------------------------------------------------------------------
+  static_assert(detail::check_options<Options...>());
+  using schedule_t = typename detail::pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type;
+  using loss_option_t = typename detail::pick_t<option_kind::loss, Loss<NoLoss>, Options...>::type;
+  using tensor_t = detail::pick_t<option_kind::tensor_mode, Tensor1D, Options...>;
+  using default_strategy = typename detail::pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
+  using element_type = typename detail::pick_t<option_kind::element, Element<float>, Options...>::type;
+  static_assert(detail::default_ok<default_strategy>());
+
+  static constexpr int micro_batch = detail::pick_t<option_kind::micro_batch, MicroBatch<1>, Options...>::value;
+  static constexpr int num_micro_batch = detail::pick_t<option_kind::num_micro_batch, NumMicroBatch<1>, Options...>::value;
+  static_assert(rule::micro_batch_positive<micro_batch>::value);
+  static_assert(rule::num_micro_batch_positive<num_micro_batch>::value);
+  static constexpr schedule_kind schedule = schedule_t::kind;
+  static constexpr int chunks = schedule_t::chunks;
+  static_assert(rule::interleave_chunks_positive<chunks>::value);
+  static constexpr int fixed_world = detail::pick_t<option_kind::world, World<0>, Options...>::value;
+  static constexpr tensor_mode mode = tensor_t::mode;
+  static constexpr int tensor_depth = tensor_t::depth;
+  static constexpr reduce_method gradient_reduce =
+      detail::pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
+  static constexpr int buckets = detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
+  static constexpr long long element_bytes = static_cast<long long>(sizeof(element_type));
+  static constexpr bool loss_from_option = !std::is_same_v<loss_option_t, NoLoss>;
+  static constexpr shape_t input_option =
+      detail::pick_t<option_kind::input, Input<>, Options...>::shape;
+
+  // ---- model: items, layers, TaskGraphs, parts --------------------------------------------
+  using traits = detail::net_traits<Net>;
+  using items = typename traits::items;
+  using model_layers = typename detail::items_info<items>::layers;
+  using layers = std::conditional_t<loss_from_option, detail::concat_t<model_layers, type_list<loss_option_t>>,
+                                    model_layers>;
+  static constexpr int num_items = items::size;
+  static constexpr int num_layers = layers::size;
+  static constexpr auto item_descs = detail::items_info<items>::value;
+
+  static_assert(detail::layer_checks<layers>::value, "strata: a model entry is not a Layer (see above)");
+  static constexpr std::array<layer_desc, static_cast<std::size_t>(num_layers)> descs =
+      detail::layer_checks<layers>::descs;
+
+  static constexpr int default_devices = [] {
+    if constexpr (is_strategy_v<default_strategy>) return default_strategy::devices;
+    else return 1;
+  }();
+  static constexpr strategy_kind default_kind = [] {
+    if constexpr (is_strategy_v<default_strategy>) return default_strategy::kind;
+    else return strategy_kind::replicate;
+  }();
+
+  static constexpr auto item_part = [] {
+    std::array<int, static_cast<std::size_t>(num_items)> a{};
+    if constexpr (traits::explicit_parts)
+      for (int i = 0; i < num_items; ++i) a[detail::idx(i)] = traits::item_part[detail::idx(i)];
+    return a;
+  }();
+  static constexpr int num_taskgraphs = detail::count_taskgraphs(item_descs, item_part, traits::explicit_parts);
+  static constexpr std::array<taskgraph_desc, static_cast<std::size_t>(num_taskgraphs)> taskgraphs =
+      detail::build_taskgraphs<static_cast<std::size_t>(num_taskgraphs)>(
+          item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
+  static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
+  // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages.
+  static constexpr int stages = detail::max1(num_parts / chunks);
+  static constexpr int part_devices = num_taskgraphs > 0 ? detail::max1(taskgraphs[0].devices) : 1;
+  static constexpr int devices_per_replica = stages * part_devices;
+  static constexpr int stage_of_part(int part) { return part % stages; }
+  static constexpr int chunk_of_part(int part) { return part / stages; }
+  static constexpr int part_of(int stage, int chunk) { return chunk * stages + stage; }
+
+ private:
+  // ---- structural rules ---------------------------------------------------------------------
+  static constexpr detail::diagnosis structure_diag = [] {
+    using enum detail::rule_id;
+    for (int i = 0; i < num_items; ++i) {
+      const auto& it = item_descs[detail::idx(i)];
+      if (!it.bare && it.devices < 1) return detail::diagnosis{device_count, it.devices};
+      if (it.nested_at >= 0) return detail::diagnosis{nested, it.devices, it.nested_at};
+    }
+    if (default_devices < 1) return detail::diagnosis{device_count, default_devices};
+    if (traits::empty_part >= 0) return detail::diagnosis{empty_stage, traits::empty_part};
+    for (int t = 0; t < num_taskgraphs; ++t)
+      if (taskgraphs[detail::idx(t)].num_layers == 0) return detail::diagnosis{empty_taskgraph, t};
+    for (int t = 1; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[detail::idx(t)];
+      int first = t;  // first TaskGraph of the same part
+      while (first > 0 && taskgraphs[detail::idx(first - 1)].part == tg.part) --first;
+      if (first != t && tg.devices != taskgraphs[detail::idx(first)].devices)
+        return detail::diagnosis{colocate_devices, t, tg.devices, taskgraphs[detail::idx(first)].devices};
+      if (first == t && tg.devices != taskgraphs[0].devices)
+        return detail::diagnosis{stage_devices, tg.part, tg.devices, taskgraphs[0].devices};
+    }
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[detail::idx(t)];
+      if (tg.kind == strategy_kind::replicate && tg.devices > 1 && micro_batch % tg.devices != 0)
+        return detail::diagnosis{replicate_batch, micro_batch, tg.devices};
+      if (tg.kind == strategy_kind::split && tg.devices > 1) {
+        const int n = tg.devices;
+        if (mode == tensor_mode::d2 && detail::isqrt(n) * detail::isqrt(n) != n) return detail::diagnosis{tensor_2d, n};
+        if (mode == tensor_mode::d2p5) {
+          const int d = tensor_depth;
+          const int q = d > 0 && n % d == 0 ? detail::isqrt(n / d) : 0;
+          if (d < 1 || q * q * d != n || q < 1) return detail::diagnosis{tensor_2p5d, n, d};
+        }
+        if (mode == tensor_mode::d3 && detail::icbrt(n) * detail::icbrt(n) * detail::icbrt(n) != n)
+          return detail::diagnosis{tensor_3d, n};
+      }
+    }
+    if (chunks > 1) {
+      if (num_parts % chunks != 0) return detail::diagnosis{interleave_parts, num_parts, chunks};
+      if (num_micro_batch % stages != 0) return detail::diagnosis{interleave_micro_batches, num_micro_batch, stages};
+    }
+    if (fixed_world != 0 && (fixed_world < devices_per_replica || fixed_world % devices_per_replica != 0))
+      return detail::diagnosis{world, fixed_world, devices_per_replica};
+    return detail::diagnosis{};
+  }();
+  static_assert(detail::raise<structure_diag.id, structure_diag.a, structure_diag.b, structure_diag.c>());
+
+  // ---- shapes and the loss ------------------------------------------------------------------
+  static constexpr bool input_known = [] {
+    if (input_option.rank > 0) return true;
+    for (int i = 0; i < num_layers; ++i) {
+      const auto& d = descs[detail::idx(i)];
+      if (d.in_shape.rank > 0) return true;
+      if (d.role != layer_role::elementwise && d.role != layer_role::reshape) return d.role == layer_role::embedding;
+    }
+    return false;
+  }();
+
+ public:
+  // Per-sample input of the model: Input<...>, else the first shape-fixing layer's input.
+  static constexpr shape_t input_shape = [] {
+    if (input_option.rank > 0) return input_option;
+    for (int i = 0; i < num_layers; ++i) {
+      const auto& d = descs[detail::idx(i)];
+      if (d.in_shape.rank > 0) return d.in_shape;
+      if (d.role == layer_role::embedding) return shape_v<1>;
+    }
+    return shape_v<1>;
+  }();
+
+ private:
+  static constexpr auto shapes = [] {
+    std::array<std::array<shape_t, 2>, static_cast<std::size_t>(num_layers)> s{};
+    shape_t cur = input_shape;
+    for (int i = 0; i < num_layers; ++i) {
+      s[detail::idx(i)][0] = cur;
+      cur = descs[detail::idx(i)].out_shape(cur);
+      s[detail::idx(i)][1] = cur;
+    }
+    return s;
+  }();
+
+  static constexpr detail::diagnosis model_diag = [] {
+    using enum detail::rule_id;
+    if (!input_known) return detail::diagnosis{input_shape};
+    for (int i = 0; i < num_layers; ++i) {
+      const auto& d = descs[detail::idx(i)];
+      const shape_t in = shapes[detail::idx(i)][0];
+      if (d.in_shape.rank > 0 && in.last() != d.in_shape.last())
+        return detail::diagnosis{shapes_chain, i, in.last(), d.in_shape.last()};
+    }
+    int losses = 0;
+    for (int i = 0; i < num_layers - (loss_from_option ? 1 : 0); ++i)
+      if (descs[detail::idx(i)].role == layer_role::loss) ++losses;
+    if (loss_from_option && losses > 0) return detail::diagnosis{loss_once, losses, 1};
+    for (int i = 0; i < num_layers; ++i)
+      if (descs[detail::idx(i)].role == layer_role::loss && i != num_layers - 1)
+        return detail::diagnosis{loss_last, i, num_layers};
+    if (num_layers == 0 || descs[detail::idx(num_layers - 1)].role != layer_role::loss)
+      return detail::diagnosis{needs_loss};
+    return detail::diagnosis{};
+  }();
+  static_assert(!structure_diag.ok() ||
+                detail::raise<model_diag.id, model_diag.a, model_diag.b, model_diag.c>());
+
+  static constexpr auto sharded = [] {
+    std::array<layer_plan, static_cast<std::size_t>(num_layers)> lp{};
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[detail::idx(t)];
+      for (int i = tg.first_layer; i < tg.first_layer + tg.num_layers && i < num_layers; ++i) {
+        lp[detail::idx(i)].taskgraph = t;
+        lp[detail::idx(i)].part = tg.part;
+      }
+    }
+    for (int i = 0; i < num_layers; ++i) {
+      lp[detail::idx(i)].desc = descs[detail::idx(i)];
+      lp[detail::idx(i)].in = shapes[detail::idx(i)][0];
+      lp[detail::idx(i)].out = shapes[detail::idx(i)][1];
+    }
+    return detail::plan_shardings(lp, taskgraphs, detail::shard_inputs{mode, tensor_depth, micro_batch});
+  }();
+
+  static constexpr detail::diagnosis shard_diag = [] {
+    using enum detail::rule_id;
+    const shard_violation v = sharded.violation;
+    switch (v.rule) {
+      case shard_rule::ok: return detail::diagnosis{};
+      case shard_rule::split_features: return detail::diagnosis{split_features, v.layer, v.value, v.n};
+      case shard_rule::split_vocab: return detail::diagnosis{split_vocab, v.layer, v.value, v.n};
+      case shard_rule::split_heads: return detail::diagnosis{split_heads, v.layer, v.value, v.n};
+      case shard_rule::split_experts: return detail::diagnosis{split_experts, v.layer, v.value, v.n};
+      case shard_rule::tensor_mode_layer: return detail::diagnosis{tensor_mode_layer, v.layer, v.value};
+      case shard_rule::tensor_batch: return detail::diagnosis{tensor_batch, v.value, v.n};
+    }
+    return detail::diagnosis{};
+  }();
+  static_assert(!structure_diag.ok() || !model_diag.ok() ||
+                detail::raise<shard_diag.id, shard_diag.a, shard_diag.b, shard_diag.c>());
+
+ public:
+  static constexpr std::array<layer_plan, static_cast<std::size_t>(num_layers)> layer_plans = sharded.layers;
+
+  // ---- schedule -------------------------------------------------------------------------------
+  static constexpr auto program = [] {
+    if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, num_micro_batch>();
+    else if constexpr (schedule == schedule_kind::one_f_one_b) return sched::one_f_one_b<stages, num_micro_batch>();
+    else if constexpr (schedule == schedule_kind::interleaved)
+      return sched::interleaved<stages, num_micro_batch, chunks>();
+    else return schedule_t::template build<stages, num_micro_batch, chunks>();
+  }();
+  static constexpr sched::sim_result completeness = sched::check_complete(program);
+  static constexpr sched::sim_result simulation = sched::simulate(program);
+
+ private:
+  static constexpr detail::diagnosis schedule_diag = [] {
+    using enum detail::rule_id;
+    if (completeness.status != sched::verdict::ok)
+      return detail::diagnosis{schedule_complete, completeness.stage, completeness.instruction};
+    if (simulation.status != sched::verdict::ok) return detail::diagnosis{deadlock, simulation.stage, simulation.instruction};
+    return detail::diagnosis{};
+  }();
+  static_assert(!structure_diag.ok() || !model_diag.ok() || !shard_diag.ok() ||
+                detail::raise<schedule_diag.id, schedule_diag.a, schedule_diag.b, schedule_diag.c>());
+
+ public:
+  static constexpr bool deadlock_free = simulation.status == sched::verdict::ok;
+  static constexpr bool valid = structure_diag.ok() && model_diag.ok() && shard_diag.ok() && schedule_diag.ok();
+
+  // ---- placement ------------------------------------------------------------------------------
+  static constexpr int data_parallel(int world) { return world / devices_per_replica; }
+  static constexpr int data_parallel() requires(fixed_world > 0) { return fixed_world / devices_per_replica; }
+  static constexpr int global_batch(int world) { return data_parallel(world) * micro_batch * num_micro_batch; }
+  // Tensor-mesh factors of the Split TaskGraphs (1D: features split n ways).
+  static constexpr detail::mesh_factors mesh = detail::mesh_of(mode, part_devices, tensor_depth);
+
+  // Rank layout: rank = data · devices_per_replica + stage · part_devices + index.
+  static constexpr rank_coord coord(int rank) {
+    rank_coord c;
+    c.data = rank / devices_per_replica;
+    const int r = rank % devices_per_replica;
+    c.stage = r / part_devices;
+    c.index = r % part_devices;
+    const int q = mode == tensor_mode::d1 ? part_devices : mesh.features;
+    c.col = c.index % q;
+    c.row = (c.index / q) % q;
+    c.depth = mode == tensor_mode::d1 ? 0 : c.index / (q * q);
+    if (mode == tensor_mode::d1) c.row = 0;
+    return c;
+  }
+  static constexpr int rank_of(int data, int stage, int index) {
+    return data * devices_per_replica + stage * part_devices + index;
+  }
+  // Whether `other` is in `rank`'s group along `axis` (world of `world` ranks).
+  static constexpr bool same_group(group_axis axis, int rank, int other, int world) {
+    if (other < 0 || other >= world) return false;
+    const rank_coord a = coord(rank), b = coord(other);
+    const int q = mode == tensor_mode::d1 ? part_devices : mesh.features;
+    switch (axis) {
+      case group_axis::part: return a.data == b.data && a.stage == b.stage;
+      case group_axis::data: return a.stage == b.stage && a.index == b.index;
+      case group_axis::pipeline: return a.data == b.data && a.index == b.index;
+      case group_axis::part_data: return a.stage == b.stage;
+      case group_axis::mesh_row: return a.data == b.data && a.stage == b.stage && a.depth == b.depth && a.row == b.row;
+      case group_axis::mesh_col: return a.data == b.data && a.stage == b.stage && a.depth == b.depth && a.col == b.col;
+      case group_axis::mesh_depth: return a.data == b.data && a.stage == b.stage && a.row == b.row && a.col == b.col;
+      case group_axis::depth_data: return a.stage == b.stage && a.row == b.row && a.col == b.col;
+    }
+    (void)q;
+    return false;
+  }
+  // Members of `rank`'s group along `axis`, in rank order, into out[]; returns the count.
+  template <std::size_t N>
+  static constexpr int group(group_axis axis, int rank, int world, std::array<int, N>& out) {
+    int n = 0;
+    for (int r = 0; r < world; ++r)
+      if (same_group(axis, rank, r, world) && n < static_cast<int>(N)) out[detail::idx(n++)] = r;
+    return n;
+  }
+
+  // ---- analyses (all constexpr) ------------------------------------------------------------
+  static constexpr sched::fraction bubble = sched::bubble(program);
+  static constexpr double bubble_fraction = bubble.value();
+  static constexpr int peak_in_flight(int stage) { return sched::peak_in_flight(program, stage); }
+
+  // Parameter elements this device holds for pipeline part `part`.
+  static constexpr long long part_param_elems(int part) {
+    long long n = 0;
+    for (const auto& lp : layer_plans)
+      if (lp.part == part) n += lp.local_param_elems;
+    return n;
+  }
+  static constexpr long long parameter_bytes(int stage) {
+    long long n = 0;
+    for (int c = 0; c < chunks; ++c) n += part_param_elems(part_of(stage, c));
+    return n * element_bytes;
+  }
+  static constexpr long long gradient_bytes(int stage) { return parameter_bytes(stage); }
+  // Adam/AdamW keep two moments per parameter; SGD with momentum one.
+  static constexpr long long adam_state_bytes(int stage) { return 2 * parameter_bytes(stage); }
+  // Activation bytes one micro-batch leaves stashed on this device for part `part`.
+  static constexpr long long stash_bytes(int part) {
+    long long n = 0;
+    for (const auto& lp : layer_plans)
+      if (lp.part == part) n += lp.local_stash_per_sample;
+    return n * micro_batch * element_bytes;
+  }
+  // Largest activation stash a stage holds while running its program.
+  static constexpr long long peak_activation_bytes(int stage) {
+    std::array<int, static_cast<std::size_t>(chunks)> live{};
+    long long cur = 0, peak = 0;
+    for (int i = 0; i < program.length[detail::idx(stage)]; ++i) {
+      const auto& x = program.at(stage, i);
+      const long long b = stash_bytes(part_of(stage, x.chunk));
+      if (x.kind == sched::op::forward) {
+        ++live[detail::idx(x.chunk)];
+        cur += b;
+        if (cur > peak) peak = cur;
+      } else if (x.kind == sched::op::backward) {
+        --live[detail::idx(x.chunk)];
+        cur -= b;
+      }
+    }
+    return peak;
+  }
+  static constexpr long long peak_memory_bytes(int stage) {
+    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage) + peak_activation_bytes(stage);
+  }
+
+  // Model FLOPs of one replica per step (forward + backward, all devices of the replica).
+  static constexpr long long flops_per_replica_step() {
+    long long f = 0;
+    for (const auto& lp : layer_plans) f += lp.desc.forward_flops(lp.in) + lp.desc.backward_flops(lp.in);
+    return f * micro_batch * num_micro_batch;
+  }
+  static constexpr long long flops_per_step(int world) { return flops_per_replica_step() * data_parallel(world); }
+  // FLOPs one device of `stage` executes per step.
+  static constexpr long long device_flops_per_step(int stage) {
+    long long f = 0;
+    for (const auto& lp : layer_plans)
+      if (stage_of_part(lp.part) == stage) f += lp.local_flops_per_sample;
+    return f * micro_batch * num_micro_batch;
+  }
+
+  // Every collective a device of `stage` takes part in per step, with bytes.
+  static constexpr int max_comms = num_layers * max_layer_comms + 4 * num_parts + 4;
+  struct comm_table {
+    std::array<comm_total, static_cast<std::size_t>(max_comms)> rows{};
+    int size = 0;
+  };
+  static constexpr comm_table communication(int stage) {
+    comm_table t;
+    auto add = [&](comm_total c) {
+      if (t.size < max_comms) t.rows[detail::idx(t.size++)] = c;
+    };
+    for (int i = 0; i < num_layers; ++i) {
+      const auto& lp = layer_plans[detail::idx(i)];
+      if (stage_of_part(lp.part) != stage) continue;
+      for (int k = 0; k < lp.num_comms; ++k) {
+        const comm_desc& c = lp.comms[detail::idx(k)];
+        add(comm_total{c.kind, c.group, c.when, i, lp.part, c.elems * element_bytes * c.calls * num_micro_batch,
+                       c.calls * num_micro_batch});
+      }
+    }
+    // Pipeline transfers: activation forward and its gradient backward, per micro-batch.
+    for (int part = 0; part < num_parts; ++part) {
+      if (stage_of_part(part) != stage) continue;
+      int last = -1, first = -1;
+      for (int i = 0; i < num_layers; ++i)
+        if (layer_plans[detail::idx(i)].part == part) {
+          if (first < 0) first = i;
+          last = i;
+        }
+      if (last >= 0 && part + 1 < num_parts && stage_of_part(part + 1) != stage) {
+        const auto& lp = layer_plans[detail::idx(last)];
+        const long long elems = lp.out.numel() * micro_batch / (lp.out_layout == sbp::split_batch ? part_devices : 1) /
+                                (lp.out_layout == sbp::split_feature ? part_devices : 1);
+        add(comm_total{collective::send_recv, group_axis::pipeline, pass::forward, -1, part,
+                       elems * element_bytes * num_micro_batch, num_micro_batch});
+      }
+      if (first >= 0 && part > 0 && stage_of_part(part - 1) != stage) {
+        const auto& lp = layer_plans[detail::idx(first)];
+        const long long elems = lp.in.numel() * micro_batch / (lp.arrives == sbp::split_batch ? part_devices : 1) /
+                                (lp.arrives == sbp::split_feature ? part_devices : 1);
+        add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, part,
+                       elems * element_bytes * num_micro_batch, num_micro_batch});
+      }
+    }
+    // Gradient reduction, once per step, per reduction group, fused into `buckets`.
+    for (group_axis g : {group_axis::data, group_axis::part_data, group_axis::depth_data}) {
+      long long elems = 0;
+      for (const auto& lp : layer_plans)
+        if (stage_of_part(lp.part) == stage)
+          for (int k = 0; k < lp.desc.num_params; ++k)
+            if (lp.grad_group[detail::idx(k)] == g) elems += lp.local_params[detail::idx(k)].numel();
+      if (elems > 0) add(comm_total{collective::all_reduce, g, pass::backward, -1, -1, elems * element_bytes, buckets});
+    }
+    return t;
+  }
+  static constexpr long long communication_bytes(int stage) {
+    const comm_table t = communication(stage);
+    long long b = 0;
+    for (int i = 0; i < t.size; ++i) b += t.rows[detail::idx(i)].bytes;
+    return b;
+  }
+};
+
+}  // namespace strata

@@ -1,0 +1,264 @@
+#pragma once
+// Every rule a configuration can break. Each rule is a class template whose template
+// arguments carry the numbers involved, so the compiler's "in instantiation of
+// rule::X<...>" note prints them next to the message (g++, clang and nvcc all do).
+// `value` is true when the rule holds; using `value` instantiates the check.
+
+namespace strata::rule {
+
+// Dependent `false`: a rule that can only fail must not fire before it is instantiated.
+template <auto...>
+inline constexpr bool never = false;
+template <class...>
+inline constexpr bool never_type = false;
+
+// ---- layers ---------------------------------------------------------------------------
+template <int A, int B>
+struct layer_dim_positive {
+  static constexpr bool value = A > 0 && B > 0;
+  static_assert(value, "strata rule [layer-dims]: layer dimensions must be positive");
+};
+
+template <int D, int Heads>
+struct attention_heads_divide_dim {
+  static constexpr bool value = Heads > 0 && D % Heads == 0;
+  static_assert(value, "strata rule [attention-heads]: MultiHeadAttention<D, Heads, Seq>: D is not divisible by Heads");
+};
+
+template <int TopK, int Experts>
+struct moe_topk_within_experts {
+  static constexpr bool value = TopK <= Experts;
+  static_assert(value, "strata rule [moe-topk]: MoE<Experts, D, Hidden, TopK>: TopK exceeds the number of experts");
+};
+
+// Layer `Index` (0-based, over the whole model) expects `Expected` input features but
+// the layer before it (or the plan's input) produces `Produced`.
+template <int Index, int Produced, int Expected>
+struct shapes_chain {
+  static constexpr bool value = Produced == Expected;
+  static_assert(value, "strata rule [shapes-chain]: layer input features do not match the features produced "
+                       "before it (shapes_chain<layer index, produced, expected>)");
+};
+
+template <int Index, int NumLayers>
+struct loss_last {
+  static constexpr bool value = Index == NumLayers - 1;
+  static_assert(value, "strata rule [loss-last]: a loss layer must be the last layer of the model "
+                       "(loss_last<layer index, number of layers>)");
+};
+
+template <bool HasLoss>
+struct plan_needs_loss {
+  static constexpr bool value = HasLoss;
+  static_assert(value, "strata rule [plan-needs-loss]: a training plan needs a loss: end the model with a loss "
+                       "layer or pass Loss<SoftmaxCrossEntropy>");
+};
+
+template <int LossesInModel, int LossOptions>
+struct loss_once {
+  static constexpr bool value = LossesInModel + LossOptions <= 1;
+  static_assert(value, "strata rule [loss-once]: the loss is given both as a layer and as Loss<...> "
+                       "(loss_once<losses in model, Loss options>)");
+};
+
+template <bool Known>
+struct input_shape_known {
+  static constexpr bool value = Known;
+  static_assert(value, "strata rule [input-shape]: the model's input shape cannot be inferred (the first "
+                       "shape-fixing layer is preceded by a shape-changing one): pass Input<dims...>");
+};
+
+// ---- strategies -----------------------------------------------------------------------
+template <int N>
+struct device_count_positive {
+  static constexpr bool value = N >= 1;
+  static_assert(value, "strata rule [devices-positive]: Replicate<N>/Split<N> needs N >= 1");
+};
+
+// Position `Index` inside a Replicate/Split of `N` devices holds another strategy.
+template <int N, int Index>
+struct no_nested_strategy {
+  static constexpr bool value = never<N, Index>;
+  static_assert(value, "strata rule [no-nesting]: a strategy annotation cannot contain another strategy "
+                       "(EPL forbids nesting); put TaskGraphs side by side in Pipeline<...> or Colocate<...> "
+                       "(no_nested_strategy<outer devices, position>)");
+};
+
+template <int TaskGraph>
+struct taskgraph_not_empty {
+  static constexpr bool value = never<TaskGraph>;
+  static_assert(value, "strata rule [empty-taskgraph]: a strategy or pipeline stage has no layers "
+                       "(taskgraph_not_empty<taskgraph index>)");
+};
+
+template <int Stage>
+struct stage_not_empty {
+  static constexpr bool value = never<Stage>;
+  static_assert(value, "strata rule [empty-stage]: a pipeline stage has no layers (stage_not_empty<stage>)");
+};
+
+// TaskGraph `TaskGraph` of a Colocate group uses `Devices`, the group's first uses `First`.
+template <int TaskGraph, int Devices, int First>
+struct colocate_equal_devices {
+  static constexpr bool value = Devices == First;
+  static_assert(value, "strata rule [colocate-devices]: colocated TaskGraphs must use the same number of devices "
+                       "(colocate_equal_devices<taskgraph, its devices, first taskgraph's devices>)");
+};
+
+template <int Stage, int Devices, int First>
+struct pipeline_equal_devices {
+  static constexpr bool value = Devices == First;
+  static_assert(value, "strata rule [stage-devices]: every pipeline stage must use the same number of devices "
+                       "(pipeline_equal_devices<stage, its devices, stage 0's devices>)");
+};
+
+// Split<N> cuts the features of a Linear layer (column- or row-parallel).
+template <int Index, int Features, int N>
+struct split_features_divisible {
+  static constexpr bool value = N > 0 && Features % N == 0;
+  static_assert(value, "strata rule [split-features]: Split<N>: the layer's split feature dimension is not "
+                       "divisible by N (split_features_divisible<layer index, features, N>)");
+};
+
+template <int Index, int Heads, int N>
+struct split_heads_divisible {
+  static constexpr bool value = N > 0 && Heads % N == 0;
+  static_assert(value, "strata rule [split-heads]: Split<N>: attention heads are not divisible by N "
+                       "(split_heads_divisible<layer index, heads, N>)");
+};
+
+template <int Index, int Vocab, int N>
+struct split_vocab_divisible {
+  static constexpr bool value = N > 0 && Vocab % N == 0;
+  static_assert(value, "strata rule [split-vocab]: Split<N>: the vocabulary is not divisible by N "
+                       "(split_vocab_divisible<layer index, vocabulary, N>)");
+};
+
+template <int Index, int Experts, int N>
+struct split_experts_divisible {
+  static constexpr bool value = N > 0 && Experts % N == 0;
+  static_assert(value, "strata rule [split-experts]: Split<N>: the number of experts is not divisible by N "
+                       "(split_experts_divisible<layer index, experts, N>)");
+};
+
+// Replicate<N> with N > 1 cuts one replica's micro-batch into N parts (EPL).
+template <int MicroBatch, int N>
+struct replicate_batch_divisible {
+  static constexpr bool value = N > 0 && MicroBatch % N == 0;
+  static_assert(value, "strata rule [replicate-batch]: Replicate<N> splits the micro-batch over N devices, but the "
+                       "micro-batch is not divisible by N (replicate_batch_divisible<micro-batch, N>)");
+};
+
+// ---- options ---------------------------------------------------------------------------
+template <class Option>
+struct is_known_option {
+  static constexpr bool value = never_type<Option>;
+  static_assert(value, "strata rule [unknown-option]: this type is not a Plan option (is_known_option<type>)");
+};
+
+template <class First, class Second>
+struct option_once {
+  static constexpr bool value = never_type<First, Second>;
+  static_assert(value, "strata rule [option-once]: an option is given twice (option_once<first, second>)");
+};
+
+template <int MicroBatch>
+struct micro_batch_positive {
+  static constexpr bool value = MicroBatch >= 1;
+  static_assert(value, "strata rule [micro-batch]: MicroBatch<B> needs B >= 1");
+};
+
+template <int NumMicroBatch>
+struct num_micro_batch_positive {
+  static constexpr bool value = NumMicroBatch >= 1;
+  static_assert(value, "strata rule [num-micro-batch]: NumMicroBatch<M> needs M >= 1");
+};
+
+template <int World, int DevicesPerReplica>
+struct world_multiple_of_replica {
+  static constexpr bool value = World >= DevicesPerReplica && World % DevicesPerReplica == 0;
+  static_assert(value, "strata rule [world-size]: World<N> is not a positive multiple of the devices one replica "
+                       "uses (world_multiple_of_replica<world, devices per replica>)");
+};
+
+template <class T>
+struct default_is_strategy {
+  static constexpr bool value = never_type<T>;
+  static_assert(value, "strata rule [default-strategy]: Default<S> needs S = Replicate<N> or Split<N> with no layers");
+};
+
+// ---- schedules --------------------------------------------------------------------------
+template <int Chunks>
+struct interleave_chunks_positive {
+  static constexpr bool value = Chunks >= 1;
+  static_assert(value, "strata rule [interleave-chunks]: Interleaved<V> needs V >= 1");
+};
+
+template <int PipelineParts, int Chunks>
+struct interleave_parts_divisible {
+  static constexpr bool value = Chunks > 0 && PipelineParts % Chunks == 0;
+  static_assert(value, "strata rule [interleave-parts]: Interleaved<V> needs the number of Pipeline parts to be a "
+                       "multiple of V (interleave_parts_divisible<parts, V>)");
+};
+
+template <int NumMicroBatch, int Stages>
+struct interleave_micro_batches {
+  static constexpr bool value = Stages > 0 && NumMicroBatch % Stages == 0;
+  static_assert(value, "strata rule [interleave-micro-batches]: an interleaved schedule needs the number of "
+                       "micro-batches to be a multiple of the number of stages "
+                       "(interleave_micro_batches<micro-batches, stages>)");
+};
+
+// Stage `Stage` blocks forever at instruction `Instruction` of its program.
+template <int Stage, int Instruction>
+struct deadlock_free {
+  static constexpr bool value = never<Stage, Instruction>;
+  static_assert(value, "strata rule [deadlock-free]: the schedule's sends and receives do not pair up: a stage "
+                       "blocks forever (deadlock_free<stage, instruction index>)");
+};
+
+template <int Stage, int Instruction>
+struct schedule_complete {
+  static constexpr bool value = never<Stage, Instruction>;
+  static_assert(value, "strata rule [schedule-complete]: a stage's program does not run forward and backward of "
+                       "every micro-batch exactly once (schedule_complete<stage, instruction index>)");
+};
+
+// ---- tensor modes (Colossal-AI) ---------------------------------------------------------
+template <int N>
+struct tensor_2d_square {
+  static constexpr bool value = never<N>;
+  static_assert(value, "strata rule [tensor-2d]: 2D tensor parallelism needs Split<N> with N = q*q "
+                       "(tensor_2d_square<N>)");
+};
+
+template <int N, int Depth>
+struct tensor_2p5d_shape {
+  static constexpr bool value = never<N, Depth>;
+  static_assert(value, "strata rule [tensor-2.5d]: 2.5D tensor parallelism needs Split<N> with N = q*q*depth "
+                       "(tensor_2p5d_shape<N, depth>)");
+};
+
+template <int N>
+struct tensor_3d_cube {
+  static constexpr bool value = never<N>;
+  static_assert(value, "strata rule [tensor-3d]: 3D tensor parallelism needs Split<N> with N = q*q*q "
+                       "(tensor_3d_cube<N>)");
+};
+
+template <int Index, int Mode>
+struct tensor_mode_supports_layer {
+  static constexpr bool value = never<Index, Mode>;
+  static_assert(value, "strata rule [tensor-mode-layer]: 2D/2.5D/3D tensor parallelism supports Linear, "
+                       "activations, LayerNorm and the loss only (tensor_mode_supports_layer<layer index, mode>)");
+};
+
+// Mesh axis of size Q cuts the micro-batch (2D / 2.5D / 3D activations are batch-split).
+template <int MicroBatch, int Q>
+struct tensor_batch_divisible {
+  static constexpr bool value = Q > 0 && MicroBatch % Q == 0;
+  static_assert(value, "strata rule [tensor-batch]: the tensor mesh splits the micro-batch, which is not divisible "
+                       "by its size (tensor_batch_divisible<micro-batch, mesh batch split>)");
+};
+
+}  // namespace strata::rule

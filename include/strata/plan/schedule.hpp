@@ -1,0 +1,379 @@
+#pragma once
+// Pipeline schedules as static per-stage instruction lists, and the simulator that
+// proves their sends and receives pair up (deadlock freedom) and measures the bubble.
+#include <array>
+#include <string_view>
+
+#include "strata/strategy/options.hpp"
+
+namespace strata::sched {
+
+enum class op : unsigned char {
+  forward,         // forward of (micro-batch, chunk)
+  backward,        // backward of (micro-batch, chunk)
+  send_act,        // activation to the next stage
+  recv_act,        // activation from the previous stage
+  send_grad,       // input gradient to the previous stage
+  recv_grad,       // output gradient from the next stage
+  reduce_grads,    // data-parallel gradient reduction
+  optimizer_step
+};
+
+constexpr std::string_view to_string(op o) {
+  switch (o) {
+    case op::forward: return "F";
+    case op::backward: return "B";
+    case op::send_act: return "send-act";
+    case op::recv_act: return "recv-act";
+    case op::send_grad: return "send-grad";
+    case op::recv_grad: return "recv-grad";
+    case op::reduce_grads: return "reduce-grads";
+    case op::optimizer_step: return "optimizer-step";
+  }
+  return "?";
+}
+
+constexpr bool is_compute(op o) { return o == op::forward || o == op::backward; }
+constexpr bool is_p2p(op o) {
+  return o == op::send_act || o == op::recv_act || o == op::send_grad || o == op::recv_grad;
+}
+constexpr bool is_send(op o) { return o == op::send_act || o == op::send_grad; }
+
+struct instr {
+  op kind = op::forward;
+  int mb = 0;
+  int chunk = 0;
+  int peer = -1;            // pipeline stage on the other side of a send/recv
+  bool group_next = false;  // posted together with the next instruction (one NCCL group)
+};
+
+constexpr int schedule_capacity(int m, int v) { return 6 * m * v + 4; }
+
+template <int P, int Cap>
+struct program {
+  static constexpr int stages = P;
+  static constexpr int capacity = Cap;
+  std::array<std::array<instr, static_cast<std::size_t>(Cap)>, static_cast<std::size_t>(P)> code{};
+  std::array<int, static_cast<std::size_t>(P)> length{};
+  int micro_batches = 0;
+  int chunks = 1;
+
+  constexpr const instr& at(int s, int i) const {
+    return code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+  }
+  constexpr void push(int s, instr x) {
+    code[static_cast<std::size_t>(s)][static_cast<std::size_t>(length[static_cast<std::size_t>(s)]++)] = x;
+  }
+};
+
+namespace detail {
+
+struct work {
+  bool fwd = true;
+  int mb = 0, chunk = 0;
+  bool fused_with_next = false;  // no communication between this op and the next
+};
+
+// Turns a compute order into a program. Communication happens at boundaries between
+// compute ops; one boundary posts, as one group, the sends of every op since the last
+// boundary and the receives of every op up to the next one (Megatron's
+// send_forward_recv_backward / batched isend-irecv), which is what lets 1F1B and the
+// interleaved schedule make progress under rendezvous send/recv.
+template <int P, int Cap, std::size_t W>
+constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W>& order, int count) {
+  const int p = P, v = prog.chunks;
+  const int last_virtual = p * v - 1;
+  const int prev = (s - 1 + p) % p, next = (s + 1) % p;
+  auto recv_of = [&](const work& w, instr& x) {
+    const int virt = w.chunk * p + s;
+    if (w.fwd && virt > 0 && prev != s) { x = instr{op::recv_act, w.mb, w.chunk, prev, false}; return true; }
+    if (!w.fwd && virt < last_virtual && next != s) { x = instr{op::recv_grad, w.mb, w.chunk, next, false}; return true; }
+    return false;
+  };
+  auto send_of = [&](const work& w, instr& x) {
+    const int virt = w.chunk * p + s;
+    if (w.fwd && virt < last_virtual && next != s) { x = instr{op::send_act, w.mb, w.chunk, next, false}; return true; }
+    if (!w.fwd && virt > 0 && prev != s) { x = instr{op::send_grad, w.mb, w.chunk, prev, false}; return true; }
+    return false;
+  };
+  int i = 0, last_boundary_end = 0;  // computes [last_boundary_end, i) have their sends pending
+  auto boundary = [&](int from_send, int to_send, int from_recv, int to_recv) {
+    const int start = prog.length[static_cast<std::size_t>(s)];
+    instr x{};
+    for (int k = from_send; k < to_send; ++k)
+      if (send_of(order[static_cast<std::size_t>(k)], x)) prog.push(s, x);
+    for (int k = from_recv; k < to_recv; ++k)
+      if (recv_of(order[static_cast<std::size_t>(k)], x)) prog.push(s, x);
+    const int end = prog.length[static_cast<std::size_t>(s)];
+    for (int k = start; k + 1 < end; ++k) prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(k)].group_next = true;
+  };
+  auto segment_end = [&](int from) {  // computes [from, e) run without communication
+    int e = from;
+    while (e < count && order[static_cast<std::size_t>(e)].fused_with_next) ++e;
+    return e < count ? e + 1 : count;
+  };
+  int seg_end = segment_end(0);
+  boundary(0, 0, 0, seg_end);
+  while (i < count) {
+    for (; i < seg_end; ++i) {
+      const work& w = order[static_cast<std::size_t>(i)];
+      prog.push(s, instr{w.fwd ? op::forward : op::backward, w.mb, w.chunk, -1, false});
+    }
+    const int next_end = i < count ? segment_end(i) : count;
+    boundary(last_boundary_end, i, i, next_end);
+    last_boundary_end = i;
+    seg_end = next_end;
+  }
+  prog.push(s, instr{op::reduce_grads, 0, 0, -1, false});
+  prog.push(s, instr{op::optimizer_step, 0, 0, -1, false});
+}
+
+}  // namespace detail
+
+// GPipe (EPL PreferForward): all forwards, then all backwards.
+template <int P, int M>
+constexpr program<P, schedule_capacity(M, 1)> gpipe() {
+  program<P, schedule_capacity(M, 1)> prog{};
+  prog.micro_batches = M;
+  for (int s = 0; s < P; ++s) {
+    std::array<detail::work, static_cast<std::size_t>(2 * M)> order{};
+    for (int i = 0; i < M; ++i) {
+      order[static_cast<std::size_t>(i)] = {true, i, 0, false};
+      order[static_cast<std::size_t>(M + i)] = {false, i, 0, false};
+    }
+    detail::emit_stage(prog, s, order, 2 * M);
+  }
+  return prog;
+}
+
+// 1F1B (EPL PreferBackward): stage s warms up with p−s−1 forwards, then alternates.
+template <int P, int M>
+constexpr program<P, schedule_capacity(M, 1)> one_f_one_b() {
+  program<P, schedule_capacity(M, 1)> prog{};
+  prog.micro_batches = M;
+  for (int s = 0; s < P; ++s) {
+    std::array<detail::work, static_cast<std::size_t>(2 * M)> order{};
+    const int warm = (P - s - 1) < M ? (P - s - 1) : M;
+    int k = 0;
+    for (int i = 0; i < warm; ++i) order[static_cast<std::size_t>(k++)] = {true, i, 0, false};
+    for (int i = 0; i < M - warm; ++i) {
+      order[static_cast<std::size_t>(k++)] = {true, warm + i, 0, false};
+      order[static_cast<std::size_t>(k++)] = {false, i, 0, false};
+    }
+    for (int i = M - warm; i < M; ++i) order[static_cast<std::size_t>(k++)] = {false, i, 0, false};
+    detail::emit_stage(prog, s, order, k);
+  }
+  return prog;
+}
+
+// Interleaved 1F1B with V chunks per stage (Megatron / Colossal-AI): chunk c of stage s
+// is pipeline part c·p + s; micro-batches advance through chunks in groups of p.
+template <int P, int M, int V>
+constexpr program<P, schedule_capacity(M, V)> interleaved() {
+  program<P, schedule_capacity(M, V)> prog{};
+  prog.micro_batches = M;
+  prog.chunks = V;
+  const int total = M * V;
+  for (int s = 0; s < P; ++s) {
+    std::array<detail::work, static_cast<std::size_t>(2 * M * V)> order{};
+    auto fwd_of = [&](int k) { return detail::work{true, (k / (P * V)) * P + k % P, (k / P) % V, false}; };
+    auto bwd_of = [&](int k) { return detail::work{false, (k / (P * V)) * P + k % P, V - 1 - (k / P) % V, false}; };
+    int warm = (M == P) ? total : (P - s - 1) * 2 + (V - 1) * P;
+    if (warm > total) warm = total;
+    int n = 0;
+    for (int k = 0; k < warm; ++k) order[static_cast<std::size_t>(n++)] = fwd_of(k);
+    for (int j = 0; j < total - warm; ++j) {
+      detail::work f = fwd_of(warm + j);
+      f.fused_with_next = true;  // Megatron posts one group after each forward/backward pair
+      order[static_cast<std::size_t>(n++)] = f;
+      order[static_cast<std::size_t>(n++)] = bwd_of(j);
+    }
+    for (int j = total - warm; j < total; ++j) order[static_cast<std::size_t>(n++)] = bwd_of(j);
+    detail::emit_stage(prog, s, order, n);
+  }
+  return prog;
+}
+
+// ---- checking and simulation -----------------------------------------------------------
+
+enum class verdict : unsigned char { ok, deadlock, mismatch, incomplete };
+
+struct sim_result {
+  verdict status = verdict::ok;
+  int stage = -1;        // where it went wrong
+  int instruction = -1;
+  long long makespan = 0;  // time units; forward = fwd_cost, backward = bwd_cost per chunk
+  long long busy = 0;      // compute time of one stage
+};
+
+// Rendezvous semantics: a send completes only when the peer has posted the matching
+// receive (the strictest reading of NCCL send/recv), operations in one group are posted
+// together, and operations between a pair of stages match in posting order — NCCL has
+// no tags, so a receive paired with the wrong micro-batch is reported as a mismatch.
+// Start and end time of every instruction, for the timeline report.
+template <int P, int Cap>
+struct timeline {
+  std::array<std::array<long long, static_cast<std::size_t>(Cap)>, static_cast<std::size_t>(P)> start{}, end{};
+};
+
+template <int P, int Cap>
+constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
+                              timeline<P, Cap>* times = nullptr) {
+  sim_result r{};
+  std::array<int, static_cast<std::size_t>(P)> pc{};
+  std::array<long long, static_cast<std::size_t>(P)> clock{}, posted{}, done_at{};
+  std::array<bool, static_cast<std::size_t>(P)> in_group{};
+  std::array<std::array<bool, static_cast<std::size_t>(Cap)>, static_cast<std::size_t>(P)> done{};
+  auto group_end = [&](int s, int i) {
+    while (i < prog.length[static_cast<std::size_t>(s)] && prog.at(s, i).group_next) ++i;
+    return i + 1;
+  };
+  auto S = [](int s) { return static_cast<std::size_t>(s); };
+  // Pipeline part (chunk·P + stage) that produced the tensor a p2p operation carries:
+  // the two ends name it from their own chunk, so compare this instead.
+  auto producer = [](int s, const instr& x) {
+    const int virt = x.chunk * P + s;
+    if (x.kind == op::recv_act) return virt - 1;
+    if (x.kind == op::recv_grad) return virt + 1;
+    return virt;
+  };
+  for (;;) {
+    bool progress = false, finished = true;
+    for (int s = 0; s < P; ++s) {
+      if (pc[S(s)] >= prog.length[S(s)]) continue;
+      finished = false;
+      const instr& x = prog.at(s, pc[S(s)]);
+      if (!is_p2p(x.kind)) {
+        if (times) times->start[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
+        if (x.kind == op::forward) clock[S(s)] += fwd_cost;
+        if (x.kind == op::backward) clock[S(s)] += bwd_cost;
+        if (times) times->end[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
+        ++pc[S(s)];
+        progress = true;
+        continue;
+      }
+      if (!in_group[S(s)]) {
+        in_group[S(s)] = true;
+        posted[S(s)] = clock[S(s)];
+        done_at[S(s)] = clock[S(s)];
+      }
+      const int end = group_end(s, pc[S(s)]);
+      bool all_done = true;
+      for (int i = pc[S(s)]; i < end; ++i) {
+        if (done[S(s)][static_cast<std::size_t>(i)]) continue;
+        const instr& a = prog.at(s, i);
+        const int t = a.peer;
+        bool matched = false;
+        if (t >= 0 && t < P && in_group[S(t)] && pc[S(t)] < prog.length[S(t)]) {
+          const int tend = group_end(t, pc[S(t)]);
+          for (int j = pc[S(t)]; j < tend; ++j) {
+            if (done[S(t)][static_cast<std::size_t>(j)]) continue;
+            const instr& b = prog.at(t, j);
+            if (b.peer != s || is_send(b.kind) == is_send(a.kind)) continue;
+            // first pending operation in the opposite direction between s and t
+            const bool same_stream = (a.kind == op::send_act && b.kind == op::recv_act) ||
+                                     (a.kind == op::recv_act && b.kind == op::send_act) ||
+                                     (a.kind == op::send_grad && b.kind == op::recv_grad) ||
+                                     (a.kind == op::recv_grad && b.kind == op::send_grad);
+            if (!same_stream || a.mb != b.mb || producer(s, a) != producer(t, b)) {
+              r.status = verdict::mismatch;
+              r.stage = s;
+              r.instruction = i;
+              return r;
+            }
+            const long long when = posted[S(s)] > posted[S(t)] ? posted[S(s)] : posted[S(t)];
+            done[S(s)][static_cast<std::size_t>(i)] = done[S(t)][static_cast<std::size_t>(j)] = true;
+            if (when > done_at[S(s)]) done_at[S(s)] = when;
+            if (when > done_at[S(t)]) done_at[S(t)] = when;
+            matched = true;
+            progress = true;
+            break;
+          }
+        }
+        if (!matched) all_done = false;
+      }
+      if (all_done) {
+        if (times)
+          for (int i = pc[S(s)]; i < end; ++i) {
+            times->start[S(s)][static_cast<std::size_t>(i)] = posted[S(s)];
+            times->end[S(s)][static_cast<std::size_t>(i)] = done_at[S(s)];
+          }
+        clock[S(s)] = done_at[S(s)];
+        in_group[S(s)] = false;
+        pc[S(s)] = end;
+        progress = true;
+      }
+    }
+    if (finished) break;
+    if (!progress) {
+      r.status = verdict::deadlock;
+      for (int s = 0; s < P; ++s)
+        if (pc[S(s)] < prog.length[S(s)]) {
+          r.stage = s;
+          r.instruction = pc[S(s)];
+          break;
+        }
+      return r;
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    if (clock[S(s)] > r.makespan) r.makespan = clock[S(s)];
+  r.busy = static_cast<long long>(prog.micro_batches) * prog.chunks * (fwd_cost + bwd_cost);
+  return r;
+}
+
+// Every stage runs forward and backward of every (micro-batch, chunk) exactly once,
+// each backward after its forward.
+template <int P, int Cap>
+constexpr sim_result check_complete(const program<P, Cap>& prog) {
+  sim_result r{};
+  const int m = prog.micro_batches, v = prog.chunks;
+  for (int s = 0; s < P; ++s) {
+    std::array<int, 4096> state{};  // 0 none, 1 forward seen, 2 backward seen
+    if (m * v > 4096) { r.status = verdict::incomplete; r.stage = s; return r; }
+    for (int i = 0; i < prog.length[static_cast<std::size_t>(s)]; ++i) {
+      const instr& x = prog.at(s, i);
+      if (!is_compute(x.kind)) continue;
+      const int key = x.mb * v + x.chunk;
+      const bool bad_index = x.mb < 0 || x.mb >= m || x.chunk < 0 || x.chunk >= v;
+      const int want = x.kind == op::forward ? 0 : 1;
+      if (bad_index || state[static_cast<std::size_t>(key)] != want) {
+        r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
+      }
+      state[static_cast<std::size_t>(key)] = want + 1;
+    }
+    for (int k = 0; k < m * v; ++k)
+      if (state[static_cast<std::size_t>(k)] != 2) {
+        r.status = verdict::incomplete; r.stage = s; r.instruction = prog.length[static_cast<std::size_t>(s)]; return r;
+      }
+  }
+  return r;
+}
+
+// Largest number of (micro-batch, chunk) activations a stage holds at once.
+template <int P, int Cap>
+constexpr int peak_in_flight(const program<P, Cap>& prog, int s) {
+  int live = 0, peak = 0;
+  for (int i = 0; i < prog.length[static_cast<std::size_t>(s)]; ++i) {
+    const op k = prog.at(s, i).kind;
+    if (k == op::forward && ++live > peak) peak = live;
+    if (k == op::backward) --live;
+  }
+  return peak;
+}
+
+struct fraction {
+  long long num = 0, den = 1;
+  constexpr double value() const { return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
+  friend constexpr bool operator==(fraction a, fraction b) { return a.num * b.den == b.num * a.den; }
+};
+
+// Idle share of a stage's time between its first and last compute: (makespan − busy) / makespan.
+template <int P, int Cap>
+constexpr fraction bubble(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2) {
+  const sim_result r = simulate(prog, fwd_cost, bwd_cost);
+  if (r.status != verdict::ok || r.makespan == 0) return {0, 1};
+  return {r.makespan - r.busy, r.makespan};
+}
+
+}  // namespace strata::sched

@@ -419,9 +419,10 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         add_comm(lp, fwd, group_axis::part, pass::forward, edge);
         // The gradient reaching this layer's input: partial when the layer's weights
         // are sharded and it read a broadcast input; otherwise the same layout.
+        // The model's input needs no gradient, so layer 0 has no backward conversion.
         const sbp g_in = (tensor_parallel_consumer(sig) && need == sbp::broadcast) ? sbp::partial : need;
         const sbp g_want = grad_of(cur);
-        add_comm(lp, convert(g_in, g_want), group_axis::part, pass::backward, edge);
+        if (li > 0) add_comm(lp, convert(g_in, g_want), group_axis::part, pass::backward, edge);
       }
       // Collectives inside the layer.
       if (sig == signature::expert_parallel) {

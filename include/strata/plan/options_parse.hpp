@@ -44,8 +44,12 @@ using pick_t = typename decltype(pick<K, Fallback, O...>())::type;
 template <class... O>
 struct duplicate_option {
   static constexpr int n = static_cast<int>(sizeof...(O));
-  static constexpr std::array<int, sizeof...(O) + 1> kinds{
-      (plan_option<O> ? static_cast<int>(O::option) : -1 - static_cast<int>(sizeof...(O)))..., -1000};
+  template <class T>
+  static constexpr int kind_of() {
+    if constexpr (plan_option<T>) return static_cast<int>(T::option);
+    else return -1;
+  }
+  static constexpr std::array<int, sizeof...(O) + 1> kinds{kind_of<O>()..., -1000};
   static constexpr std::array<int, 2> pair = [] {
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < j; ++i)

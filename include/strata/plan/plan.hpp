@@ -40,8 +40,13 @@ namespace detail {
 
 template <class L>
 constexpr bool layer_ok() {
-  if constexpr (Layer<L>) return true;
+  if constexpr (Layer<L> || is_annotation_v<L>) return true;  // annotations: the nesting rule speaks
   else return layer_requirements<L>::value;
+}
+template <class L>
+constexpr layer_desc describe_any() {
+  if constexpr (Layer<L>) return describe<L>();
+  else return layer_desc{};
 }
 
 template <class List>
@@ -49,7 +54,7 @@ struct layer_checks;
 template <class... L>
 struct layer_checks<type_list<L...>> {
   static constexpr bool value = (true && ... && layer_ok<L>());
-  static constexpr std::array<layer_desc, sizeof...(L)> descs{describe<L>()...};
+  static constexpr std::array<layer_desc, sizeof...(L)> descs{describe_any<L>()...};
 };
 
 template <class S>
@@ -121,6 +126,7 @@ struct Plan {
   static constexpr schedule_kind schedule = schedule_t::kind;
   static constexpr int chunks = schedule_t::chunks;
   static_assert(rule::interleave_chunks_positive<chunks>::value);
+  static_assert(rule::buckets_positive<detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value>::value);
   static constexpr int fixed_world = detail::pick_t<option_kind::world, World<0>, Options...>::value;
   static constexpr tensor_mode mode = tensor_t::mode;
   static constexpr int tensor_depth = tensor_t::depth;
@@ -142,7 +148,6 @@ struct Plan {
   static constexpr int num_layers = layers::size;
   static constexpr auto item_descs = detail::items_info<items>::value;
 
-  static_assert(detail::layer_checks<layers>::value, "strata: a model entry is not a Layer (see above)");
   static constexpr std::array<layer_desc, static_cast<std::size_t>(num_layers)> descs =
       detail::layer_checks<layers>::descs;
 
@@ -221,6 +226,8 @@ struct Plan {
     return detail::diagnosis{};
   }();
   static_assert(detail::raise<structure_diag.id, structure_diag.a, structure_diag.b, structure_diag.c>());
+  static_assert(!structure_diag.ok() || detail::layer_checks<layers>::value,
+                "strata: a model entry is not a Layer (see the message above)");
 
   // ---- shapes and the loss ------------------------------------------------------------------
   static constexpr bool input_known = [] {
@@ -265,6 +272,13 @@ struct Plan {
       const shape_t in = shapes[detail::idx(i)][0];
       if (d.in_shape.rank > 0 && in.last() != d.in_shape.last())
         return detail::diagnosis{shapes_chain, i, in.last(), d.in_shape.last()};
+      // layers that fix more than the feature axis (attention's sequence) check every axis
+      if (d.in_shape.rank > 1)
+        for (int a = 0; a < d.in_shape.rank; ++a) {
+          const int want = d.in_shape.dim[detail::idx(a)];
+          const int got = a < in.rank ? in.dim[detail::idx(in.rank - d.in_shape.rank + a)] : 0;
+          if (in.rank < d.in_shape.rank || got != want) return detail::diagnosis{shapes_chain, i, got, want};
+        }
     }
     int losses = 0;
     for (int i = 0; i < num_layers - (loss_from_option ? 1 : 0); ++i)
@@ -381,6 +395,7 @@ struct Plan {
       case group_axis::mesh_col: return a.data == b.data && a.stage == b.stage && a.depth == b.depth && a.col == b.col;
       case group_axis::mesh_depth: return a.data == b.data && a.stage == b.stage && a.row == b.row && a.col == b.col;
       case group_axis::depth_data: return a.stage == b.stage && a.row == b.row && a.col == b.col;
+      case group_axis::col_data: return a.stage == b.stage && a.col == b.col;
     }
     (void)q;
     return false;
@@ -503,7 +518,7 @@ struct Plan {
       }
     }
     // Gradient reduction, once per step, per reduction group, fused into `buckets`.
-    for (group_axis g : {group_axis::data, group_axis::part_data, group_axis::depth_data}) {
+    for (group_axis g : {group_axis::data, group_axis::part_data, group_axis::depth_data, group_axis::col_data}) {
       long long elems = 0;
       for (const auto& lp : layer_plans)
         if (stage_of_part(lp.part) == stage)

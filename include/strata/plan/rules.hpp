@@ -187,6 +187,12 @@ struct default_is_strategy {
   static_assert(value, "strata rule [default-strategy]: Default<S> needs S = Replicate<N> or Split<N> with no layers");
 };
 
+template <int N>
+struct buckets_positive {
+  static constexpr bool value = N >= 1;
+  static_assert(value, "strata rule [buckets]: Buckets<N> needs N >= 1 (buckets_positive<N>)");
+};
+
 // ---- schedules --------------------------------------------------------------------------
 template <int Chunks>
 struct interleave_chunks_positive {

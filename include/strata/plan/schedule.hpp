@@ -170,6 +170,9 @@ constexpr program<P, schedule_capacity(M, 1)> one_f_one_b() {
 // is pipeline part c·p + s; micro-batches advance through chunks in groups of p.
 template <int P, int M, int V>
 constexpr program<P, schedule_capacity(M, V)> interleaved() {
+  if constexpr (V == 1) {
+    return one_f_one_b<P, M>();  // one chunk: interleaving degenerates to plain 1F1B
+  } else {
   program<P, schedule_capacity(M, V)> prog{};
   prog.micro_batches = M;
   prog.chunks = V;
@@ -192,6 +195,7 @@ constexpr program<P, schedule_capacity(M, V)> interleaved() {
     detail::emit_stage(prog, s, order, n);
   }
   return prog;
+  }
 }
 
 // ---- checking and simulation -----------------------------------------------------------
@@ -323,7 +327,7 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
 }
 
 // Every stage runs forward and backward of every (micro-batch, chunk) exactly once,
-// each backward after its forward.
+// each backward after its forward, each after receiving what it consumes.
 template <int P, int Cap>
 constexpr sim_result check_complete(const program<P, Cap>& prog) {
   sim_result r{};
@@ -333,17 +337,28 @@ constexpr sim_result check_complete(const program<P, Cap>& prog) {
     if (m * v > 4096) { r.status = verdict::incomplete; r.stage = s; return r; }
     for (int i = 0; i < prog.length[static_cast<std::size_t>(s)]; ++i) {
       const instr& x = prog.at(s, i);
+      if ((x.kind == op::recv_act || x.kind == op::recv_grad) && x.mb >= 0 && x.mb < m && x.chunk >= 0 && x.chunk < v)
+        state[static_cast<std::size_t>(x.mb * v + x.chunk)] |= x.kind == op::recv_act ? 4 : 8;
       if (!is_compute(x.kind)) continue;
       const int key = x.mb * v + x.chunk;
       const bool bad_index = x.mb < 0 || x.mb >= m || x.chunk < 0 || x.chunk >= v;
       const int want = x.kind == op::forward ? 0 : 1;
-      if (bad_index || state[static_cast<std::size_t>(key)] != want) {
+      if (bad_index || (state[static_cast<std::size_t>(key)] & 3) != want) {
         r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
       }
-      state[static_cast<std::size_t>(key)] = want + 1;
+      // data dependencies: the input activation (or output gradient) must have been
+      // received from the neighbouring stage before the compute that uses it
+      const int virt = x.chunk * P + s;
+      const bool needs_act = x.kind == op::forward && virt > 0 && (s + P - 1) % P != s;
+      const bool needs_grad = x.kind == op::backward && virt < P * v - 1 && (s + 1) % P != s;
+      if ((needs_act && !(state[static_cast<std::size_t>(key)] & 4)) ||
+          (needs_grad && !(state[static_cast<std::size_t>(key)] & 8))) {
+        r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
+      }
+      state[static_cast<std::size_t>(key)] = (state[static_cast<std::size_t>(key)] & ~3) | (want + 1);
     }
     for (int k = 0; k < m * v; ++k)
-      if (state[static_cast<std::size_t>(k)] != 2) {
+      if ((state[static_cast<std::size_t>(k)] & 3) != 2) {
         r.status = verdict::incomplete; r.stage = s; r.instruction = prog.length[static_cast<std::size_t>(s)]; return r;
       }
   }

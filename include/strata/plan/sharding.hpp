@@ -38,7 +38,8 @@ enum class group_axis : unsigned char {
   mesh_row,    // 2D/2.5D/3D sub-axes of the tensor mesh
   mesh_col,
   mesh_depth,
-  depth_data   // 2.5D: weights replicated over depth layers and replicas
+  depth_data,  // 2.5D: weights replicated over depth layers and replicas
+  col_data     // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
 };
 
 enum class signature : unsigned char {
@@ -90,6 +91,7 @@ constexpr std::string_view to_string(group_axis g) {
     case group_axis::mesh_col: return "mesh-col";
     case group_axis::mesh_depth: return "mesh-depth";
     case group_axis::depth_data: return "depth×data";
+    case group_axis::col_data: return "col×data";
   }
   return "?";
 }
@@ -434,7 +436,13 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       } else if (sig == signature::vocab_loss) {
         // per row: the max, the sum of exponentials and the target logit
         const long long rows = mb * in_elems / (in_elems > 0 ? lp.in.last() : 1) / rows_div;
-        add_comm(lp, collective::all_reduce, nd ? group_axis::mesh_col : group_axis::part, pass::forward, rows, 3);
+        // features are split along a mesh row in 2D/2.5D/3D, across the part in 1D
+        add_comm(lp, collective::all_reduce, nd ? group_axis::mesh_row : group_axis::part, pass::forward, rows, 3);
+      } else if (nd && d.role == layer_role::layernorm) {
+        // mean and variance of rows whose features are spread over a mesh row, both ways
+        const long long rows = mb / mesh.rows * (lp.in.numel() / lp.in.last());
+        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, 2 * rows);
+        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::backward, 2 * rows);
       } else if (sig == signature::summa_2d || sig == signature::tesseract_2p5d) {
         // SUMMA: q steps, each broadcasting an input block along the row and a weight
         // block along the column; backward does it twice (dX and dW).
@@ -469,7 +477,9 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         const bool whole = local == prm.shape;
         group_axis g = group_axis::data;
         if (n > 1 && whole && need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
-        if (sig == signature::tesseract_2p5d && prm.role != param_role::replicated) g = group_axis::depth_data;
+        if (sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
+        // N-D biases are cut by columns only: the rows and depths of a column saw other samples
+        if (nd && prm.role == param_role::bias && !whole) g = group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }

@@ -80,6 +80,13 @@ struct Input {
   static constexpr shape_t shape = shape_v<D...>;
 };
 
+// The same, from a shape value (generic code that forwards another plan's input).
+template <shape_t S>
+struct InputShape {
+  static constexpr option_kind option = option_kind::input;
+  static constexpr shape_t shape = S;
+};
+
 // Colossal-AI tensor parallel modes for Split<N>.
 enum class tensor_mode : unsigned char { d1 = 1, d2 = 2, d2p5 = 25, d3 = 3 };
 struct Tensor1D {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds and runs every docs example with g++ and clang++ (those found), and checks
+# that each example is copied verbatim into the markdown page that shows it.
+#   docs/examples/check.sh            # from anywhere
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root" || exit 1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+status=0
+
+compilers=()
+for c in g++ clang++; do command -v "$c" >/dev/null && compilers+=("$c"); done
+[ ${#compilers[@]} -gt 0 ] || { echo "no C++ compiler found"; exit 1; }
+
+for f in docs/examples/*.cpp; do
+  n=$(basename "$f" .cpp)
+  for c in "${compilers[@]}"; do
+    if "$c" -std=c++20 -Iinclude -Wall -Wextra -Werror "$f" -o "$out/$n.$c" && "$out/$n.$c" >/dev/null; then
+      echo "ok      $c $n"
+    else
+      echo "FAILED  $c $n"; status=1
+    fi
+  done
+done
+
+# Every "<!-- example: X.cpp -->" marker is followed by a ```cpp block equal to docs/examples/X.cpp.
+mkdir -p "$out/md"
+for md in docs/*.md; do
+  awk -v dir="$out/md" '
+    /^<!-- example: [A-Za-z0-9_.]+ -->$/ { name = $3; want = 1; next }
+    want && $0 == "```cpp" { want = 0; copy = dir "/" name; printf "" > copy; next }
+    copy != "" && $0 == "```" { close(copy); copy = ""; next }
+    copy != "" { print >> copy }
+  ' "$md"
+done
+for f in docs/examples/*.cpp; do
+  n=$(basename "$f")
+  if [ ! -f "$out/md/$n" ]; then
+    echo "MISSING $n is not shown in any docs/*.md"; status=1
+  elif ! cmp -s "$f" "$out/md/$n"; then
+    echo "STALE   the copy of $n in docs/*.md differs from the file"; status=1
+  fi
+done
+exit $status

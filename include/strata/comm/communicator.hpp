@@ -1,0 +1,310 @@
+#pragma once
+// The communicator concept and the types shared by every backend.
+//
+// This header must not include MPI or CUDA: the plan/strategy layers are
+// written against the concept only, so a world of size 1 (self_communicator)
+// builds and runs with no MPI, no launcher and no GPU.
+//
+// Execution model (chosen so that an NCCL backend can implement it as-is):
+//  * Buffers are plain pointers + element counts; for a device backend they
+//    are device pointers.
+//  * Operations are issued in program order onto the communicator's queue
+//    (MPI and self: executed synchronously; NCCL: enqueued on the
+//    communicator's CUDA stream). An operation observes the results of every
+//    earlier operation on the same communicator.
+//  * The host may only read results / reuse buffers after synchronize().
+//  * barrier, agree, split and group_of are host-synchronous.
+//  * Collectives must be called by every rank of the communicator in the same
+//    order with matching counts; the backends do not (and cannot cheaply)
+//    detect a mismatch, which usually shows up as a hang.
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <initializer_list>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace strata::comm {
+
+enum class reduce_op { sum, max, min };
+
+// The only exception type the comm layer throws, so callers can tell
+// communication failures apart from shape/plan errors.
+class comm_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Element types every backend must support (they map 1:1 onto MPI and NCCL
+// datatypes).
+template <class T>
+concept comm_scalar = std::same_as<T, float> || std::same_as<T, double> ||
+                      std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t>;
+
+enum class dtype : unsigned char { f32, f64, i32, i64 };
+
+template <comm_scalar T>
+inline constexpr dtype dtype_of = std::same_as<T, float>          ? dtype::f32
+                                  : std::same_as<T, double>       ? dtype::f64
+                                  : std::same_as<T, std::int32_t> ? dtype::i32
+                                                                  : dtype::i64;
+
+constexpr std::size_t dtype_size(dtype t) noexcept {
+  return (t == dtype::f32 || t == dtype::i32) ? 4 : 8;
+}
+
+// Peer value meaning "no partner": the op is skipped (MPI_PROC_NULL). Lets the
+// first/last pipeline stage post the same exchange code as the middle ones.
+inline constexpr int no_peer = -1;
+
+// One send or receive inside a grouped exchange. Type-erased so a single
+// group can move tensors of different element types (activations + indices).
+// Tags must be in [0, 32767] (the MPI-guaranteed range); NCCL ignores them and
+// matches by posting order per peer, so code must not rely on tags to reorder
+// messages between the same pair of ranks inside one group.
+struct p2p_op {
+  enum class kind : unsigned char { send, recv };
+  kind what;
+  dtype type;
+  void* data;  // const for sends; never written through by a send
+  std::size_t count;
+  int peer;
+  int tag;
+};
+
+template <comm_scalar T>
+constexpr p2p_op send_op(const T* buf, std::size_t count, int peer, int tag = 0) noexcept {
+  return {p2p_op::kind::send, dtype_of<T>, const_cast<T*>(buf), count, peer, tag};
+}
+
+template <comm_scalar T>
+constexpr p2p_op recv_op(T* buf, std::size_t count, int peer, int tag = 0) noexcept {
+  return {p2p_op::kind::recv, dtype_of<T>, buf, count, peer, tag};
+}
+
+// Per-element-type part of the concept (checked for each comm_scalar).
+template <class C, class T>
+concept communicator_for =
+    requires(C& c, T* p, const T* cp, std::size_t n, int i, reduce_op op) {
+      { c.all_reduce(p, n, op) } -> std::same_as<void>;  // in place
+      // send holds size()*recv_count elements; rank r receives block r.
+      { c.reduce_scatter(cp, p, n, op) } -> std::same_as<void>;
+      // recv holds size()*send_count elements, block r from rank r.
+      { c.all_gather(cp, p, n) } -> std::same_as<void>;
+      { c.broadcast(p, n, i) } -> std::same_as<void>;  // (buf, count, root)
+      { c.send(cp, n, i, i) } -> std::same_as<void>;   // (buf, count, peer, tag)
+      { c.recv(p, n, i, i) } -> std::same_as<void>;
+      // (send, send_count, dest, recv, recv_count, source, tag): both posted
+      // together, so a ring shift cannot deadlock.
+      { c.sendrecv(cp, n, i, p, n, i, i) } -> std::same_as<void>;
+      // count elements to/from every peer; block p of send goes to rank p.
+      { c.all_to_all(cp, p, n) } -> std::same_as<void>;
+    };
+
+template <class C>
+concept Communicator =
+    std::movable<C> &&
+    requires(C& c, const C& cc, int i, bool ok, std::string_view msg,
+             std::span<const int> ranks, std::span<const p2p_op> ops) {
+      { cc.rank() } -> std::same_as<int>;
+      { cc.size() } -> std::same_as<int>;
+      { cc.name() } -> std::convertible_to<std::string_view>;  // for error messages
+      { c.barrier() } -> std::same_as<void>;
+      { c.synchronize() } -> std::same_as<void>;
+      // All ops posted together; returns when all have completed.
+      { c.group(ops) } -> std::same_as<void>;
+      // Collective: every rank learns whether any rank passed ok == false and
+      // then all throw the same comm_error. Guards run-time checks that would
+      // otherwise leave the healthy ranks waiting in the next collective.
+      { c.agree(ok, msg) } -> std::same_as<void>;
+      // Collective over this communicator. color >= 0 (every rank lands in
+      // some group); ranks in the new communicator are ordered by (key, rank).
+      { c.split(i, i) } -> std::same_as<C>;
+      // Collective over this communicator: `ranks` lists the caller's group
+      // (in this communicator's numbering, caller included); the position in
+      // the list becomes the rank in the new communicator. Groups must be
+      // disjoint and cover every rank; inconsistent lists make all ranks throw.
+      { c.group_of(ranks) } -> std::same_as<C>;
+    } &&
+    communicator_for<C, float> && communicator_for<C, double> &&
+    communicator_for<C, std::int32_t> && communicator_for<C, std::int64_t>;
+
+// Picks the caller's group out of a full partition (e.g. all tensor groups of
+// a mesh) so call sites can hand over what the plan computes.
+template <Communicator C>
+C group_from_partition(C& c, std::span<const std::vector<int>> partition) {
+  const std::vector<int>* mine = nullptr;
+  for (const auto& g : partition)
+    if (std::find(g.begin(), g.end(), c.rank()) != g.end()) mine = &g;
+  c.agree(mine != nullptr,
+          "group_from_partition: rank " + std::to_string(c.rank()) + " is in no group");
+  return c.group_of(std::span<const int>(*mine));
+}
+
+// World of one process: no MPI, no launcher. Host memory only. Sends to self
+// are buffered in a mailbox so single-rank rings/pipelines behave like MPI
+// (a send must be matched by a later or grouped recv, else comm_error).
+class self_communicator {
+ public:
+  explicit self_communicator(std::string name = "world") : name_(std::move(name)) {}
+
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  std::string_view name() const { return name_; }
+
+  void barrier() {}
+  void synchronize() {}
+
+  void agree(bool ok, std::string_view message) {
+    if (!ok) throw comm_error(fmt_error("check failed on rank 0", message));
+  }
+
+  template <comm_scalar T>
+  void all_reduce(T* buf, std::size_t count, reduce_op) {
+    check_buf(buf, count, "all_reduce");
+  }
+
+  template <comm_scalar T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op) {
+    copy(send, recv, recv_count, "reduce_scatter");
+  }
+
+  template <comm_scalar T>
+  void all_gather(const T* send, T* recv, std::size_t send_count) {
+    copy(send, recv, send_count, "all_gather");
+  }
+
+  template <comm_scalar T>
+  void broadcast(T* buf, std::size_t count, int root) {
+    check_peer(root, "broadcast root");
+    check_buf(buf, count, "broadcast");
+  }
+
+  template <comm_scalar T>
+  void all_to_all(const T* send, T* recv, std::size_t count_per_peer) {
+    copy(send, recv, count_per_peer, "all_to_all");
+  }
+
+  template <comm_scalar T>
+  void send(const T* buf, std::size_t count, int peer, int tag = 0) {
+    post(send_op(buf, count, peer, tag));
+  }
+
+  template <comm_scalar T>
+  void recv(T* buf, std::size_t count, int peer, int tag = 0) {
+    post(recv_op(buf, count, peer, tag));
+  }
+
+  template <comm_scalar T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv,
+                std::size_t recv_count, int source, int tag = 0) {
+    const p2p_op ops[] = {send_op(send, send_count, dest, tag),
+                          recv_op(recv, recv_count, source, tag)};
+    group(ops);
+  }
+
+  // Sends first so grouped self-exchanges always find their message.
+  void group(std::span<const p2p_op> ops) {
+    for (const auto& op : ops)
+      if (op.what == p2p_op::kind::send) post(op);
+    for (const auto& op : ops)
+      if (op.what == p2p_op::kind::recv) post(op);
+  }
+  void group(std::initializer_list<p2p_op> ops) {
+    group(std::span<const p2p_op>(ops.begin(), ops.size()));
+  }
+
+  self_communicator split(int color, int /*key*/, std::string name = {}) {
+    if (color < 0) throw comm_error(fmt_error("split: color must be >= 0", {}));
+    return self_communicator(name.empty() ? name_ + ".split" : std::move(name));
+  }
+
+  self_communicator group_of(std::span<const int> ranks, std::string name = {}) {
+    agree(ranks.size() == 1 && ranks[0] == 0,
+          "group_of: the rank list must be exactly {0} in a world of size 1");
+    return self_communicator(name.empty() ? name_ + ".group" : std::move(name));
+  }
+
+  // Messages sent to self and not yet received (a leak check for tests).
+  std::size_t pending_messages() const { return mailbox_.size(); }
+
+ private:
+  struct mail {
+    int tag;
+    dtype type;
+    std::vector<std::byte> bytes;
+  };
+
+  std::string fmt_error(std::string_view what, std::string_view detail) const {
+    std::string s = "strata::comm: ";
+    s += what;
+    s += " (communicator '" + name_ + "', rank 0 of 1)";
+    if (!detail.empty()) {
+      s += ": ";
+      s += detail;
+    }
+    return s;
+  }
+
+  void check_peer(int peer, std::string_view what) const {
+    if (peer != 0)
+      throw comm_error(fmt_error(what, "invalid rank " + std::to_string(peer) +
+                                           " (valid: 0)"));
+  }
+
+  template <class T>
+  void check_buf(const T* buf, std::size_t count, std::string_view what) const {
+    if (count > 0 && buf == nullptr)
+      throw comm_error(fmt_error(what, "null buffer with nonzero count"));
+  }
+
+  template <class T>
+  void copy(const T* from, T* to, std::size_t count, std::string_view what) const {
+    check_buf(from, count, what);
+    check_buf(to, count, what);
+    if (count > 0 && from != to) std::memmove(to, from, count * sizeof(T));
+  }
+
+  void post(const p2p_op& op) {
+    if (op.peer == no_peer) return;
+    check_peer(op.peer, op.what == p2p_op::kind::send ? "send" : "recv");
+    const std::size_t nbytes = op.count * dtype_size(op.type);
+    if (nbytes > 0 && op.data == nullptr)
+      throw comm_error(fmt_error("send/recv", "null buffer with nonzero count"));
+    if (op.what == p2p_op::kind::send) {
+      const auto* p = static_cast<const std::byte*>(op.data);
+      mailbox_.push_back({op.tag, op.type, std::vector<std::byte>(p, p + nbytes)});
+      return;
+    }
+    // MPI semantics: the oldest pending message with a matching tag.
+    auto it = std::find_if(mailbox_.begin(), mailbox_.end(),
+                           [&](const mail& m) { return m.tag == op.tag; });
+    if (it == mailbox_.end())
+      throw comm_error(fmt_error("recv", "no matching send to self with tag " +
+                                             std::to_string(op.tag) +
+                                             " (this would deadlock)"));
+    if (it->type != op.type || it->bytes.size() != nbytes)
+      throw comm_error(fmt_error(
+          "recv", "message from self with tag " + std::to_string(op.tag) + " has " +
+                      std::to_string(it->bytes.size()) + " bytes of another type/size; expected " +
+                      std::to_string(nbytes)));
+    if (nbytes > 0) std::memcpy(op.data, it->bytes.data(), nbytes);
+    mailbox_.erase(it);
+  }
+
+  std::string name_;
+  std::deque<mail> mailbox_;
+};
+
+static_assert(Communicator<self_communicator>);
+
+}  // namespace strata::comm

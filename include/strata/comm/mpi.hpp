@@ -1,0 +1,516 @@
+// strata-header: mpi
+#pragma once
+// MPI backend of the communicator concept: one MPI process per simulated
+// device. Every call returns through MPI_ERRORS_RETURN and is checked, so a
+// failure becomes a comm_error naming the call, the communicator and the rank
+// instead of OpenMPI's default abort with no context.
+
+// The deprecated MPI C++ bindings are not used; skipping them keeps -Wall
+// -Wextra -Werror builds clean and avoids linking libmpi_cxx.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <strata/comm/communicator.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace strata::comm {
+
+namespace detail {
+
+template <comm_scalar T>
+MPI_Datatype mpi_type() noexcept {
+  if constexpr (std::same_as<T, float>) return MPI_FLOAT;
+  else if constexpr (std::same_as<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::same_as<T, std::int32_t>) return MPI_INT32_T;
+  else return MPI_INT64_T;
+}
+
+inline MPI_Datatype mpi_type(dtype t) noexcept {
+  switch (t) {
+    case dtype::f32: return MPI_FLOAT;
+    case dtype::f64: return MPI_DOUBLE;
+    case dtype::i32: return MPI_INT32_T;
+    case dtype::i64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+inline MPI_Op mpi_op(reduce_op op) noexcept {
+  switch (op) {
+    case reduce_op::sum: return MPI_SUM;
+    case reduce_op::max: return MPI_MAX;
+    case reduce_op::min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+inline std::string mpi_error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS)
+    return "MPI error code " + std::to_string(code);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+inline int mpi_peer(int peer) noexcept { return peer == no_peer ? MPI_PROC_NULL : peer; }
+
+// True when [a, a+na) and [b, b+nb) share a byte; MPI forbids aliasing other
+// than through MPI_IN_PLACE. std::less gives a total order on pointers.
+template <class T>
+bool overlaps(const T* a, std::size_t na, const T* b, std::size_t nb) noexcept {
+  if (na == 0 || nb == 0) return false;
+  std::less<const T*> lt;
+  return lt(a, b + nb) && lt(b, a + na);
+}
+
+}  // namespace detail
+
+// Prints "[strata] rank R: message" and takes every rank down with MPI_Abort.
+// For a rank that finds bad input on its own: throwing there would leave the
+// other ranks blocked in their next collective forever.
+[[noreturn]] inline void fail_all(std::string_view message) noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  const bool live = init && !fin;
+  int rank = 0;
+  if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "[strata] rank %d: %.*s\n", rank, static_cast<int>(message.size()),
+               message.data());
+  std::fflush(stderr);
+  if (live) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // MPI_Abort does not return; this covers "no MPI running"
+}
+
+class mpi_communicator {
+ public:
+  // Non-owning view of an existing communicator (sets MPI_ERRORS_RETURN on it).
+  static mpi_communicator borrow(MPI_Comm comm, std::string name) {
+    return mpi_communicator(comm, std::move(name), /*owned=*/false);
+  }
+  // Takes ownership: freed with MPI_Comm_free on destruction.
+  static mpi_communicator adopt(MPI_Comm comm, std::string name) {
+    return mpi_communicator(comm, std::move(name), /*owned=*/true);
+  }
+  // Private duplicate of MPI_COMM_WORLD (collective), so strata's traffic
+  // and error handler never mix with other users of MPI_COMM_WORLD.
+  static mpi_communicator world(std::string name = "world") {
+    MPI_Comm dup = MPI_COMM_NULL;
+    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    if (rc != MPI_SUCCESS)
+      throw comm_error("strata::comm: MPI_Comm_dup of MPI_COMM_WORLD failed: " +
+                       detail::mpi_error_string(rc));
+    return adopt(dup, std::move(name));
+  }
+
+  mpi_communicator(const mpi_communicator&) = delete;
+  mpi_communicator& operator=(const mpi_communicator&) = delete;
+  mpi_communicator(mpi_communicator&& o) noexcept
+      : comm_(std::exchange(o.comm_, MPI_COMM_NULL)),
+        owned_(std::exchange(o.owned_, false)),
+        rank_(o.rank_),
+        size_(o.size_),
+        name_(std::move(o.name_)) {}
+  mpi_communicator& operator=(mpi_communicator&& o) noexcept {
+    if (this != &o) {
+      release();
+      comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+      owned_ = std::exchange(o.owned_, false);
+      rank_ = o.rank_;
+      size_ = o.size_;
+      name_ = std::move(o.name_);
+    }
+    return *this;
+  }
+  ~mpi_communicator() { release(); }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::string_view name() const { return name_; }
+  MPI_Comm native() const { return comm_; }
+
+  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void synchronize() {}  // every MPI call here is blocking
+
+  void agree(bool ok, std::string_view message) {
+    struct {
+      int value;
+      int rank;
+    } in{ok ? 1 : 0, rank_}, out{1, 0};
+    // MINLOC: whether anyone failed and the lowest failing rank, in one call.
+    check(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm_), "MPI_Allreduce",
+          "agree");
+    if (out.value == 1) return;
+    // Ship the failing rank's text so every rank throws the identical error.
+    std::string text = out.rank == rank_ ? std::string(message.substr(0, 4096)) : std::string();
+    int len = static_cast<int>(text.size());
+    check(MPI_Bcast(&len, 1, MPI_INT, out.rank, comm_), "MPI_Bcast", "agree");
+    text.resize(static_cast<std::size_t>(len));
+    check(MPI_Bcast(text.data(), len, MPI_CHAR, out.rank, comm_), "MPI_Bcast", "agree");
+    throw comm_error("strata::comm: check failed on rank " + std::to_string(out.rank) +
+                     " of communicator '" + name_ + "' (size " + std::to_string(size_) +
+                     "): " + text);
+  }
+
+  template <comm_scalar T>
+  void all_reduce(T* buf, std::size_t count, reduce_op op) {
+    const int n = count_arg(count, "MPI_Allreduce");
+    require_buf(buf, count, "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, buf, n, detail::mpi_type<T>(), detail::mpi_op(op), comm_),
+          "MPI_Allreduce");
+  }
+
+  template <comm_scalar T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op) {
+    const int n = count_arg(recv_count, "MPI_Reduce_scatter_block");
+    const std::size_t total = recv_count * static_cast<std::size_t>(size_);
+    require_buf(send, total, "MPI_Reduce_scatter_block");
+    require_buf(recv, recv_count, "MPI_Reduce_scatter_block");
+    const void* s = send;
+    std::vector<T> copy;
+    if (static_cast<const T*>(recv) == send) {
+      s = MPI_IN_PLACE;  // MPI in-place: reads all of recv, result in its first block
+    } else if (detail::overlaps<T>(send, total, recv, recv_count)) {
+      copy.assign(send, send + total);  // e.g. NCCL-style recv == send + rank*count
+      s = copy.data();
+    }
+    check(MPI_Reduce_scatter_block(s, recv, n, detail::mpi_type<T>(), detail::mpi_op(op), comm_),
+          "MPI_Reduce_scatter_block");
+  }
+
+  template <comm_scalar T>
+  void all_gather(const T* send, T* recv, std::size_t send_count) {
+    const int n = count_arg(send_count, "MPI_Allgather");
+    const std::size_t total = send_count * static_cast<std::size_t>(size_);
+    require_buf(send, send_count, "MPI_Allgather");
+    require_buf(recv, total, "MPI_Allgather");
+    const void* s = send;
+    std::vector<T> copy;
+    if (send == recv + static_cast<std::size_t>(rank_) * send_count) {
+      s = MPI_IN_PLACE;  // caller's block already in place (the NCCL in-place form)
+    } else if (detail::overlaps<T>(send, send_count, recv, total)) {
+      copy.assign(send, send + send_count);
+      s = copy.data();
+    }
+    check(MPI_Allgather(s, n, detail::mpi_type<T>(), recv, n, detail::mpi_type<T>(), comm_),
+          "MPI_Allgather");
+  }
+
+  template <comm_scalar T>
+  void broadcast(T* buf, std::size_t count, int root) {
+    const int n = count_arg(count, "MPI_Bcast");
+    require_buf(buf, count, "MPI_Bcast");
+    check(MPI_Bcast(buf, n, detail::mpi_type<T>(), root, comm_), "MPI_Bcast",
+          "root " + std::to_string(root));
+  }
+
+  template <comm_scalar T>
+  void all_to_all(const T* send, T* recv, std::size_t count_per_peer) {
+    const int n = count_arg(count_per_peer, "MPI_Alltoall");
+    const std::size_t total = count_per_peer * static_cast<std::size_t>(size_);
+    require_buf(send, total, "MPI_Alltoall");
+    require_buf(recv, total, "MPI_Alltoall");
+    const void* s = send;
+    std::vector<T> copy;
+    if (static_cast<const T*>(recv) == send) {
+      s = MPI_IN_PLACE;
+    } else if (detail::overlaps<T>(send, total, recv, total)) {
+      copy.assign(send, send + total);
+      s = copy.data();
+    }
+    check(MPI_Alltoall(s, n, detail::mpi_type<T>(), recv, n, detail::mpi_type<T>(), comm_),
+          "MPI_Alltoall");
+  }
+
+  template <comm_scalar T>
+  void send(const T* buf, std::size_t count, int peer, int tag = 0) {
+    const int n = count_arg(count, "MPI_Send");
+    require_buf(buf, count, "MPI_Send");
+    check(MPI_Send(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_), "MPI_Send",
+          p2p_detail(peer, tag));
+  }
+
+  template <comm_scalar T>
+  void recv(T* buf, std::size_t count, int peer, int tag = 0) {
+    const int n = count_arg(count, "MPI_Recv");
+    require_buf(buf, count, "MPI_Recv");
+    MPI_Status st;
+    check(MPI_Recv(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_, &st),
+          "MPI_Recv", p2p_detail(peer, tag));
+    check_received(st, detail::mpi_type<T>(), n, peer, tag, "MPI_Recv");
+  }
+
+  template <comm_scalar T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv,
+                std::size_t recv_count, int source, int tag = 0) {
+    const int ns = count_arg(send_count, "MPI_Sendrecv");
+    const int nr = count_arg(recv_count, "MPI_Sendrecv");
+    require_buf(send, send_count, "MPI_Sendrecv");
+    require_buf(recv, recv_count, "MPI_Sendrecv");
+    MPI_Status st;
+    check(MPI_Sendrecv(send, ns, detail::mpi_type<T>(), detail::mpi_peer(dest), tag, recv, nr,
+                       detail::mpi_type<T>(), detail::mpi_peer(source), tag, comm_, &st),
+          "MPI_Sendrecv", "dest " + std::to_string(dest) + ", source " + std::to_string(source) +
+                              ", tag " + std::to_string(tag));
+    check_received(st, detail::mpi_type<T>(), nr, source, tag, "MPI_Sendrecv");
+  }
+
+  void group(std::span<const p2p_op> ops) {
+    const std::size_t m = ops.size();
+    std::vector<MPI_Request> reqs(m, MPI_REQUEST_NULL);
+    std::vector<int> counts(m, 0);
+    for (std::size_t i = 0; i < m; ++i) {
+      counts[i] = count_arg(ops[i].count, "group");
+      require_buf(ops[i].data, ops[i].count, "group");
+    }
+    // Receives are posted before sends so incoming data lands in place rather
+    // than in MPI's unexpected-message queue.
+    for (auto pass : {p2p_op::kind::recv, p2p_op::kind::send}) {
+      for (std::size_t i = 0; i < m; ++i) {
+        const p2p_op& op = ops[i];
+        if (op.what != pass) continue;
+        const int peer = detail::mpi_peer(op.peer);
+        const MPI_Datatype t = detail::mpi_type(op.type);
+        const bool is_send = op.what == p2p_op::kind::send;
+        const int rc = is_send ? MPI_Isend(op.data, counts[i], t, peer, op.tag, comm_, &reqs[i])
+                               : MPI_Irecv(op.data, counts[i], t, peer, op.tag, comm_, &reqs[i]);
+        if (rc != MPI_SUCCESS) {
+          abandon(ops, reqs);
+          check(rc, is_send ? "MPI_Isend" : "MPI_Irecv",
+                "group op " + std::to_string(i) + ", " + p2p_detail(op.peer, op.tag));
+        }
+      }
+    }
+    std::vector<MPI_Status> st(m);
+    const int rc = MPI_Waitall(static_cast<int>(m), reqs.data(), st.data());
+    if (rc == MPI_ERR_IN_STATUS) {
+      for (std::size_t i = 0; i < m; ++i)
+        if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
+          check(st[i].MPI_ERROR, "MPI_Waitall",
+                "group op " + std::to_string(i) + ", " + p2p_detail(ops[i].peer, ops[i].tag));
+    }
+    check(rc, "MPI_Waitall", "group");
+    for (std::size_t i = 0; i < m; ++i)
+      if (ops[i].what == p2p_op::kind::recv)
+        check_received(st[i], detail::mpi_type(ops[i].type), counts[i], ops[i].peer, ops[i].tag,
+                       "group recv");
+  }
+  void group(std::initializer_list<p2p_op> ops) {
+    group(std::span<const p2p_op>(ops.begin(), ops.size()));
+  }
+
+  mpi_communicator split(int color, int key, std::string name = {}) {
+    // agree first: a rank throwing alone would leave the rest inside
+    // MPI_Comm_split forever.
+    agree(color >= 0, "split: color must be >= 0, got " + std::to_string(color));
+    return split_unchecked(color, key,
+                           name.empty() ? name_ + ".split" + std::to_string(color)
+                                        : std::move(name));
+  }
+
+  mpi_communicator group_of(std::span<const int> ranks, std::string name = {}) {
+    std::string err;
+    auto pos = std::find(ranks.begin(), ranks.end(), rank_);
+    if (pos == ranks.end()) err = "the caller (rank " + std::to_string(rank_) + ") is not in " + list(ranks);
+    for (std::size_t i = 0; i < ranks.size() && err.empty(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size_)
+        err = list(ranks) + " has rank " + std::to_string(ranks[i]) + " outside [0, " +
+              std::to_string(size_) + ")";
+      else if (std::find(ranks.begin(), ranks.begin() + static_cast<std::ptrdiff_t>(i),
+                         ranks[i]) != ranks.begin() + static_cast<std::ptrdiff_t>(i))
+        err = list(ranks) + " repeats rank " + std::to_string(ranks[i]);
+    }
+    agree(err.empty(), "group_of: " + err);
+    // color = lowest member: unique per group because groups are disjoint.
+    const int color = *std::min_element(ranks.begin(), ranks.end());
+    mpi_communicator sub = split_unchecked(
+        color, static_cast<int>(pos - ranks.begin()),
+        name.empty() ? name_ + ".group" + std::to_string(color) : std::move(name));
+    // Catch members that passed different lists (they would silently get a
+    // group other than the one they asked for).
+    std::vector<std::int32_t> got(static_cast<std::size_t>(sub.size()));
+    const std::int32_t me = rank_;
+    sub.all_gather(&me, got.data(), 1);
+    const bool same = got.size() == ranks.size() && std::equal(got.begin(), got.end(), ranks.begin());
+    agree(same, "group_of: rank " + std::to_string(rank_) + " asked for " + list(ranks) +
+                    " but the ranks that chose the same group formed " +
+                    list(std::span<const std::int32_t>(got)) +
+                    " (every member must pass the same list)");
+    return sub;
+  }
+
+ private:
+  mpi_communicator(MPI_Comm comm, std::string name, bool owned)
+      : comm_(comm), owned_(owned), name_(std::move(name)) {
+    // A throwing constructor never runs the destructor, so an adopted comm is
+    // released here on failure.
+    int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm_, &rank_);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm_, &size_);
+    if (rc == MPI_SUCCESS && owned_) rc = MPI_Comm_set_name(comm_, name_.substr(0, MPI_MAX_OBJECT_NAME - 1).c_str());
+    if (rc != MPI_SUCCESS) {
+      release();
+      throw comm_error("strata::comm: setting up communicator '" + name_ +
+                       "' failed: " + detail::mpi_error_string(rc));
+    }
+  }
+
+  mpi_communicator split_unchecked(int color, int key, std::string name) {
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split",
+          "color " + std::to_string(color) + ", key " + std::to_string(key));
+    return adopt(out, std::move(name));
+  }
+
+  void release() noexcept {
+    if (owned_ && comm_ != MPI_COMM_NULL) {
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (!fin) MPI_Comm_free(&comm_);  // after MPI_Finalize there is nothing to free
+    }
+    comm_ = MPI_COMM_NULL;
+    owned_ = false;
+  }
+
+  std::string where() const {
+    return "communicator '" + name_ + "' (rank " + std::to_string(rank_) + " of " +
+           std::to_string(size_) + ")";
+  }
+
+  void check(int rc, const char* call, std::string_view detail = {}) const {
+    if (rc == MPI_SUCCESS) [[likely]]
+      return;
+    std::string msg = std::string("strata::comm: ") + call + " failed on " + where();
+    if (!detail.empty()) msg += " [" + std::string(detail) + "]";
+    throw comm_error(msg + ": " + detail::mpi_error_string(rc));
+  }
+
+  // MPI counts are int; the backend rejects rather than chunks so that sender
+  // and receiver can never disagree about how a message was split.
+  int count_arg(std::size_t count, const char* call) const {
+    if (count > static_cast<std::size_t>(INT_MAX))
+      throw comm_error(std::string("strata::comm: ") + call + " on " + where() + ": count " +
+                       std::to_string(count) +
+                       " exceeds INT_MAX (2147483647), the MPI limit; split the buffer");
+    return static_cast<int>(count);
+  }
+
+  void require_buf(const void* p, std::size_t count, const char* call) const {
+    if (count > 0 && p == nullptr)
+      throw comm_error(std::string("strata::comm: ") + call + " on " + where() +
+                       ": null buffer with count " + std::to_string(count));
+  }
+
+  // Receives are exact-size (as in NCCL): a shorter message is a protocol bug.
+  void check_received(const MPI_Status& st, MPI_Datatype t, int expected, int peer, int tag,
+                      const char* call) const {
+    if (peer == no_peer) return;
+    int got = 0;
+    check(MPI_Get_count(&st, t, &got), "MPI_Get_count");
+    if (got != expected)
+      throw comm_error(std::string("strata::comm: ") + call + " on " + where() + " [" +
+                       p2p_detail(peer, tag) + "]: received " + std::to_string(got) +
+                       " elements, expected " + std::to_string(expected));
+  }
+
+  static std::string p2p_detail(int peer, int tag) {
+    return "peer " + std::to_string(peer) + ", tag " + std::to_string(tag);
+  }
+
+  template <class I>
+  static std::string list(std::span<const I> r) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+    return s + "]";
+  }
+
+  // After a failed post: cancel receives (they would write into buffers the
+  // caller gets back on throw) and let posted sends finish in the background.
+  static void abandon(std::span<const p2p_op> ops, std::span<MPI_Request> reqs) noexcept {
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i] == MPI_REQUEST_NULL) continue;
+      if (ops[i].what == p2p_op::kind::recv) {
+        MPI_Cancel(&reqs[i]);
+        MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+      } else {
+        MPI_Request_free(&reqs[i]);
+      }
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0;
+  int size_ = 0;
+  std::string name_;
+};
+
+static_assert(Communicator<mpi_communicator>);
+
+// Owns MPI's lifetime for a program: initialises MPI (MPI_THREAD_FUNNELED:
+// only the main thread talks to MPI) unless someone already did, and
+// finalises it only if it initialised it. Works under mpiexec/mpirun/srun and
+// as a singleton (plain ./prog, size 1).
+class mpi_environment {
+ public:
+  mpi_environment() : mpi_environment(nullptr, nullptr) {}
+  mpi_environment(int* argc, char*** argv) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (fin) throw comm_error("strata::comm: MPI was already finalized; it cannot be re-initialised");
+    if (!init) {
+      const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided_);
+      if (rc != MPI_SUCCESS)
+        throw comm_error("strata::comm: MPI_Init_thread failed: " + detail::mpi_error_string(rc));
+      owns_mpi_ = true;
+    } else {
+      MPI_Query_thread(&provided_);
+    }
+    try {
+      world_.emplace(mpi_communicator::world());
+    } catch (...) {
+      if (owns_mpi_) MPI_Finalize();
+      throw;
+    }
+  }
+  mpi_environment(const mpi_environment&) = delete;
+  mpi_environment& operator=(const mpi_environment&) = delete;
+  ~mpi_environment() {
+    world_.reset();  // communicators must be freed before MPI_Finalize
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (owns_mpi_ && !fin) MPI_Finalize();
+  }
+
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  int thread_level() const { return provided_; }
+  // A duplicate of MPI_COMM_WORLD named "world", freed before finalisation.
+  mpi_communicator& world() { return *world_; }
+
+ private:
+  bool owns_mpi_ = false;
+  int provided_ = MPI_THREAD_SINGLE;
+  std::optional<mpi_communicator> world_;
+};
+
+}  // namespace strata::comm

@@ -1,0 +1,212 @@
+#pragma once
+// Forward and backward of each built-in layer under each signature the planner can
+// give it, written once against the backend kernel interface (found by argument-
+// dependent lookup on the queue), so the same code runs on every backend.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "strata/backend/host/kernels.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/layers.hpp"
+#include "strata/plan/sharding.hpp"
+
+namespace strata::runtime {
+
+using backend::activation;
+using backend::trans;
+
+// What a layer sees for one micro-batch: local rows × local columns, row-major.
+template <class Backend, class T>
+struct step_io {
+  typename Backend::queue& q;
+  const layer_plan& plan;
+  std::size_t rows = 0;      // local rows of the input (samples × leading dims)
+  std::size_t in_cols = 0;   // local input columns
+  std::size_t out_cols = 0;  // local output columns
+  int index = 0, n = 1;      // this device's position in the part
+  std::vector<T*> params;    // local shards, in the layer's parameter order
+  std::vector<T*> grads;
+};
+
+// Activations and scratch a layer keeps from forward to backward, per micro-batch.
+template <class Backend, class T>
+struct stash {
+  typename Backend::template buffer<T> x, a, b;
+  std::vector<std::int32_t> ids;
+};
+
+// The loss layer's inputs and outputs beyond activations.
+template <class T>
+struct loss_io {
+  const std::int32_t* labels = nullptr;  // one per local row
+  double scale = 1.0;                     // d(step loss)/d(row loss)
+  double loss_sum = 0.0;                  // Σ row losses this device contributes
+  long long correct = 0;                  // rows whose target logit is the maximum
+  long long rows = 0;                     // rows this device contributed
+  bool counts = true;                     // false where another device of the part reports the rows
+  std::size_t first_row = 0;              // micro-batch row of local row 0
+  std::size_t valid = static_cast<std::size_t>(-1);  // rows of the micro-batch that are data, not padding
+};
+
+template <class Backend, class T>
+void ensure(typename Backend::template buffer<T>& b, std::size_t n) {
+  if (b.size() < n) b = Backend::template allocate<T>(n);
+}
+
+// ---- layer implementations ---------------------------------------------------------------
+
+template <class L>
+struct exec;  // specialised for each built-in layer
+
+template <int In, int Out, bool Bias>
+struct exec<layers::Linear<In, Out, Bias>> {
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
+    ensure<Backend, T>(s.x, io.rows * io.in_cols);
+    copy(io.q, io.rows * io.in_cols, x, s.x.data());
+    gemm(io.q, trans::N, trans::N, io.rows, io.out_cols, io.in_cols, T(1), x, io.in_cols, io.params[0], io.out_cols,
+         T(0), y, io.out_cols);
+    // A row-parallel layer's outputs are partial sums: its whole bias is added once.
+    const bool add_bias = Bias && (io.plan.sig != signature::row_parallel || io.index == 0);
+    if (add_bias)
+      bias_activation_forward(io.q, activation::none, io.rows, io.out_cols, y, io.params[1], static_cast<T*>(nullptr), y);
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T* dx, Comm&, loss_io<T>*) {
+    gemm(io.q, trans::T, trans::N, io.in_cols, io.out_cols, io.rows, T(1), s.x.data(), io.in_cols, dy, io.out_cols,
+         T(1), io.grads[0], io.out_cols);
+    if constexpr (Bias) bias_grad(io.q, io.rows, io.out_cols, dy, io.grads[1], true);
+    if (dx)
+      gemm(io.q, trans::N, trans::T, io.rows, io.in_cols, io.out_cols, T(1), dy, io.out_cols, io.params[0],
+           io.out_cols, T(0), dx, io.in_cols);
+  }
+};
+
+template <activation A>
+struct exec_pointwise {
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
+    const std::size_t n = io.rows * io.in_cols;
+    ensure<Backend, T>(s.x, n);
+    bias_activation_forward(io.q, A, io.rows, io.in_cols, x, static_cast<const T*>(nullptr), s.x.data(), y);
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T* dx, Comm&, loss_io<T>*) {
+    if (dx) activation_backward(io.q, A, io.rows * io.in_cols, s.x.data(), dy, dx);
+  }
+};
+template <>
+struct exec<layers::ReLU> : exec_pointwise<activation::relu> {};
+template <>
+struct exec<layers::GeLU> : exec_pointwise<activation::gelu> {};
+
+template <>
+struct exec<layers::Flatten> {
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>&, const T* x, T* y, Comm&, loss_io<T>*) {
+    copy(io.q, io.rows * io.in_cols, x, y);  // row-major: the bytes do not move
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>&, const T* dy, T* dx, Comm&, loss_io<T>*) {
+    if (dx) copy(io.q, io.rows * io.in_cols, dy, dx);
+  }
+};
+
+template <int D>
+struct exec<layers::LayerNorm<D>> {
+  static constexpr double eps = 1e-5;
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
+    ensure<Backend, T>(s.x, io.rows * D);
+    ensure<Backend, T>(s.a, io.rows);
+    ensure<Backend, T>(s.b, io.rows);
+    copy(io.q, io.rows * D, x, s.x.data());
+    layernorm_forward(io.q, io.rows, std::size_t(D), x, io.params[0], io.params[1], eps, y, s.a.data(), s.b.data());
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T* dx, Comm&, loss_io<T>*) {
+    typename Backend::template buffer<T> scratch;
+    T* out = dx;
+    if (!out) {
+      scratch = Backend::template allocate<T>(io.rows * D);
+      out = scratch.data();
+    }
+    layernorm_backward(io.q, io.rows, std::size_t(D), s.x.data(), io.params[0], s.a.data(), s.b.data(), dy, out,
+                       io.grads[0], io.grads[1], true);
+  }
+};
+
+template <int V, int D>
+struct exec<layers::Embedding<V, D>> {
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
+    // ids travel as values of T (exact for integers below 2^24 in float)
+    const std::size_t n = io.rows * io.in_cols;
+    s.ids.resize(n);
+    for (std::size_t i = 0; i < n; ++i) s.ids[i] = static_cast<std::int32_t>(x[i]);
+    check_ids(io.q, s.ids.data(), n, std::size_t(V));
+    const bool split = io.plan.sig == signature::vocab_embedding;
+    const std::size_t local = split ? std::size_t(V / io.n) : std::size_t(V);
+    const std::size_t offset = split ? local * std::size_t(io.index) : 0;
+    embedding_forward(io.q, n, std::size_t(D), s.ids.data(), io.params[0], offset, local, y);
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T*, Comm&, loss_io<T>*) {
+    const bool split = io.plan.sig == signature::vocab_embedding;
+    const std::size_t local = split ? std::size_t(V / io.n) : std::size_t(V);
+    const std::size_t offset = split ? local * std::size_t(io.index) : 0;
+    embedding_backward(io.q, s.ids.size(), std::size_t(D), s.ids.data(), dy, offset, local, io.grads[0], true);
+  }
+};
+
+template <>
+struct exec<layers::SoftmaxCrossEntropy> {
+  // stash: x = logits (vocabulary-parallel) or probabilities; a = row max; b = Σ exp
+  template <class Backend, class T, class Comm>
+  static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T*, Comm& part, loss_io<T>* L) {
+    const std::size_t R = io.rows, C = io.in_cols;
+    ensure<Backend, T>(s.x, R * C);
+    ensure<Backend, T>(s.a, R);
+    ensure<Backend, T>(s.b, R);
+    typename Backend::template buffer<T> target = Backend::template allocate<T>(R), loss = Backend::template allocate<T>(R);
+    if (io.plan.sig == signature::vocab_loss) {
+      // max, Σexp and the target logit over the whole vocabulary by three all-reduces
+      const std::size_t offset = C * std::size_t(io.index);
+      copy(io.q, R * C, x, s.x.data());
+      xent_local_max(io.q, R, C, x, s.a.data());
+      part.all_reduce(s.a.data(), R, comm::reduce_op::max);
+      xent_local_sumexp(io.q, R, C, x, s.a.data(), s.b.data());
+      part.all_reduce(s.b.data(), R, comm::reduce_op::sum);
+      xent_target_logit(io.q, R, C, x, L->labels, offset, target.data());
+      part.all_reduce(target.data(), R, comm::reduce_op::sum);
+      xent_loss(io.q, R, s.a.data(), s.b.data(), target.data(), loss.data());
+    } else {
+      softmax_cross_entropy_forward(io.q, R, C, x, L->labels, loss.data(), s.x.data());
+      xent_local_max(io.q, R, C, x, s.a.data());
+      xent_target_logit(io.q, R, C, x, L->labels, 0, target.data());
+    }
+    if (L->counts) {
+      for (std::size_t r = 0; r < R && L->first_row + r < L->valid; ++r) {
+        L->loss_sum += static_cast<double>(loss.data()[r]);
+        L->correct += target.data()[r] >= s.a.data()[r] ? 1 : 0;
+        ++L->rows;
+      }
+    }
+  }
+  template <class Backend, class T, class Comm>
+  static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T*, T* dx, Comm&, loss_io<T>* L) {
+    const std::size_t R = io.rows, C = io.in_cols;
+    if (io.plan.sig == signature::vocab_loss)
+      xent_local_backward(io.q, R, C, s.x.data(), L->labels, C * std::size_t(io.index), s.a.data(), s.b.data(), L->scale,
+                          dx);
+    else
+      softmax_cross_entropy_backward(io.q, R, C, s.x.data(), L->labels, L->scale, dx);
+  }
+};
+
+template <class L>
+concept executable_layer = requires { sizeof(exec<L>); };
+
+}  // namespace strata::runtime

@@ -1,0 +1,579 @@
+#pragma once
+// The executor: each rank walks its stage's static program from the planner —
+// forward/backward per micro-batch with the layout conversions the planner derived,
+// pipeline sends and receives posted as the proven groups, the data-parallel gradient
+// reduction and the optimizer step.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string_view>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "strata/backend/host/kernels.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/plan/plan.hpp"
+#include "strata/runtime/init.hpp"
+#include "strata/runtime/layer_exec.hpp"
+#include "strata/runtime/optimizer.hpp"
+#include "strata/runtime/world.hpp"
+
+namespace strata {
+
+// A replica's batch for one step (or one evaluation chunk): `samples` rows of the
+// model's input (each input_shape.numel() values) and labels for the loss rows.
+template <class T>
+struct batch_view {
+  const T* inputs = nullptr;
+  const std::int32_t* labels = nullptr;
+  std::size_t samples = 0;
+  std::size_t input_elems = 0;  // values per sample, checked against the plan
+  std::size_t labels_per_sample = 1;
+};
+
+struct step_result {
+  double loss = 0.0;  // mean over the global batch
+  long long correct = 0;
+  long long rows = 0;  // loss rows in the global batch
+};
+
+namespace runtime {
+
+template <class List>
+struct exec_table;
+template <class... L>
+struct exec_table<type_list<L...>> {
+  static constexpr bool all_executable = (true && ... && executable_layer<L>);
+};
+
+}  // namespace runtime
+
+template <class P, class T, class Backend, class Comm>
+class trainer {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "trainer<T>: T is float or double");
+  static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
+  static_assert(runtime::exec_table<typename P::layers>::all_executable,
+                "trainer: this plan uses a layer the executor cannot run yet: built-in execution covers Linear, "
+                "ReLU, GeLU, Flatten, LayerNorm, Embedding and SoftmaxCrossEntropy");
+  static_assert(P::mode == tensor_mode::d1,
+                "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
+
+  using buffer = typename Backend::template buffer<T>;
+  using queue = typename Backend::queue;
+  static constexpr int NL = P::num_layers;
+
+ public:
+  trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed)
+      : world_(w), q_(w.queue()), opt_(opt), seed_(seed) {
+    const int W = w.size();
+    // Every rank computes the same verdict, so every rank throws the same error and
+    // none reaches a collective.
+    if (W % P::devices_per_replica != 0)
+      throw std::invalid_argument("strata: world size " + std::to_string(W) + " is not a multiple of the " +
+                                  std::to_string(P::devices_per_replica) +
+                                  " devices one replica of this plan uses (stages " + std::to_string(P::stages) +
+                                  " x devices per stage " + std::to_string(P::part_devices) + ")");
+    if (P::fixed_world != 0 && P::fixed_world != W)
+      throw std::invalid_argument("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
+                                  "> but the job runs " + std::to_string(W) + " processes");
+    me_ = P::coord(w.rank());
+    dp_ = P::data_parallel(W);
+    n_ = P::part_devices;
+    Comm& c = w.comm();
+    // Collective splits, in the same order on every rank.
+    part_.emplace_back(c.split(me_.data * P::stages + me_.stage, me_.index));
+    data_.emplace_back(c.split(me_.stage * n_ + me_.index, me_.data));
+    part_data_.emplace_back(c.split(me_.stage, w.rank()));
+    build_parameters();
+  }
+
+  int data_parallel() const { return dp_; }
+  rank_coord coord() const { return me_; }
+  long long steps() const { return step_; }
+
+  // One training step on this replica's batch of micro_batch × num_micro_batch samples.
+  step_result step(const batch_view<T>& b) {
+    check_batch(b, std::size_t(P::micro_batch) * P::num_micro_batch, "step");
+    batch_ = b;
+    for (auto& g : grads_) fill(q_, g.size(), T(0), g.data());
+    loss_.assign(1, {});
+    run_program();
+    reduce_gradients();
+    const step_result r = finish_loss();
+    if (!std::isfinite(r.loss))
+      throw std::runtime_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " +
+                               std::to_string(r.loss) + " (NaN/Inf): stopping before the update");
+    ++step_;
+    apply_optimizer();
+    return r;
+  }
+
+  // Forward only (no update): mean loss and correct predictions over `samples` rows,
+  // of which the first `valid` count (padding rows of the last chunk do not).
+  step_result evaluate(const batch_view<T>& b, std::size_t valid) {
+    const std::size_t mb = P::micro_batch;
+    const std::size_t chunks = (b.samples + mb - 1) / mb;
+    check_batch(b, chunks * mb, "evaluate");
+    batch_ = b;
+    loss_.assign(1, {});
+    valid_rows_ = std::min(valid, b.samples);
+    for (int j = 0; j < static_cast<int>(chunks); ++j)
+      for (int part = 0; part < P::num_parts; ++part) {
+        if (P::stage_of_part(part) != me_.stage) continue;
+        forward_part(part, j, /*train=*/false);
+        if (part + 1 < P::num_parts && P::stage_of_part(part + 1) != me_.stage) {
+          buffer& out = out_act(part, j);
+          world_.comm().send(out.data(), out_size(part), peer_stage(P::stage_of_part(part + 1)), tag(0, j, part));
+        }
+      }
+    valid_rows_ = static_cast<std::size_t>(-1);
+    return finish_loss();
+  }
+
+  // Every logical parameter, assembled on every rank (tests and checkpoints):
+  // result[layer][tensor] holds the full tensor in row-major order.
+  std::vector<std::vector<std::vector<double>>> gather_parameters() {
+    std::vector<std::vector<std::vector<double>>> out(NL);
+    for (int i = 0; i < NL; ++i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      out[static_cast<std::size_t>(i)].resize(static_cast<std::size_t>(lp.desc.num_params));
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const param_t& prm = lp.desc.params[static_cast<std::size_t>(k)];
+        std::vector<double> full(static_cast<std::size_t>(prm.shape.numel()), 0.0);
+        const auto it = tensors_.find({i, k});
+        // one contributor per logical element: replica 0, and device 0 for whole tensors
+        if (it != tensors_.end() && me_.data == 0) {
+          const tensor_ref& t = it->second;
+          const shape_t local = lp.local_params[static_cast<std::size_t>(k)];
+          const bool whole = local == prm.shape;
+          if (!whole || me_.index == 0) {
+            const T* p = params_[t.group].data() + t.offset;
+            for (std::size_t e = 0; e < t.size; ++e)
+              full[runtime::logical_index(prm.shape, local, me_.index, e)] = static_cast<double>(p[e]);
+          }
+        }
+        world_.comm().all_reduce(full.data(), full.size(), comm::reduce_op::sum);
+        out[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = std::move(full);
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct tensor_ref {
+    int group = 0;  // 0: reduced over data; 1: over part × data
+    std::size_t offset = 0, size = 0;
+  };
+  struct act_key {
+    int part, mb;
+    friend bool operator<(const act_key& a, const act_key& b) { return a.part != b.part ? a.part < b.part : a.mb < b.mb; }
+  };
+
+  world<Backend, Comm>& world_;
+  queue& q_;
+  optimizer opt_;
+  std::uint64_t seed_;
+  rank_coord me_{};
+  int dp_ = 1, n_ = 1;
+  long long step_ = 0;
+  std::vector<Comm> part_, data_, part_data_;  // one each; vector for move-only storage
+  std::array<buffer, 2> params_, grads_, opt_m_, opt_v_;
+  std::map<std::pair<int, int>, tensor_ref> tensors_;
+  batch_view<T> batch_{};
+  std::size_t valid_rows_ = static_cast<std::size_t>(-1);
+  std::vector<runtime::loss_io<T>> loss_;
+  std::map<act_key, buffer> in_, out_, gin_, gout_;  // per (part, micro-batch)
+  std::map<act_key, std::vector<runtime::stash<Backend, T>>> stash_;
+  std::vector<std::int32_t> labels_scratch_;
+
+  Comm& part_comm() { return part_.front(); }
+
+  // ---- parameters --------------------------------------------------------------------------
+  bool owns_layer(int i) const { return P::stage_of_part(P::layer_plans[static_cast<std::size_t>(i)].part) == me_.stage; }
+
+  void build_parameters() {
+    std::array<std::size_t, 2> total{};
+    for (int i = 0; i < NL; ++i) {
+      if (!owns_layer(i)) continue;
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const int g = lp.grad_group[static_cast<std::size_t>(k)] == group_axis::part_data ? 1 : 0;
+        const std::size_t n = static_cast<std::size_t>(lp.local_params[static_cast<std::size_t>(k)].numel());
+        tensors_[{i, k}] = tensor_ref{g, total[static_cast<std::size_t>(g)], n};
+        total[static_cast<std::size_t>(g)] += n;
+      }
+    }
+    for (int g = 0; g < 2; ++g) {
+      const std::size_t n = std::max<std::size_t>(total[static_cast<std::size_t>(g)], 1);
+      params_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
+      grads_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
+      opt_m_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
+      opt_v_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
+      fill(q_, n, T(0), params_[static_cast<std::size_t>(g)].data());
+      fill(q_, n, T(0), opt_m_[static_cast<std::size_t>(g)].data());
+      fill(q_, n, T(0), opt_v_[static_cast<std::size_t>(g)].data());
+    }
+    // Values from the logical element index: the same model whatever the sharding.
+    static_assert(Backend::host_accessible, "parameter initialisation writes through host pointers");
+    for (const auto& [key, t] : tensors_) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(key.first)];
+      const param_t& prm = lp.desc.params[static_cast<std::size_t>(key.second)];
+      const shape_t local = lp.local_params[static_cast<std::size_t>(key.second)];
+      T* p = params_[t.group].data() + t.offset;
+      for (std::size_t e = 0; e < t.size; ++e)
+        p[e] = static_cast<T>(runtime::initial_value(lp.desc, key.first, key.second,
+                                                     runtime::logical_index(prm.shape, local, me_.index, e), seed_));
+    }
+  }
+
+  runtime::step_io<Backend, T> io_for(int i, std::size_t rows, std::size_t in_cols, std::size_t out_cols) {
+    const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+    runtime::step_io<Backend, T> io{q_, lp, rows, in_cols, out_cols, me_.index, n_, {}, {}};
+    for (int k = 0; k < lp.desc.num_params; ++k) {
+      const tensor_ref& t = tensors_.at({i, k});
+      io.params.push_back(params_[t.group].data() + t.offset);
+      io.grads.push_back(grads_[t.group].data() + t.offset);
+    }
+    return io;
+  }
+
+  // ---- shapes and layouts --------------------------------------------------------------------
+  // Rows of layer i's input/output over the whole micro-batch, and local rows/cols for a layout.
+  static constexpr std::size_t full_rows(const shape_t& s) {
+    return std::size_t(P::micro_batch) * static_cast<std::size_t>(s.numel() / std::max(s.last(), 1));
+  }
+  std::size_t local_rows(std::size_t rows, sbp l) const { return l == sbp::split_batch ? rows / std::size_t(n_) : rows; }
+  std::size_t local_cols(std::size_t cols, sbp l) const { return l == sbp::split_feature ? cols / std::size_t(n_) : cols; }
+
+  // Moves x (layout `from`, full size rows × cols) to layout `to`; returns the new buffer.
+  buffer convert(buffer x, sbp from, sbp to, std::size_t rows, std::size_t cols) {
+    if (from == to || n_ == 1) return x;
+    if (to == sbp::partial) return x;  // a broadcast tensor is one valid partial split
+    Comm& c = part_comm();
+    const std::size_t N = std::size_t(n_), idx = std::size_t(me_.index);
+    if (from == sbp::partial && to == sbp::split_batch) {
+      buffer y = Backend::template allocate<T>(rows / N * cols);
+      c.reduce_scatter(x.data(), y.data(), rows / N * cols, comm::reduce_op::sum);
+      return y;
+    }
+    // Everything else goes through the whole tensor: gather or reduce, then slice.
+    buffer whole;
+    if (from == sbp::partial) {
+      c.all_reduce(x.data(), rows * cols, comm::reduce_op::sum);
+      whole = std::move(x);
+    } else if (from == sbp::split_batch) {
+      whole = Backend::template allocate<T>(rows * cols);
+      c.all_gather(x.data(), whole.data(), rows / N * cols);
+    } else if (from == sbp::split_feature) {
+      // gathered blocks are [device][rows][cols/N]; interleave them into [rows][cols]
+      buffer blocks = Backend::template allocate<T>(rows * cols);
+      c.all_gather(x.data(), blocks.data(), rows * (cols / N));
+      whole = Backend::template allocate<T>(rows * cols);
+      const std::size_t w = cols / N;
+      for (std::size_t d = 0; d < N; ++d)
+        for (std::size_t r = 0; r < rows; ++r) copy(q_, w, blocks.data() + (d * rows + r) * w, whole.data() + r * cols + d * w);
+    } else {
+      whole = std::move(x);  // broadcast
+    }
+    if (to == sbp::broadcast) return whole;
+    if (to == sbp::split_batch) {
+      buffer y = Backend::template allocate<T>(rows / N * cols);
+      copy(q_, rows / N * cols, whole.data() + idx * (rows / N) * cols, y.data());
+      return y;
+    }
+    // split_feature
+    const std::size_t w = cols / N;
+    buffer y = Backend::template allocate<T>(rows * w);
+    for (std::size_t r = 0; r < rows; ++r) copy(q_, w, whole.data() + r * cols + idx * w, y.data() + r * w);
+    return y;
+  }
+
+  // ---- the program ---------------------------------------------------------------------------
+  int peer_stage(int stage) const { return P::rank_of(me_.data, stage, me_.index); }
+  static int tag(int kind, int mb, int part) { return (kind * 64 + part % 64) * 256 + mb % 256; }
+
+  buffer& out_act(int part, int mb) { return out_[{part, mb}]; }
+  std::size_t out_size(int part) const {
+    const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(last_layer(part))];
+    return local_rows(full_rows(lp.out), lp.out_layout) * local_cols(std::size_t(lp.out.last()), lp.out_layout);
+  }
+  std::size_t in_size(int part) const {
+    const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(first_layer(part))];
+    return local_rows(full_rows(lp.in), lp.arrives) * local_cols(std::size_t(lp.in.last()), lp.arrives);
+  }
+  static constexpr int first_layer(int part) {
+    for (int i = 0; i < NL; ++i)
+      if (P::layer_plans[static_cast<std::size_t>(i)].part == part) return i;
+    return -1;
+  }
+  static constexpr int last_layer(int part) {
+    for (int i = NL - 1; i >= 0; --i)
+      if (P::layer_plans[static_cast<std::size_t>(i)].part == part) return i;
+    return -1;
+  }
+
+  void run_program() {
+    const auto& prog = P::program;
+    const int s = me_.stage;
+    const int len = prog.length[static_cast<std::size_t>(s)];
+    std::vector<comm::p2p_op> group;
+    for (int i = 0; i < len; ++i) {
+      const sched::instr& x = prog.at(s, i);
+      const int part = P::part_of(s, x.chunk);
+      switch (x.kind) {
+        case sched::op::forward: forward_part(part, x.mb, true); break;
+        case sched::op::backward: backward_part(part, x.mb); break;
+        case sched::op::recv_act: {
+          buffer& b = in_[{part, x.mb}];
+          runtime::ensure<Backend, T>(b, in_size(part));
+          group.push_back(comm::recv_op(b.data(), in_size(part), peer_stage(x.peer), tag(0, x.mb, part - 1)));
+          break;
+        }
+        case sched::op::send_act:
+          group.push_back(comm::send_op(out_act(part, x.mb).data(), out_size(part), peer_stage(x.peer), tag(0, x.mb, part)));
+          break;
+        case sched::op::recv_grad: {
+          buffer& b = gout_[{part, x.mb}];
+          runtime::ensure<Backend, T>(b, out_size(part));
+          group.push_back(comm::recv_op(b.data(), out_size(part), peer_stage(x.peer), tag(1, x.mb, part + 1)));
+          break;
+        }
+        case sched::op::send_grad:
+          group.push_back(comm::send_op(gin_[{part, x.mb}].data(), in_size(part), peer_stage(x.peer), tag(1, x.mb, part)));
+          break;
+        case sched::op::reduce_grads:
+        case sched::op::optimizer_step: break;  // done after the walk, below
+      }
+      if (sched::is_p2p(x.kind) && !x.group_next) {
+        world_.comm().group(std::span<const comm::p2p_op>(group));
+        group.clear();
+      }
+    }
+  }
+
+  // Input rows of micro-batch `mb` for the first part, in the layout its first layer receives.
+  buffer load_input(int mb) {
+    const layer_plan& lp = P::layer_plans[0];
+    const std::size_t rows = full_rows(lp.in), cols = std::size_t(lp.in.last());
+    const std::size_t per_sample = batch_.input_elems;
+    buffer x = Backend::template allocate<T>(rows * cols);
+    copy(q_, std::size_t(P::micro_batch) * per_sample, batch_.inputs + std::size_t(mb) * P::micro_batch * per_sample, x.data());
+    if (lp.arrives == sbp::split_batch) return convert(std::move(x), sbp::broadcast, sbp::split_batch, rows, cols);
+    return x;
+  }
+
+  void forward_part(int part, int mb, bool train) {
+    const int first = first_layer(part), last = last_layer(part);
+    buffer x;
+    if (part == 0) x = load_input(mb);
+    else if (P::stage_of_part(part - 1) == me_.stage) x = std::move(out_[{part - 1, mb}]);  // same device
+    else {
+      buffer& in = in_[{part, mb}];
+      if (!train) {  // evaluation walks parts in order with blocking receives
+        runtime::ensure<Backend, T>(in, in_size(part));
+        world_.comm().recv(in.data(), in_size(part), peer_stage(P::stage_of_part(part - 1)), tag(0, mb, part - 1));
+      }
+      x = Backend::template allocate<T>(in_size(part));
+      copy(q_, in_size(part), in.data(), x.data());
+    }
+    auto& st = stash_[{part, mb}];
+    st.resize(static_cast<std::size_t>(last - first + 1));
+    for (int i = first; i <= last; ++i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      const std::size_t rin = full_rows(lp.in), cin = std::size_t(lp.in.last());
+      x = convert(std::move(x), lp.arrives, lp.in_layout, rin, cin);
+      const std::size_t rows = local_rows(rin, lp.in_layout);
+      const std::size_t in_cols = local_cols(cin, lp.in_layout);
+      const std::size_t out_cols = lp.desc.role == layer_role::loss ? 1 : local_cols(std::size_t(lp.out.last()), lp.out_layout);
+      // rows can change (an embedding turns ids [S] into [S, D]); the loss writes nothing
+      const std::size_t out_rows = local_rows(full_rows(lp.out), lp.out_layout);
+      buffer y = Backend::template allocate<T>(std::max<std::size_t>(out_rows * out_cols, 1));
+      auto io = io_for(i, rows, in_cols, out_cols);
+      runtime::loss_io<T>* L = nullptr;
+      if (lp.desc.role == layer_role::loss) L = prepare_loss(lp, mb, rows);
+      dispatch_forward(i, io, st[static_cast<std::size_t>(i - first)], x.data(), y.data(), L);
+      x = std::move(y);
+    }
+    out_[{part, mb}] = std::move(x);
+    if (!train) stash_.erase({part, mb});
+  }
+
+  void backward_part(int part, int mb) {
+    const int first = first_layer(part), last = last_layer(part);
+    auto& st = stash_[{part, mb}];
+    buffer dy;
+    if (part + 1 < P::num_parts) {
+      if (P::stage_of_part(part + 1) == me_.stage) dy = std::move(gin_[{part + 1, mb}]);
+      else {
+        buffer& g = gout_[{part, mb}];
+        dy = Backend::template allocate<T>(out_size(part));
+        copy(q_, out_size(part), g.data(), dy.data());
+      }
+    }
+    for (int i = last; i >= first; --i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      const std::size_t rin = full_rows(lp.in), cin = std::size_t(lp.in.last());
+      const std::size_t rows = local_rows(rin, lp.in_layout);
+      const std::size_t in_cols = local_cols(cin, lp.in_layout);
+      const std::size_t out_cols = lp.desc.role == layer_role::loss ? 1 : local_cols(std::size_t(lp.out.last()), lp.out_layout);
+      const bool need_dx = i > 0;  // the model's input needs no gradient
+      buffer dx = Backend::template allocate<T>(need_dx ? rows * in_cols : 1);
+      auto io = io_for(i, rows, in_cols, out_cols);
+      runtime::loss_io<T>* L = lp.desc.role == layer_role::loss ? &loss_.front() : nullptr;
+      if (L) L->labels = loss_labels(lp, mb, rows);
+      dispatch_backward(i, io, st[static_cast<std::size_t>(i - first)], dy.data(), need_dx ? dx.data() : nullptr, L);
+      if (!need_dx) break;
+      // The gradient of the layer's input, back into the layout its producer holds.
+      const sbp g_in = (detail::tensor_parallel_consumer(lp.sig) && lp.in_layout == sbp::broadcast) ? sbp::partial
+                                                                                                       : lp.in_layout;
+      dy = convert(std::move(dx), g_in, detail::grad_of(lp.arrives), rin, cin);
+    }
+    if (part > 0) gin_[{part, mb}] = std::move(dy);
+    st.clear();
+  }
+
+  // ---- the loss ------------------------------------------------------------------------------
+  const std::int32_t* loss_labels(const layer_plan& lp, int mb, std::size_t rows) {
+    // labels of this micro-batch's loss rows; with rows split, this device's block
+    const std::size_t per_mb = std::size_t(P::micro_batch) * batch_.labels_per_sample;
+    std::size_t first = std::size_t(mb) * per_mb;
+    if (lp.in_layout == sbp::split_batch) first += std::size_t(me_.index) * rows;
+    return batch_.labels + first;
+  }
+  runtime::loss_io<T>* prepare_loss(const layer_plan& lp, int mb, std::size_t rows) {
+    runtime::loss_io<T>& L = loss_.front();
+    L.labels = loss_labels(lp, mb, rows);
+    // d(mean loss over the global batch)/d(row loss); every gradient reduction sums.
+    const double rows_per_replica =
+        double(P::micro_batch) * P::num_micro_batch * double(batch_.labels_per_sample);
+    L.scale = 1.0 / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+    // one device reports rows that every device of the part holds
+    L.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
+    const std::size_t per_mb = std::size_t(P::micro_batch) * batch_.labels_per_sample;
+    L.first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
+    // in an evaluation, rows past `valid` are padding of the last chunk
+    const std::size_t start = std::size_t(mb) * per_mb;
+    const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? static_cast<std::size_t>(-1)
+                                                                           : valid_rows_ * batch_.labels_per_sample;
+    L.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
+    return &L;
+  }
+  // Mean loss over every row of the global batch, the same value on every rank.
+  step_result finish_loss() {
+    std::array<double, 3> v{loss_.front().loss_sum, static_cast<double>(loss_.front().correct),
+                            static_cast<double>(loss_.front().rows)};
+    world_.comm().all_reduce(v.data(), 3, comm::reduce_op::sum);
+    step_result r;
+    r.rows = static_cast<long long>(v[2]);
+    r.loss = r.rows > 0 ? v[0] / v[2] : 0.0;
+    r.correct = static_cast<long long>(v[1]);
+    return r;
+  }
+
+  // ---- gradients and the optimizer -----------------------------------------------------------
+  void reduce_gradients() {
+    for (int g = 0; g < 2; ++g) {
+      Comm& c = g == 0 ? data_.front() : part_data_.front();
+      if (c.size() == 1) continue;
+      std::size_t total = 0;
+      for (const auto& [k, t] : tensors_)
+        if (t.group == g) total += t.size;
+      if (total == 0) continue;
+      // EPL's max_splits: at most `buckets` all-reduces per group
+      const std::size_t chunk = (total + P::buckets - 1) / P::buckets;
+      for (std::size_t off = 0; off < total; off += chunk)
+        c.all_reduce(grads_[static_cast<std::size_t>(g)].data() + off, std::min(chunk, total - off), comm::reduce_op::sum);
+    }
+  }
+
+  void apply_optimizer() {
+    for (int g = 0; g < 2; ++g) {
+      std::size_t total = 0;
+      for (const auto& [k, t] : tensors_)
+        if (t.group == g) total += t.size;
+      if (total == 0) continue;
+      T* p = params_[static_cast<std::size_t>(g)].data();
+      T* gr = grads_[static_cast<std::size_t>(g)].data();
+      T* m = opt_m_[static_cast<std::size_t>(g)].data();
+      T* v = opt_v_[static_cast<std::size_t>(g)].data();
+      std::visit(
+          [&](const auto& o) {
+            using O = std::decay_t<decltype(o)>;
+            if constexpr (std::is_same_v<O, SGD>)
+              sgd_momentum_step(q_, total, o.lr, o.momentum, o.weight_decay, p, gr, m);
+            else
+              adam_step(q_, total, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, step_, p, gr, m, v,
+                        std::is_same_v<O, AdamW>);
+          },
+          opt_);
+    }
+  }
+
+  // ---- per-layer dispatch over the plan's layer types ----------------------------------------
+  template <std::size_t... I>
+  void dispatch_forward_impl(std::index_sequence<I...>, int i, runtime::step_io<Backend, T>& io,
+                             runtime::stash<Backend, T>& s, const T* x, T* y, runtime::loss_io<T>* L) {
+    ((i == int(I) ? (runtime::exec<detail::list_nth_t<I, typename P::layers>>::forward(io, s, x, y, part_comm(), L), 0)
+                  : 0),
+     ...);
+  }
+  void dispatch_forward(int i, runtime::step_io<Backend, T>& io, runtime::stash<Backend, T>& s, const T* x, T* y,
+                        runtime::loss_io<T>* L) {
+    dispatch_forward_impl(std::make_index_sequence<std::size_t(NL)>{}, i, io, s, x, y, L);
+  }
+  template <std::size_t... I>
+  void dispatch_backward_impl(std::index_sequence<I...>, int i, runtime::step_io<Backend, T>& io,
+                              runtime::stash<Backend, T>& s, const T* dy, T* dx, runtime::loss_io<T>* L) {
+    ((i == int(I) ? (runtime::exec<detail::list_nth_t<I, typename P::layers>>::backward(io, s, dy, dx, part_comm(), L), 0)
+                  : 0),
+     ...);
+  }
+  void dispatch_backward(int i, runtime::step_io<Backend, T>& io, runtime::stash<Backend, T>& s, const T* dy, T* dx,
+                         runtime::loss_io<T>* L) {
+    dispatch_backward_impl(std::make_index_sequence<std::size_t(NL)>{}, i, io, s, dy, dx, L);
+  }
+
+  // ---- run-time input checks, agreed on by every rank before any collective ----------------
+  void check_batch(const batch_view<T>& b, std::size_t samples, const char* what) {
+    const std::size_t per_sample = static_cast<std::size_t>(P::input_shape.numel());
+    std::string problem;
+    if (!b.inputs || !b.labels) problem = "the batch has no data";
+    else if (b.samples != samples && std::string_view(what) == "step")
+      problem = "the batch holds " + std::to_string(b.samples) + " samples but this plan's replica consumes " +
+                std::to_string(samples) + " (micro-batch " + std::to_string(P::micro_batch) + " x " +
+                std::to_string(samples / P::micro_batch) + " micro-batches)";
+    else if (b.samples == 0 || b.samples % std::size_t(P::micro_batch) != 0)
+      problem = "the batch holds " + std::to_string(b.samples) + " samples, not a positive multiple of the micro-batch " +
+                std::to_string(P::micro_batch) + " (pad the last chunk and pass the valid count)";
+    else if (b.input_elems != per_sample)
+      problem = "each sample has " + std::to_string(b.input_elems) + " values but the model's input shape holds " +
+                std::to_string(per_sample);
+    else {
+      const layer_plan& loss = P::layer_plans[static_cast<std::size_t>(NL - 1)];
+      const long long classes = loss.in.last();
+      for (std::size_t i = 0; i < b.samples * b.labels_per_sample; ++i)
+        if (b.labels[i] < 0 || b.labels[i] >= classes) {
+          problem = "label " + std::to_string(b.labels[i]) + " at position " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(classes) + ")";
+          break;
+        }
+      if (problem.empty() && !all_finite(q_, b.samples * per_sample, b.inputs))
+        problem = "the inputs contain NaN or Inf";
+    }
+    world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+  }
+};
+
+template <class P, class T = float, class Backend, class Comm>
+trainer<P, T, Backend, Comm> make_trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed) {
+  return trainer<P, T, Backend, Comm>(w, opt, seed);
+}
+
+}  // namespace strata

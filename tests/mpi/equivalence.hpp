@@ -1,0 +1,102 @@
+// Shared harness: train a plan on the MPI world and the same model on one device
+// (a world of one process), from the same seed and data, and compare every step's
+// loss and every parameter at the end.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
+namespace equiv {
+
+using namespace strata;
+
+template <class List>
+struct single_device;
+template <class... L>
+struct single_device<type_list<L...>> {
+  using type = Replicate<1, L...>;
+};
+
+// The same layers (loss included) on one device, whole global batch in one micro-batch.
+template <class P, int GlobalBatch>
+using reference_plan =
+    Plan<typename single_device<typename P::layers>::type, MicroBatch<GlobalBatch>, InputShape<P::input_shape>>;
+
+struct result {
+  double worst_loss = 0.0, worst_param = 0.0;
+};
+
+inline double rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30}); }
+
+// Deterministic data for a step: inputs N(0,1) (or token ids below `vocab`), labels.
+template <class T>
+void make_batch(int step, std::size_t samples, std::size_t in_elems, std::size_t labels_per, int classes, int vocab,
+                std::vector<T>& x, std::vector<std::int32_t>& y) {
+  std::mt19937_64 g(1234 + static_cast<unsigned>(step));
+  std::normal_distribution<double> nd;
+  x.resize(samples * in_elems);
+  y.resize(samples * labels_per);
+  for (auto& v : x) v = vocab > 0 ? static_cast<T>(g() % static_cast<unsigned>(vocab)) : static_cast<T>(nd(g));
+  for (auto& v : y) v = static_cast<std::int32_t>(g() % static_cast<unsigned>(classes));
+}
+
+template <class P, class T, class World>
+result compare(World& w, optimizer opt, int steps, int vocab = 0) {
+  constexpr int mb = P::micro_batch, m = P::num_micro_batch;
+  const int dp = P::data_parallel(w.size());
+  const int global = dp * mb * m;
+  constexpr std::size_t in_elems = static_cast<std::size_t>(P::input_shape.numel());
+  const auto& loss_layer = P::layer_plans[static_cast<std::size_t>(P::num_layers - 1)];
+  const std::size_t labels_per = static_cast<std::size_t>(loss_layer.in.numel() / loss_layer.in.last());
+  const int classes = loss_layer.in.last();
+
+  auto par = make_trainer<P, T>(w, opt, 77);
+  auto local = local_world<typename World::backend_type>();
+  result res;
+  // the reference needs the global batch size at compile time: dispatch on it
+  auto run_reference = [&]<int G>(std::integral_constant<int, G>) {
+    using R = reference_plan<P, G>;
+    auto ref = make_trainer<R, T>(local, opt, 77);
+    std::vector<T> x;
+    std::vector<std::int32_t> y;
+    const int d = par.coord().data;
+    for (int s = 0; s < steps; ++s) {
+      make_batch<T>(s, std::size_t(global), in_elems, labels_per, classes, vocab, x, y);
+      const step_result a = par.step({x.data() + std::size_t(d) * mb * m * in_elems,
+                                      y.data() + std::size_t(d) * mb * m * labels_per, std::size_t(mb * m), in_elems,
+                                      labels_per});
+      const step_result b = ref.step({x.data(), y.data(), std::size_t(global), in_elems, labels_per});
+      res.worst_loss = std::max(res.worst_loss, rel(a.loss, b.loss));
+    }
+    const auto pa = par.gather_parameters();
+    const auto pb = ref.gather_parameters();
+    REQUIRE(pa.size() == pb.size());
+    for (std::size_t i = 0; i < pa.size(); ++i)
+      for (std::size_t k = 0; k < pa[i].size(); ++k) {
+        double num = 0, den = 0;
+        for (std::size_t e = 0; e < pa[i][k].size(); ++e) {
+          num += (pa[i][k][e] - pb[i][k][e]) * (pa[i][k][e] - pb[i][k][e]);
+          den += pb[i][k][e] * pb[i][k][e];
+        }
+        res.worst_param = std::max(res.worst_param, std::sqrt(num / std::max(den, 1e-300)));
+      }
+  };
+  switch (global) {
+    case 4: run_reference(std::integral_constant<int, 4>{}); break;
+    case 8: run_reference(std::integral_constant<int, 8>{}); break;
+    case 16: run_reference(std::integral_constant<int, 16>{}); break;
+    case 32: run_reference(std::integral_constant<int, 32>{}); break;
+    case 64: run_reference(std::integral_constant<int, 64>{}); break;
+    default: FAIL("add global batch " << global << " to the dispatch");
+  }
+  return res;
+}
+
+}  // namespace equiv

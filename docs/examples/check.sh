@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every docs example with g++ and clang++ (those found), and checks
 # that each example is copied verbatim into the markdown page that shows it.
+# Built by a plain compiler, train_mpi.cpp runs as a world of one; when mpicxx and
+# mpiexec are found it is also built with MPI and run on 2 and 4 processes.
 #   docs/examples/check.sh            # from anywhere
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -16,13 +18,34 @@ for c in g++ clang++; do command -v "$c" >/dev/null && compilers+=("$c"); done
 for f in docs/examples/*.cpp; do
   n=$(basename "$f" .cpp)
   for c in "${compilers[@]}"; do
-    if "$c" -std=c++20 -Iinclude -Wall -Wextra -Werror "$f" -o "$out/$n.$c" && "$out/$n.$c" >/dev/null; then
+    if "$c" -std=c++20 -Iinclude -Wall -Wextra -Werror -pthread "$f" -o "$out/$n.$c" && "$out/$n.$c" >/dev/null; then
       echo "ok      $c $n"
     else
       echo "FAILED  $c $n"; status=1
     fi
   done
 done
+
+# train_mpi.cpp under MPI: one process per device. --oversubscribe (Open MPI) allows more
+# ranks than cores; the OMPI_ALLOW_RUN_AS_ROOT* variables let Open MPI run as root.
+if command -v mpicxx >/dev/null && command -v mpiexec >/dev/null; then
+  launch=(mpiexec)
+  mpiexec --version 2>&1 | grep -Eqi 'open ?(mpi|rte)' && launch+=(--oversubscribe)
+  if mpicxx -std=c++20 -Iinclude -Wall -Wextra -Werror -pthread docs/examples/train_mpi.cpp -o "$out/train_mpi.mpi"; then
+    for ranks in 2 4; do
+      if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+         timeout 300 "${launch[@]}" -n "$ranks" "$out/train_mpi.mpi" >/dev/null; then
+        echo "ok      mpicxx train_mpi (mpiexec -n $ranks)"
+      else
+        echo "FAILED  mpicxx train_mpi (mpiexec -n $ranks)"; status=1
+      fi
+    done
+  else
+    echo "FAILED  mpicxx train_mpi"; status=1
+  fi
+else
+  echo "skip    train_mpi under MPI (no mpicxx/mpiexec)"
+fi
 
 # Every "<!-- example: X.cpp -->" marker is followed by a ```cpp block equal to docs/examples/X.cpp.
 mkdir -p "$out/md"

@@ -2,7 +2,7 @@
 # expected message from every rank (a hang is caught by the test's TIMEOUT).
 # -DMPIEXEC=... -DEXE=... -DRANKS=N -DMODE=... -DEXPECT=<regex>
 execute_process(
-  COMMAND ${MPIEXEC} -n ${RANKS} --oversubscribe ${EXE} ${MODE}
+  COMMAND ${MPIEXEC} -n ${RANKS} ${OVERSUBSCRIBE} ${EXE} ${MODE}
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE err

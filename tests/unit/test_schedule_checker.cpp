@@ -70,7 +70,7 @@ TEST_CASE("receiving micro-batches out of order is a mismatch, not silent corrup
   prog.code[1][static_cast<std::size_t>(b)].mb = 1;
   const sim_result r = simulate(prog);
   CHECK(r.status == verdict::mismatch);
-  CHECK(r.stage == 1);
+  CHECK((r.stage == 0 || r.stage == 1));  // either end of the mismatched pair
 }
 
 TEST_CASE("a program that skips a backward is incomplete") {

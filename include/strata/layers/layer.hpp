@@ -37,16 +37,22 @@ concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_sha
                 detail::has_out_shape<L> && detail::has_params<L> && detail::has_flops<L> &&
                 detail::has_stash<L>;
 
+namespace detail {
+constexpr shape_t same_shape(shape_t s) { return s; }
+constexpr long long no_cost(shape_t) { return 0; }
+}  // namespace detail
+
 // Every layer the planner sees is turned into this value, so that the rest of the
 // planner is plain constexpr loops over arrays instead of type recursion.
 struct layer_desc {
   std::string_view name{};
   layer_role role = layer_role::opaque;
   shape_t in_shape{};
-  shape_t (*out_shape)(shape_t) = nullptr;
-  long long (*forward_flops)(shape_t) = nullptr;
-  long long (*backward_flops)(shape_t) = nullptr;
-  long long (*stash_elems)(shape_t) = nullptr;
+  // Callable defaults: a non-Layer entry (already reported) must not break constant evaluation.
+  shape_t (*out_shape)(shape_t) = &detail::same_shape;
+  long long (*forward_flops)(shape_t) = &detail::no_cost;
+  long long (*backward_flops)(shape_t) = &detail::no_cost;
+  long long (*stash_elems)(shape_t) = &detail::no_cost;
   std::array<param_t, 6> params{};
   int num_params = 0;
   // The dimension tensor parallelism cuts, for divisibility rules and shard sizes:
@@ -60,19 +66,19 @@ struct layer_desc {
 template <class L>
 struct layer_requirements {
   static_assert(detail::has_name<L>,
-                "strata concept Layer: missing `static constexpr std::string_view name`");
+                "strata concept Layer: missing 'static constexpr std::string_view name'");
   static_assert(detail::has_role<L>,
-                "strata concept Layer: missing `static constexpr strata::layer_role role`");
+                "strata concept Layer: missing 'static constexpr strata::layer_role role'");
   static_assert(detail::has_in_shape<L>,
-                "strata concept Layer: missing `static constexpr strata::shape_t in_shape`");
+                "strata concept Layer: missing 'static constexpr strata::shape_t in_shape'");
   static_assert(detail::has_out_shape<L>,
-                "strata concept Layer: missing `static constexpr strata::shape_t out_shape(strata::shape_t)`");
+                "strata concept Layer: missing 'static constexpr strata::shape_t out_shape(strata::shape_t)'");
   static_assert(detail::has_params<L>,
-                "strata concept Layer: missing `static constexpr std::array<strata::param_t, K> params`");
+                "strata concept Layer: missing 'static constexpr std::array<strata::param_t, K> params'");
   static_assert(detail::has_flops<L>,
-                "strata concept Layer: missing `forward_flops(shape_t)` / `backward_flops(shape_t)`");
+                "strata concept Layer: missing 'forward_flops(shape_t)' / 'backward_flops(shape_t)'");
   static_assert(detail::has_stash<L>,
-                "strata concept Layer: missing `static constexpr long long stash_elems(shape_t)`");
+                "strata concept Layer: missing 'static constexpr long long stash_elems(shape_t)'");
   static constexpr bool value = Layer<L>;
 };
 

@@ -53,7 +53,13 @@ template <class List>
 struct layer_checks;
 template <class... L>
 struct layer_checks<type_list<L...>> {
-  static constexpr bool value = (true && ... && layer_ok<L>());
+  // an array, not a fold: a fold over 257 layers exceeds clang's expression nesting limit
+  static constexpr bool value = [] {
+    constexpr std::array<bool, sizeof...(L) + 1> ok{layer_ok<L>()..., true};
+    for (bool b : ok)
+      if (!b) return false;
+    return true;
+  }();
   static constexpr std::array<layer_desc, sizeof...(L)> descs{describe_any<L>()...};
 };
 
@@ -172,7 +178,7 @@ struct Plan {
           item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
   // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages.
-  static constexpr int stages = detail::max1(num_parts / chunks);
+  static constexpr int stages = detail::max1(num_parts / detail::max1(chunks));
   static constexpr int part_devices = num_taskgraphs > 0 ? detail::max1(taskgraphs[0].devices) : 1;
   static constexpr int devices_per_replica = stages * part_devices;
   static constexpr int stage_of_part(int part) { return part % stages; }
@@ -231,25 +237,31 @@ struct Plan {
 
   // ---- shapes and the loss ------------------------------------------------------------------
   static constexpr bool input_known = [] {
-    if (input_option.rank > 0) return true;
-    for (int i = 0; i < num_layers; ++i) {
-      const auto& d = descs[detail::idx(i)];
-      if (d.in_shape.rank > 0) return true;
-      if (d.role != layer_role::elementwise && d.role != layer_role::reshape) return d.role == layer_role::embedding;
+    if constexpr (input_option.rank > 0) {  // if constexpr: nvcc warns #128-D "loop is not reachable"
+      return true;
+    } else {
+      for (int i = 0; i < num_layers; ++i) {
+        const auto& d = descs[detail::idx(i)];
+        if (d.in_shape.rank > 0) return true;
+        if (d.role != layer_role::elementwise && d.role != layer_role::reshape) return d.role == layer_role::embedding;
+      }
+      return false;
     }
-    return false;
   }();
 
  public:
   // Per-sample input of the model: Input<...>, else the first shape-fixing layer's input.
   static constexpr shape_t input_shape = [] {
-    if (input_option.rank > 0) return input_option;
-    for (int i = 0; i < num_layers; ++i) {
-      const auto& d = descs[detail::idx(i)];
-      if (d.in_shape.rank > 0) return d.in_shape;
-      if (d.role == layer_role::embedding) return shape_v<1>;
+    if constexpr (input_option.rank > 0) {
+      return input_option;
+    } else {
+      for (int i = 0; i < num_layers; ++i) {
+        const auto& d = descs[detail::idx(i)];
+        if (d.in_shape.rank > 0) return d.in_shape;
+        if (d.role == layer_role::embedding) return shape_v<1>;
+      }
+      return shape_v<1>;
     }
-    return shape_v<1>;
   }();
 
  private:
@@ -291,8 +303,9 @@ struct Plan {
       return detail::diagnosis{needs_loss};
     return detail::diagnosis{};
   }();
-  static_assert(!structure_diag.ok() ||
-                detail::raise<model_diag.id, model_diag.a, model_diag.b, model_diag.c>());
+  // The guard is part of the template argument: `ok || raise<...>()` would still instantiate raise<...>.
+  static_assert(detail::raise<structure_diag.ok() ? model_diag.id : detail::rule_id::ok, model_diag.a, model_diag.b,
+                              model_diag.c>());
 
   static constexpr auto sharded = [] {
     std::array<layer_plan, static_cast<std::size_t>(num_layers)> lp{};
@@ -325,8 +338,8 @@ struct Plan {
     }
     return detail::diagnosis{};
   }();
-  static_assert(!structure_diag.ok() || !model_diag.ok() ||
-                detail::raise<shard_diag.id, shard_diag.a, shard_diag.b, shard_diag.c>());
+  static_assert(detail::raise<structure_diag.ok() && model_diag.ok() ? shard_diag.id : detail::rule_id::ok,
+                              shard_diag.a, shard_diag.b, shard_diag.c>());
 
  public:
   static constexpr std::array<layer_plan, static_cast<std::size_t>(num_layers)> layer_plans = sharded.layers;
@@ -336,7 +349,7 @@ struct Plan {
     if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, num_micro_batch>();
     else if constexpr (schedule == schedule_kind::one_f_one_b) return sched::one_f_one_b<stages, num_micro_batch>();
     else if constexpr (schedule == schedule_kind::interleaved)
-      return sched::interleaved<stages, num_micro_batch, chunks>();
+      return sched::interleaved<stages, num_micro_batch, detail::max1(chunks)>();
     else return schedule_t::template build<stages, num_micro_batch, chunks>();
   }();
   static constexpr sched::sim_result completeness = sched::check_complete(program);
@@ -350,8 +363,9 @@ struct Plan {
     if (simulation.status != sched::verdict::ok) return detail::diagnosis{deadlock, simulation.stage, simulation.instruction};
     return detail::diagnosis{};
   }();
-  static_assert(!structure_diag.ok() || !model_diag.ok() || !shard_diag.ok() ||
-                detail::raise<schedule_diag.id, schedule_diag.a, schedule_diag.b, schedule_diag.c>());
+  static_assert(detail::raise<structure_diag.ok() && model_diag.ok() && shard_diag.ok() ? schedule_diag.id
+                                                                                       : detail::rule_id::ok,
+                              schedule_diag.a, schedule_diag.b, schedule_diag.c>());
 
  public:
   static constexpr bool deadlock_free = simulation.status == sched::verdict::ok;

@@ -244,7 +244,11 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
   for (;;) {
     bool progress = false, finished = true;
     for (int s = 0; s < P; ++s) {
-      if (pc[S(s)] >= prog.length[S(s)]) continue;
+      // run this stage as far as it can go before visiting the next: keeps the
+      // number of rounds (and constexpr steps) proportional to the exchanges
+     for (bool moved = true; moved;) {
+      moved = false;
+      if (pc[S(s)] >= prog.length[S(s)]) break;
       finished = false;
       const instr& x = prog.at(s, pc[S(s)]);
       if (!is_p2p(x.kind)) {
@@ -253,7 +257,7 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
         if (x.kind == op::backward) clock[S(s)] += bwd_cost;
         if (times) times->end[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
         ++pc[S(s)];
-        progress = true;
+        progress = moved = true;
         continue;
       }
       if (!in_group[S(s)]) {
@@ -305,8 +309,9 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
         clock[S(s)] = done_at[S(s)];
         in_group[S(s)] = false;
         pc[S(s)] = end;
-        progress = true;
+        progress = moved = true;
       }
+     }
     }
     if (finished) break;
     if (!progress) {

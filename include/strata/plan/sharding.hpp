@@ -287,7 +287,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
     const taskgraph_desc& tg = tgs[t];
-    const int n = tg.devices;
+    const int n = tg.devices > 0 ? tg.devices : 1;  // N < 1 is rule [devices-positive]; avoid 0/0 below
     const bool split = tg.kind == strategy_kind::split && n > 1;
     const mesh_factors mesh = split ? mesh_of(ctx.mode, n, ctx.depth) : mesh_factors{n, 1, 1};
     const bool nd = split && ctx.mode != tensor_mode::d1;

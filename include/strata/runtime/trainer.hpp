@@ -50,7 +50,12 @@ template <class List>
 struct exec_table;
 template <class... L>
 struct exec_table<type_list<L...>> {
-  static constexpr bool all_executable = (true && ... && executable_layer<L>);
+  static constexpr bool all_executable = [] {
+    constexpr std::array<bool, sizeof...(L) + 1> ok{executable_layer<L>..., true};
+    for (bool b : ok)
+      if (!b) return false;
+    return true;
+  }();
 };
 
 }  // namespace runtime
@@ -68,6 +73,10 @@ class trainer {
   using buffer = typename Backend::template buffer<T>;
   using queue = typename Backend::queue;
   static constexpr int NL = P::num_layers;
+  // loss rows per sample: one label each
+  static constexpr std::size_t labels_per_sample = static_cast<std::size_t>(
+      P::layer_plans[static_cast<std::size_t>(NL - 1)].in.numel() /
+      P::layer_plans[static_cast<std::size_t>(NL - 1)].in.last());
 
  public:
   trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed)
@@ -255,7 +264,11 @@ class trainer {
   // Moves x (layout `from`, full size rows × cols) to layout `to`; returns the new buffer.
   buffer convert(buffer x, sbp from, sbp to, std::size_t rows, std::size_t cols) {
     if (from == to || n_ == 1) return x;
-    if (to == sbp::partial) return x;  // a broadcast tensor is one valid partial split
+    if (to == sbp::partial) {
+      // a broadcast tensor is one valid partial split; nothing else converts to P
+      if (from != sbp::broadcast) throw std::logic_error("strata: no conversion into a partial-sum layout");
+      return x;
+    }
     Comm& c = part_comm();
     const std::size_t N = std::size_t(n_), idx = std::size_t(me_.index);
     if (from == sbp::partial && to == sbp::split_batch) {
@@ -555,10 +568,26 @@ class trainer {
     else if (b.input_elems != per_sample)
       problem = "each sample has " + std::to_string(b.input_elems) + " values but the model's input shape holds " +
                 std::to_string(per_sample);
+    else if (b.labels_per_sample != labels_per_sample)
+      problem = "the batch has " + std::to_string(b.labels_per_sample) + " labels per sample but the loss has " +
+                std::to_string(labels_per_sample) + " rows per sample";
     else {
       const layer_plan& loss = P::layer_plans[static_cast<std::size_t>(NL - 1)];
       const long long classes = loss.in.last();
-      for (std::size_t i = 0; i < b.samples * b.labels_per_sample; ++i)
+      // token ids are checked here, on every rank, not only where the embedding runs
+      const layer_plan& first = P::layer_plans[0];
+      if (first.desc.role == layer_role::embedding) {
+        const double vocab = first.desc.params[0].shape.dim[0];
+        for (std::size_t i = 0; i < b.samples * per_sample; ++i) {
+          const double id = static_cast<double>(b.inputs[i]);
+          if (!(id >= 0 && id < vocab && id == std::floor(id))) {
+            problem = "token id " + std::to_string(id) + " at position " + std::to_string(i) +
+                      " is not an integer in [0, " + std::to_string(static_cast<long long>(vocab)) + ")";
+            break;
+          }
+        }
+      }
+      for (std::size_t i = 0; problem.empty() && i < b.samples * b.labels_per_sample; ++i)
         if (b.labels[i] < 0 || b.labels[i] >= classes) {
           problem = "label " + std::to_string(b.labels[i]) + " at position " + std::to_string(i) +
                     " is outside [0, " + std::to_string(classes) + ")";

@@ -1,0 +1,681 @@
+// strata-header: cuda-only
+// strata CUDA backend: device memory, queues, events and transfers.
+//
+// The same interface as the host backend (host/host.hpp): buffer / view /
+// queue / event, allocate, record / wait / query / synchronize, gathered in
+// `struct strata::backend::Cuda`. Kernels (kernels.cuh) take a cuda::queue
+// first and raw device pointers, and are found by argument-dependent lookup.
+//
+// Memory model. Device memory is not host-accessible (Cuda::host_accessible
+// is false); data moves by explicit upload / download. Allocation normally
+// comes from an `arena`: one cudaMalloc of a caller-chosen size (the plan's
+// compile-time memory analysis) carved into 256-byte aligned blocks, so a
+// training step performs no cudaMalloc/cudaFree (both synchronise the device)
+// and, because placement is a pure function of the set of live blocks, a step
+// that allocates the same sequence every time gets the same addresses every
+// time: the property CUDA Graph capture and replay of a whole step needs.
+//
+// Streams. Arena blocks are reused in the order frees happen on the host;
+// that is safe for work ordered on one queue (like a stream-ordered
+// allocator). Work on a second queue that uses a block must be joined with
+// record/wait before the block's buffer is destroyed.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "check.hpp"
+
+namespace strata::backend::cuda {
+
+// cudaMalloc's own guarantee, and cuBLASLt's default alignment assumption.
+inline constexpr std::size_t alignment = 256;
+
+// ---------------------------------------------------------------------------
+// Raw device allocation (counted)
+// ---------------------------------------------------------------------------
+
+namespace detail {
+inline std::atomic<std::uint64_t>& malloc_counter() noexcept {
+  static std::atomic<std::uint64_t> count{0};
+  return count;
+}
+
+// Every cudaMalloc strata makes goes through here, so tests can assert that
+// a warmed-up training step makes none.
+inline void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    const std::string call = "cudaMalloc(" + std::to_string(bytes) + " bytes)";
+    raise(e, call.c_str(), __FILE__, __LINE__);
+  }
+  malloc_counter().fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+// Destructor paths: errors cannot be thrown, and a failing cudaFree means the
+// context is already broken (the next checked call reports it).
+inline void device_free(void* p) noexcept {
+  if (p && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+}
+inline std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
+}  // namespace detail
+
+// Number of cudaMalloc calls strata has made in this process (arenas,
+// queue workspaces, buffers allocated outside an arena).
+inline std::uint64_t malloc_count() noexcept { return detail::malloc_counter().load(std::memory_order_relaxed); }
+
+// ---------------------------------------------------------------------------
+// Arena
+// ---------------------------------------------------------------------------
+
+// Thrown when an arena cannot satisfy a request (a std::bad_alloc, like
+// running out of device memory with plain cudaMalloc).
+class arena_exhausted : public std::bad_alloc {
+ public:
+  explicit arena_exhausted(std::string msg) : msg_(std::move(msg)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
+namespace detail {
+
+// Placement over byte offsets, no CUDA involved. Best fit, lowest offset on
+// ties, free neighbours coalesced: the free list is the complement of the
+// live set, so where a request lands depends only on which blocks are live.
+class block_allocator {
+ public:
+  struct live_block {
+    std::size_t size;
+    std::uint64_t serial;  // allocation order, for arena::reset's checks
+  };
+
+  explicit block_allocator(std::size_t capacity) : capacity_(capacity) {
+    if (capacity) free_.emplace(0, capacity);
+  }
+
+  // Offset of a new block of `bytes` (a multiple of the alignment), or
+  // capacity() when nothing fits.
+  std::size_t allocate(std::size_t bytes, std::uint64_t serial) {
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
+    if (best == free_.end()) return capacity_;
+    const std::size_t off = best->first, size = best->second;
+    free_.erase(best);
+    if (size > bytes) free_.emplace(off + bytes, size - bytes);
+    live_.emplace(off, live_block{bytes, serial});
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return off;
+  }
+
+  // Size of the released block, 0 if `off` is not a live block.
+  std::size_t release(std::size_t off) {
+    auto it = live_.find(off);
+    if (it == live_.end()) return 0;
+    std::size_t start = off, size = it->second.size;
+    live_.erase(it);
+    in_use_ -= size;
+    auto next = free_.lower_bound(start);
+    if (next != free_.end() && next->first == start + size) {
+      size += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == start) {
+        start = prev->first;
+        size += prev->second;
+        free_.erase(prev);
+      }
+    }
+    free_.emplace(start, size);
+    return size;
+  }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t in_use() const noexcept { return in_use_; }
+  std::size_t peak() const noexcept { return peak_; }
+  void reset_peak() noexcept { peak_ = in_use_; }
+  std::size_t largest_free() const noexcept {
+    std::size_t m = 0;
+    for (const auto& f : free_) m = std::max(m, f.second);
+    return m;
+  }
+  const std::map<std::size_t, live_block>& live() const noexcept { return live_; }
+
+ private:
+  std::size_t capacity_;
+  std::size_t in_use_ = 0, peak_ = 0;
+  std::map<std::size_t, std::size_t> free_;  // offset -> size
+  std::map<std::size_t, live_block> live_;   // offset -> block
+};
+
+// Shared by the arena handle and every buffer carved from it, so the device
+// memory lives until the last of them is gone, whatever the destruction order.
+struct arena_state {
+  explicit arena_state(std::size_t bytes) : blocks(bytes) {
+    if (bytes) base = static_cast<unsigned char*>(device_malloc(bytes));
+  }
+  ~arena_state() { device_free(base); }
+  arena_state(const arena_state&) = delete;
+  arena_state& operator=(const arena_state&) = delete;
+
+  void* allocate(std::size_t bytes) {
+    const std::size_t want = round_up(bytes ? bytes : 1, alignment);
+    std::lock_guard<std::mutex> lk(m);
+    const std::size_t off = blocks.allocate(want, next_serial);
+    if (off == blocks.capacity())
+      throw arena_exhausted("strata: CUDA arena exhausted on rank " + std::to_string(process_rank()) +
+                            ": requested " + std::to_string(want) + " bytes, " + std::to_string(blocks.in_use()) +
+                            " of " + std::to_string(blocks.capacity()) +
+                            " in use, largest free block " + std::to_string(blocks.largest_free()) +
+                            " (size the arena from the plan's memory analysis plus fragmentation headroom)");
+    ++next_serial;
+    return base + off;
+  }
+  void deallocate(void* p) noexcept {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(m);
+    (void)blocks.release(static_cast<std::size_t>(static_cast<unsigned char*>(p) - base));
+  }
+
+  std::mutex m;
+  unsigned char* base = nullptr;
+  block_allocator blocks;
+  std::uint64_t next_serial = 1;
+};
+
+}  // namespace detail
+
+class arena;
+namespace detail {
+inline thread_local arena* current_arena = nullptr;
+}
+
+// One device reservation handed out as 256-byte aligned blocks. buffer<T>
+// created while an arena is current on the thread (arena::scope) come from
+// it. Move-only handle; buffers keep the reservation alive.
+class arena {
+ public:
+  // Reserves `bytes` (rounded up to 256) with a single cudaMalloc.
+  explicit arena(std::size_t bytes)
+      : state_(std::make_shared<detail::arena_state>(detail::round_up(bytes, alignment))) {}
+  arena(arena&&) noexcept = default;
+  arena& operator=(arena&&) noexcept = default;
+  arena(const arena&) = delete;
+  arena& operator=(const arena&) = delete;
+
+  void* allocate(std::size_t bytes) { return state_->allocate(bytes); }
+  void deallocate(void* p) noexcept { state_->deallocate(p); }
+
+  std::size_t capacity() const noexcept { return state_->blocks.capacity(); }
+  std::size_t in_use() const {
+    std::lock_guard<std::mutex> lk(state_->m);
+    return state_->blocks.in_use();
+  }
+  // Highest in_use() since construction or the last reset().
+  std::size_t peak() const {
+    std::lock_guard<std::mutex> lk(state_->m);
+    return state_->blocks.peak();
+  }
+  std::size_t live_blocks() const {
+    std::lock_guard<std::mutex> lk(state_->m);
+    return state_->blocks.live().size();
+  }
+  std::size_t largest_free_block() const {
+    std::lock_guard<std::mutex> lk(state_->m);
+    return state_->blocks.largest_free();
+  }
+
+  // --- resettable mode ------------------------------------------------------
+  // m = mark() after warm-up (persistent buffers allocated); run a step;
+  // reset(m). reset checks that the arena is back in the marked state: every
+  // block allocated after the mark has been freed and every block live at the
+  // mark still is. Placement depends only on the live set, so the next step
+  // that repeats the same allocation sequence gets the same addresses (what a
+  // captured CUDA Graph bakes in). A violation throws std::logic_error naming
+  // what leaked, instead of letting a graph replay scribble on moved buffers.
+  struct mark_type {
+    std::uint64_t serial = 0;     // blocks allocated after the mark have larger serials
+    std::size_t live_blocks = 0;  // blocks live at the mark
+  };
+  mark_type mark() const {
+    std::lock_guard<std::mutex> lk(state_->m);
+    return {state_->next_serial - 1, state_->blocks.live().size()};
+  }
+  void reset(const mark_type& m) {
+    std::lock_guard<std::mutex> lk(state_->m);
+    std::size_t newer = 0, newer_bytes = 0, older = 0;
+    for (const auto& [off, b] : state_->blocks.live()) {
+      (void)off;
+      if (b.serial > m.serial) {
+        ++newer;
+        newer_bytes += b.size;
+      } else {
+        ++older;
+      }
+    }
+    if (newer)
+      throw std::logic_error("strata: arena::reset: " + std::to_string(newer) + " block(s) (" +
+                             std::to_string(newer_bytes) +
+                             " bytes) allocated after the mark are still alive; a step must free what it "
+                             "allocates, or later steps get different addresses");
+    if (older != m.live_blocks)
+      throw std::logic_error("strata: arena::reset: " + std::to_string(m.live_blocks - older) +
+                             " block(s) live at the mark were freed during the step; their replacements may "
+                             "not land at the same addresses (allocate persistent buffers before the mark)");
+    state_->blocks.reset_peak();
+  }
+
+  // Makes this arena the source of buffer<T>(n) on the calling thread for
+  // the scope's lifetime (nests; restores the previous one).
+  class scope {
+   public:
+    explicit scope(arena& a) noexcept : prev_(std::exchange(detail::current_arena, &a)) {}
+    ~scope() { detail::current_arena = prev_; }
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+
+   private:
+    arena* prev_;
+  };
+  static arena* current() noexcept { return detail::current_arena; }
+
+  const std::shared_ptr<detail::arena_state>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<detail::arena_state> state_;
+};
+
+// ---------------------------------------------------------------------------
+// view / buffer
+// ---------------------------------------------------------------------------
+
+// Non-owning window onto device memory. No operator[]: the host cannot
+// dereference it (a distinct type from host::view, so a device pointer never
+// reaches a host kernel by accident).
+template <class T>
+struct view {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+
+  constexpr T* data() const noexcept { return ptr; }
+  constexpr std::size_t size() const noexcept { return n; }
+  constexpr bool empty() const noexcept { return n == 0; }
+
+  constexpr view subview(std::size_t offset, std::size_t count) const {
+    if (offset > n || count > n - offset) throw std::out_of_range("strata: view::subview out of range");
+    return view{ptr + offset, count};
+  }
+  template <class U = T, class = std::enable_if_t<!std::is_const_v<U>>>
+  constexpr operator view<const U>() const noexcept {
+    return view<const U>{ptr, n};
+  }
+};
+
+// Owning, uninitialised, 256-byte aligned device array. Comes from the
+// thread's current arena if there is one, else from its own cudaMalloc.
+// Move-only. Destruction returns the block to the arena at once (safe for
+// work on the same queue, see the file comment) or cudaFree()s it (which
+// waits for the device).
+template <class T>
+class buffer {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
+                "device buffers hold plain data only");
+
+ public:
+  buffer() noexcept = default;
+  explicit buffer(std::size_t n) : buffer(n, arena::current()) {}
+  buffer(std::size_t n, arena& a) : buffer(n, &a) {}
+  ~buffer() { release(); }
+
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+  buffer(buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)), arena_(std::move(o.arena_)) {}
+  buffer& operator=(buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+      arena_ = std::move(o.arena_);
+    }
+    return *this;
+  }
+
+  T* data() noexcept { return ptr_; }
+  const T* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  std::size_t bytes() const noexcept { return n_ * sizeof(T); }
+  bool from_arena() const noexcept { return arena_ != nullptr; }
+
+  cuda::view<T> view() noexcept { return {ptr_, n_}; }
+  cuda::view<const T> view() const noexcept { return {ptr_, n_}; }
+  operator cuda::view<T>() noexcept { return view(); }
+  operator cuda::view<const T>() const noexcept { return view(); }
+
+ private:
+  buffer(std::size_t n, arena* a) : n_(n) {
+    if (n == 0) return;
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    if (a) {
+      arena_ = a->state();
+      ptr_ = static_cast<T*>(arena_->allocate(n * sizeof(T)));
+    } else {
+      ptr_ = static_cast<T*>(detail::device_malloc(n * sizeof(T)));
+    }
+  }
+  void release() noexcept {
+    if (ptr_) {
+      if (arena_)
+        arena_->deallocate(ptr_);
+      else
+        detail::device_free(ptr_);
+    }
+    ptr_ = nullptr;
+    n_ = 0;
+    arena_.reset();
+  }
+  T* ptr_ = nullptr;
+  std::size_t n_ = 0;
+  std::shared_ptr<detail::arena_state> arena_;
+};
+
+// ---------------------------------------------------------------------------
+// Queue
+// ---------------------------------------------------------------------------
+
+// Math for float GEMMs: exact FP32 (the default, comparable with the host
+// reference) or TF32 tensor cores (10-bit mantissa inputs, FP32 accumulate).
+enum class fp32_math : unsigned char { exact, tf32 };
+
+struct queue_options {
+  int device = -1;                                // -1: the calling thread's current device
+  std::size_t workspace_bytes = std::size_t(32) << 20;  // cuBLASLt + reduction scratch
+  fp32_math math = fp32_math::exact;
+  // Fuse GELU into GEMMs through cuBLASLt's GELU epilogues. Off by default:
+  // cuBLASLt documents only "GELU", so the fused result is checked against
+  // the tanh form at a looser tolerance than the unfused path.
+  bool lt_gelu_epilogue = false;
+};
+
+namespace detail {
+
+// Cached cuBLASLt plan: descriptors plus the heuristic's algorithm for one
+// problem signature (shapes, types, transposes, epilogue, pointer alignment).
+// Building one costs tens of microseconds of host time; reusing it costs none.
+struct lt_key {
+  std::int64_t v[28] = {};
+  bool operator<(const lt_key& o) const noexcept { return std::memcmp(v, o.v, sizeof v) < 0; }
+};
+struct lt_plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool supported = false;
+
+  lt_plan() = default;
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  ~lt_plan() {
+    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l) (void)cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+// Word the kernels use to report invalid labels / ids without a host sync;
+// raise_device_errors(q) reads it. Packed key = row << 32 | (uint32)label,
+// so atomicMin keeps the first bad row (and its label) deterministically.
+struct device_status {
+  unsigned long long first_bad = ~0ull;
+  int kernel = 0;  // detail::kernel_code of the first kernel that found one
+  int pad = 0;
+  long long lo = 0, hi = 0;  // the range the label had to lie in
+};
+
+// Small per-queue device and pinned-host slots for results the host reads
+// back (reduction values, flags), allocated once with the queue.
+struct queue_slots {
+  device_status status;
+  unsigned long long first_bad_id;
+  double value;
+  unsigned int flag;
+};
+
+struct queue_state {
+  int device = 0;
+  int sm_count = 1;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  queue_slots* dev_slots = nullptr;   // device memory
+  queue_slots* host_slots = nullptr;  // pinned host memory
+  fp32_math math = fp32_math::exact;
+  bool lt_gelu = false;
+  std::map<lt_key, std::unique_ptr<lt_plan>> plans;
+
+  queue_state() = default;
+  queue_state(const queue_state&) = delete;
+  queue_state& operator=(const queue_state&) = delete;
+  ~queue_state() {
+    // Outstanding work may still use the workspace: drain before freeing.
+    if (stream && cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
+    plans.clear();
+    if (lt) (void)cublasLtDestroy(lt);
+    device_free(workspace);
+    device_free(dev_slots);
+    if (host_slots && cudaFreeHost(host_slots) != cudaSuccess) (void)cudaGetLastError();
+    if (stream && cudaStreamDestroy(stream) != cudaSuccess) (void)cudaGetLastError();
+  }
+};
+
+}  // namespace detail
+
+// An ordered stream of device work: a non-blocking CUDA stream (no implicit
+// sync with the legacy default stream), a cuBLASLt handle with its
+// workspace, and small result slots. Move-only; a moved-from queue may only
+// be destroyed or assigned. Kernels launch on the device that was current
+// when the queue was made: keep that device current on the calling thread
+// (one device per process or thread, as the executor runs).
+class queue {
+ public:
+  queue() : queue(queue_options{}) {}
+  explicit queue(const queue_options& opt) : s_(std::make_unique<detail::queue_state>()) {
+    detail::queue_state& s = *s_;
+    if (opt.device >= 0) STRATA_CUDA_CHECK(cudaSetDevice(opt.device));
+    STRATA_CUDA_CHECK(cudaGetDevice(&s.device));
+    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, s.device));
+    STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    STRATA_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+    s.workspace_bytes = detail::round_up(opt.workspace_bytes, alignment);
+    if (s.workspace_bytes) s.workspace = detail::device_malloc(s.workspace_bytes);
+    s.dev_slots = static_cast<detail::queue_slots*>(detail::device_malloc(sizeof(detail::queue_slots)));
+    STRATA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.host_slots), sizeof(detail::queue_slots)));
+    const detail::queue_slots init{};
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(s.dev_slots, &init, sizeof init, cudaMemcpyHostToDevice, s.stream));
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    s.math = opt.math;
+    s.lt_gelu = opt.lt_gelu_epilogue;
+  }
+  queue(queue&&) noexcept = default;
+  queue& operator=(queue&&) noexcept = default;
+  queue(const queue&) = delete;
+  queue& operator=(const queue&) = delete;
+
+  cudaStream_t stream() const noexcept { return s_->stream; }
+  cublasLtHandle_t lt_handle() const noexcept { return s_->lt; }
+  int device() const noexcept { return s_->device; }
+  int sm_count() const noexcept { return s_->sm_count; }
+  void* workspace() const noexcept { return s_->workspace; }
+  std::size_t workspace_bytes() const noexcept { return s_->workspace_bytes; }
+
+  fp32_math math() const noexcept { return s_->math; }
+  void set_math(fp32_math m) noexcept { s_->math = m; }
+  bool tf32() const noexcept { return s_->math == fp32_math::tf32; }
+  void set_tf32(bool on) noexcept { s_->math = on ? fp32_math::tf32 : fp32_math::exact; }
+  bool lt_gelu_epilogue() const noexcept { return s_->lt_gelu; }
+  void set_lt_gelu_epilogue(bool on) noexcept { s_->lt_gelu = on; }
+
+  // Blocks the host until all work submitted so far has finished.
+  void synchronize() { STRATA_CUDA_CHECK(cudaStreamSynchronize(s_->stream)); }
+
+  // For the kernel implementations.
+  detail::queue_state& state() noexcept { return *s_; }
+
+ private:
+  std::unique_ptr<detail::queue_state> s_;
+};
+
+// ---------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------
+
+// A point in a queue's order. Timing is off unless asked for (cheaper to
+// record and to wait on).
+class event {
+ public:
+  event() noexcept = default;  // empty: complete, waiting on it is a no-op
+  explicit event(bool timing) {
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~event() {
+    if (e_ && cudaEventDestroy(e_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  event(event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  event& operator=(event&& o) noexcept {
+    if (this != &o) {
+      if (e_) (void)cudaEventDestroy(e_);
+      e_ = std::exchange(o.e_, nullptr);
+    }
+    return *this;
+  }
+  event(const event&) = delete;
+  event& operator=(const event&) = delete;
+
+  cudaEvent_t native() const noexcept { return e_; }
+  explicit operator bool() const noexcept { return e_ != nullptr; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+inline event record(queue& q) {
+  event e(false);
+  STRATA_CUDA_CHECK(cudaEventRecord(e.native(), q.stream()));
+  return e;
+}
+// Re-records an existing event (no creation cost; keeps its timing flag).
+inline void record(queue& q, event& e) {
+  if (!e) e = event(false);
+  STRATA_CUDA_CHECK(cudaEventRecord(e.native(), q.stream()));
+}
+// Later work on q waits for e on the device; the host does not block.
+inline void wait(queue& q, const event& e) {
+  if (e) STRATA_CUDA_CHECK(cudaStreamWaitEvent(q.stream(), e.native(), 0));
+}
+inline bool query(const event& e) {
+  if (!e) return true;
+  const cudaError_t r = cudaEventQuery(e.native());
+  if (r == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // "not ready" is an answer, not an error to report later
+    return false;
+  }
+  STRATA_CUDA_CHECK(r);
+  return true;
+}
+inline void synchronize(const event& e) {
+  if (e) STRATA_CUDA_CHECK(cudaEventSynchronize(e.native()));
+}
+inline void synchronize(queue& q) { q.synchronize(); }
+// Milliseconds between two completed events created with timing enabled.
+inline float elapsed_ms(const event& start, const event& stop) {
+  float ms = 0.f;
+  STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.native(), stop.native()));
+  return ms;
+}
+
+// ---------------------------------------------------------------------------
+// Transfers
+// ---------------------------------------------------------------------------
+
+// host -> device, ordered on q. Pageable `host` memory may be reused as soon
+// as this returns (the runtime stages it); pinned memory must stay untouched
+// until the copy has run (synchronize(q) or an event).
+template <class T>
+void upload(queue& q, const T* host, std::size_t n, T* device) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (n == 0) return;
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(device, host, n * sizeof(T), cudaMemcpyHostToDevice, q.stream()));
+}
+
+// device -> host, ordered on q. Asynchronous: `host` holds the data only
+// after synchronize(q) (or an event recorded after this call completed).
+template <class T>
+void download(queue& q, const T* device, std::size_t n, T* host) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (n == 0) return;
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, q.stream()));
+}
+
+}  // namespace strata::backend::cuda
+
+namespace strata::backend {
+
+// The CUDA backend as a single type, for `template <class Backend>` plans.
+struct Cuda {
+  static constexpr const char* name = "cuda";
+  // Device memory: the host must upload/download instead of dereferencing.
+  static constexpr bool host_accessible = false;
+
+  template <class T>
+  using buffer = cuda::buffer<T>;
+  template <class T>
+  using view = cuda::view<T>;
+  using queue = cuda::queue;
+  using event = cuda::event;
+
+  // From the thread's current arena if any (see cuda::arena::scope).
+  template <class T>
+  static buffer<T> allocate(std::size_t n) {
+    return buffer<T>(n);
+  }
+  static event record(queue& q) { return cuda::record(q); }
+  static void wait(queue& q, const event& e) { cuda::wait(q, e); }
+  static bool query(const event& e) { return cuda::query(e); }
+  static void synchronize(queue& q) { q.synchronize(); }
+  // Whole-device barrier.
+  static void synchronize() { STRATA_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+  template <class T>
+  static void upload(queue& q, const T* host, std::size_t n, T* device) {
+    cuda::upload(q, host, n, device);
+  }
+  // Asynchronous: synchronize(q) before reading `host`.
+  template <class T>
+  static void download(queue& q, const T* device, std::size_t n, T* host) {
+    cuda::download(q, device, n, host);
+  }
+};
+
+}  // namespace strata::backend

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job: build the Fashion-MNIST trainer and run DESIGN.md's two-stage pipeline
+# as 4 MPI processes (2 stages x data parallel 2) for 3 epochs. Extra arguments go to
+# the program (the first is the number of epochs).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/deps.sh
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_EXAMPLES=ON
+cmake --build build -j"$(nproc)" --target fashion_mnist_train
+
+# Open MPI refuses to start as root without these (containers run as root); more
+# processes than cores need --oversubscribe.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ranks="${STRATA_RANKS:-4}"
+exec mpiexec -n "$ranks" --oversubscribe ./build/examples/fashion_mnist_train "${@:-3}"

@@ -484,6 +484,25 @@ TEST_CASE_TEMPLATE("vocabulary-parallel cross-entropy pieces", T, float, double)
   for (T v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<T>::infinity());
 }
 
+TEST_CASE_TEMPLATE("loss_accumulate keeps the loss books on the device", T, float, double) {
+  fixture f;
+  for (std::size_t rows : {std::size_t(1), std::size_t(7), std::size_t(1000)})
+    for (std::size_t valid : {std::size_t(0), std::size_t(5), std::size_t(-1)}) {
+      auto loss = random_vec<T>(rows, 0, 3), target = random_vec<T>(rows), mx = random_vec<T>(rows);
+      std::vector<double> acc = {1.5, 2.0, 3.0};
+      hb::queue hq(1);
+      auto ref = acc;
+      hb::loss_accumulate(hq, rows, valid, loss.data(), target.data(), mx.data(), ref.data());
+      auto dl = to_dev(f.q, loss), dt = to_dev(f.q, target), dm = to_dev(f.q, mx);
+      auto dacc = to_dev(f.q, acc);
+      cu::loss_accumulate(f.q, rows, valid, dl.data(), dt.data(), dm.data(), dacc.data());
+      const auto got = to_host(f.q, dacc, 3);
+      CHECK(got[0] == doctest::Approx(ref[0]).epsilon(1e-12));
+      CHECK(got[1] == ref[1]);
+      CHECK(got[2] == ref[2]);
+    }
+}
+
 TEST_CASE("invalid labels: NaN rows on the device, the host's exception from raise_device_errors") {
   fixture f;
   const std::size_t rows = 6, cols = 10;

@@ -70,8 +70,10 @@ void check_layer(shape_t in, std::size_t rows, std::vector<double> x, runtime::l
     std::vector<double> y(std::max<std::size_t>(ny, 1));
     if (loss) {
       runtime::loss_io<double> lio = *loss;
+      double acc[3] = {0, 0, 0};  // Σ loss, correct, rows
+      lio.acc = acc;
       exec<L>::forward(io, st, x.data(), y.data(), h.self, &lio);
-      return lio.loss_sum * lio.scale;
+      return acc[0] * lio.scale;
     }
     exec<L>::forward(io, st, x.data(), y.data(), h.self, static_cast<runtime::loss_io<double>*>(nullptr));
     double s = 0;
@@ -84,6 +86,8 @@ void check_layer(shape_t in, std::size_t rows, std::vector<double> x, runtime::l
   runtime::stash<B, double> st;
   std::vector<double> y(std::max<std::size_t>(ny, 1)), dx(nx, 0.0);
   runtime::loss_io<double> lio = loss ? *loss : runtime::loss_io<double>{};
+  double acc[3] = {0, 0, 0};
+  lio.acc = acc;
   exec<L>::forward(io, st, x.data(), y.data(), h.self, loss ? &lio : nullptr);
   exec<L>::backward(io, st, w.data(), check_dx ? dx.data() : nullptr, h.self, loss ? &lio : nullptr);
 

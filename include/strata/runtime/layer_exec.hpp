@@ -34,20 +34,19 @@ struct step_io {
 template <class Backend, class T>
 struct stash {
   typename Backend::template buffer<T> x, a, b;
-  std::vector<std::int32_t> ids;
+  typename Backend::template buffer<std::int32_t> ids;
+  std::size_t num_ids = 0;
 };
 
-// The loss layer's inputs and outputs beyond activations.
+// The loss layer's inputs and outputs beyond activations. `acc` (3 doubles in backend
+// memory: Σ loss, correct rows, rows) is kept on the device so a step never needs the host.
 template <class T>
 struct loss_io {
-  const std::int32_t* labels = nullptr;  // one per local row
+  const std::int32_t* labels = nullptr;  // one per local row, backend memory
   double scale = 1.0;                     // d(step loss)/d(row loss)
-  double loss_sum = 0.0;                  // Σ row losses this device contributes
-  long long correct = 0;                  // rows whose target logit is the maximum
-  long long rows = 0;                     // rows this device contributed
+  double* acc = nullptr;
   bool counts = true;                     // false where another device of the part reports the rows
-  std::size_t first_row = 0;              // micro-batch row of local row 0
-  std::size_t valid = static_cast<std::size_t>(-1);  // rows of the micro-batch that are data, not padding
+  std::size_t valid = static_cast<std::size_t>(-1);  // local rows that are data, not padding
 };
 
 template <class Backend, class T>
@@ -140,13 +139,14 @@ struct exec<layers::LayerNorm<D>> {
 
 template <int V, int D>
 struct exec<layers::Embedding<V, D>> {
+  // ids arrive as values of T (exact below 2^24 in float); the trainer has checked on
+  // every rank, before any collective, that they are integers in [0, V)
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
-    // ids travel as values of T (exact for integers below 2^24 in float)
     const std::size_t n = io.rows * io.in_cols;
-    s.ids.resize(n);
-    for (std::size_t i = 0; i < n; ++i) s.ids[i] = static_cast<std::int32_t>(x[i]);
-    check_ids(io.q, s.ids.data(), n, std::size_t(V));
+    if (s.ids.size() < n) s.ids = Backend::template allocate<std::int32_t>(n);
+    s.num_ids = n;
+    cast_ids(io.q, n, x, s.ids.data());
     const bool split = io.plan.sig == signature::vocab_embedding;
     const std::size_t local = split ? std::size_t(V / io.n) : std::size_t(V);
     const std::size_t offset = split ? local * std::size_t(io.index) : 0;
@@ -157,7 +157,7 @@ struct exec<layers::Embedding<V, D>> {
     const bool split = io.plan.sig == signature::vocab_embedding;
     const std::size_t local = split ? std::size_t(V / io.n) : std::size_t(V);
     const std::size_t offset = split ? local * std::size_t(io.index) : 0;
-    embedding_backward(io.q, s.ids.size(), std::size_t(D), s.ids.data(), dy, offset, local, io.grads[0], true);
+    embedding_backward(io.q, s.num_ids, std::size_t(D), s.ids.data(), dy, offset, local, io.grads[0], true);
   }
 };
 
@@ -187,13 +187,7 @@ struct exec<layers::SoftmaxCrossEntropy> {
       xent_local_max(io.q, R, C, x, s.a.data());
       xent_target_logit(io.q, R, C, x, L->labels, 0, target.data());
     }
-    if (L->counts) {
-      for (std::size_t r = 0; r < R && L->first_row + r < L->valid; ++r) {
-        L->loss_sum += static_cast<double>(loss.data()[r]);
-        L->correct += target.data()[r] >= s.a.data()[r] ? 1 : 0;
-        ++L->rows;
-      }
-    }
+    if (L->counts) loss_accumulate(io.q, R, L->valid, loss.data(), target.data(), s.a.data(), L->acc);
   }
   template <class Backend, class T, class Comm>
   static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T*, T* dx, Comm&, loss_io<T>* L) {

@@ -110,9 +110,8 @@ class trainer {
   // One training step on this replica's batch of micro_batch × num_micro_batch samples.
   step_result step(const batch_view<T>& b) {
     check_batch(b, std::size_t(P::micro_batch) * P::num_micro_batch, "step");
-    batch_ = b;
+    begin_batch(b);
     for (auto& g : grads_) fill(q_, g.size(), T(0), g.data());
-    loss_.assign(1, {});
     run_program();
     reduce_gradients();
     const step_result r = finish_loss();
@@ -130,8 +129,7 @@ class trainer {
     const std::size_t mb = P::micro_batch;
     const std::size_t chunks = (b.samples + mb - 1) / mb;
     check_batch(b, chunks * mb, "evaluate");
-    batch_ = b;
-    loss_.assign(1, {});
+    begin_batch(b);
     valid_rows_ = std::min(valid, b.samples);
     for (int j = 0; j < static_cast<int>(chunks); ++j)
       for (int part = 0; part < P::num_parts; ++part) {
@@ -163,12 +161,14 @@ class trainer {
           const shape_t local = lp.local_params[static_cast<std::size_t>(k)];
           const bool whole = local == prm.shape;
           if (!whole || me_.index == 0) {
-            const T* p = params_[t.group].data() + t.offset;
+            std::vector<T> p(t.size);
+            Backend::download(q_, params_[t.group].data() + t.offset, t.size, p.data());
+            Backend::synchronize(q_);
             for (std::size_t e = 0; e < t.size; ++e)
               full[runtime::logical_index(prm.shape, local, me_.index, e)] = static_cast<double>(p[e]);
           }
         }
-        world_.comm().all_reduce(full.data(), full.size(), comm::reduce_op::sum);
+        reduce_on_backend(full, comm::reduce_op::sum);
         out[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = std::move(full);
       }
     }
@@ -197,7 +197,9 @@ class trainer {
   std::map<std::pair<int, int>, tensor_ref> tensors_;
   batch_view<T> batch_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
-  std::vector<runtime::loss_io<T>> loss_;
+  runtime::loss_io<T> loss_{};
+  typename Backend::template buffer<double> acc_ = Backend::template allocate<double>(3);
+  typename Backend::template buffer<std::int32_t> labels_;
   std::map<act_key, buffer> in_, out_, gin_, gout_;  // per (part, micro-batch)
   std::map<act_key, std::vector<runtime::stash<Backend, T>>> stash_;
   std::vector<std::int32_t> labels_scratch_;
@@ -230,15 +232,17 @@ class trainer {
       fill(q_, n, T(0), opt_v_[static_cast<std::size_t>(g)].data());
     }
     // Values from the logical element index: the same model whatever the sharding.
-    static_assert(Backend::host_accessible, "parameter initialisation writes through host pointers");
+    std::vector<T> host;
     for (const auto& [key, t] : tensors_) {
       const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(key.first)];
       const param_t& prm = lp.desc.params[static_cast<std::size_t>(key.second)];
       const shape_t local = lp.local_params[static_cast<std::size_t>(key.second)];
-      T* p = params_[t.group].data() + t.offset;
+      host.resize(t.size);
       for (std::size_t e = 0; e < t.size; ++e)
-        p[e] = static_cast<T>(runtime::initial_value(lp.desc, key.first, key.second,
-                                                     runtime::logical_index(prm.shape, local, me_.index, e), seed_));
+        host[e] = static_cast<T>(runtime::initial_value(lp.desc, key.first, key.second,
+                                                        runtime::logical_index(prm.shape, local, me_.index, e), seed_));
+      Backend::upload(q_, host.data(), t.size, params_[t.group].data() + t.offset);
+      Backend::synchronize(q_);  // `host` is reused for the next tensor
     }
   }
 
@@ -290,8 +294,7 @@ class trainer {
       c.all_gather(x.data(), blocks.data(), rows * (cols / N));
       whole = Backend::template allocate<T>(rows * cols);
       const std::size_t w = cols / N;
-      for (std::size_t d = 0; d < N; ++d)
-        for (std::size_t r = 0; r < rows; ++r) copy(q_, w, blocks.data() + (d * rows + r) * w, whole.data() + r * cols + d * w);
+      for (std::size_t d = 0; d < N; ++d) copy_2d(q_, rows, w, blocks.data() + d * rows * w, w, whole.data() + d * w, cols);
     } else {
       whole = std::move(x);  // broadcast
     }
@@ -304,7 +307,7 @@ class trainer {
     // split_feature
     const std::size_t w = cols / N;
     buffer y = Backend::template allocate<T>(rows * w);
-    for (std::size_t r = 0; r < rows; ++r) copy(q_, w, whole.data() + r * cols + idx * w, y.data() + r * w);
+    copy_2d(q_, rows, w, whole.data() + idx * w, cols, y.data(), w);
     return y;
   }
 
@@ -377,7 +380,8 @@ class trainer {
     const std::size_t rows = full_rows(lp.in), cols = std::size_t(lp.in.last());
     const std::size_t per_sample = batch_.input_elems;
     buffer x = Backend::template allocate<T>(rows * cols);
-    copy(q_, std::size_t(P::micro_batch) * per_sample, batch_.inputs + std::size_t(mb) * P::micro_batch * per_sample, x.data());
+    Backend::upload(q_, batch_.inputs + std::size_t(mb) * P::micro_batch * per_sample,
+                    std::size_t(P::micro_batch) * per_sample, x.data());
     if (lp.arrives == sbp::split_batch) return convert(std::move(x), sbp::broadcast, sbp::split_batch, rows, cols);
     return x;
   }
@@ -439,7 +443,7 @@ class trainer {
       const bool need_dx = i > 0;  // the model's input needs no gradient
       buffer dx = Backend::template allocate<T>(need_dx ? rows * in_cols : 1);
       auto io = io_for(i, rows, in_cols, out_cols);
-      runtime::loss_io<T>* L = lp.desc.role == layer_role::loss ? &loss_.front() : nullptr;
+      runtime::loss_io<T>* L = lp.desc.role == layer_role::loss ? &loss_ : nullptr;
       if (L) L->labels = loss_labels(lp, mb, rows);
       dispatch_backward(i, io, st[static_cast<std::size_t>(i - first)], dy.data(), need_dx ? dx.data() : nullptr, L);
       if (!need_dx) break;
@@ -452,17 +456,37 @@ class trainer {
     st.clear();
   }
 
+  // The batch lives in host memory: labels go to the backend once per step, and the
+  // loss books are cleared.
+  void begin_batch(const batch_view<T>& b) {
+    batch_ = b;
+    const std::size_t n = b.samples * b.labels_per_sample;
+    if (labels_.size() < n) labels_ = Backend::template allocate<std::int32_t>(n);
+    Backend::upload(q_, b.labels, n, labels_.data());
+    fill(q_, std::size_t(3), 0.0, acc_.data());
+  }
+
+  // A sum over the world of a host vector, through backend memory (NCCL needs device buffers).
+  void reduce_on_backend(std::vector<double>& v, comm::reduce_op op) {
+    auto d = Backend::template allocate<double>(std::max<std::size_t>(v.size(), 1));
+    Backend::upload(q_, v.data(), v.size(), d.data());
+    world_.comm().all_reduce(d.data(), v.size(), op);
+    Backend::download(q_, d.data(), v.size(), v.data());
+    Backend::synchronize(q_);
+  }
+
   // ---- the loss ------------------------------------------------------------------------------
   const std::int32_t* loss_labels(const layer_plan& lp, int mb, std::size_t rows) {
     // labels of this micro-batch's loss rows; with rows split, this device's block
     const std::size_t per_mb = std::size_t(P::micro_batch) * batch_.labels_per_sample;
     std::size_t first = std::size_t(mb) * per_mb;
     if (lp.in_layout == sbp::split_batch) first += std::size_t(me_.index) * rows;
-    return batch_.labels + first;
+    return labels_.data() + first;
   }
   runtime::loss_io<T>* prepare_loss(const layer_plan& lp, int mb, std::size_t rows) {
-    runtime::loss_io<T>& L = loss_.front();
+    runtime::loss_io<T>& L = loss_;
     L.labels = loss_labels(lp, mb, rows);
+    L.acc = acc_.data();
     // d(mean loss over the global batch)/d(row loss); every gradient reduction sums.
     const double rows_per_replica =
         double(P::micro_batch) * P::num_micro_batch * double(batch_.labels_per_sample);
@@ -470,9 +494,9 @@ class trainer {
     // one device reports rows that every device of the part holds
     L.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
     const std::size_t per_mb = std::size_t(P::micro_batch) * batch_.labels_per_sample;
-    L.first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
+    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
     // in an evaluation, rows past `valid` are padding of the last chunk
-    const std::size_t start = std::size_t(mb) * per_mb;
+    const std::size_t start = std::size_t(mb) * per_mb + first_row;
     const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? static_cast<std::size_t>(-1)
                                                                            : valid_rows_ * batch_.labels_per_sample;
     L.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
@@ -480,9 +504,10 @@ class trainer {
   }
   // Mean loss over every row of the global batch, the same value on every rank.
   step_result finish_loss() {
-    std::array<double, 3> v{loss_.front().loss_sum, static_cast<double>(loss_.front().correct),
-                            static_cast<double>(loss_.front().rows)};
-    world_.comm().all_reduce(v.data(), 3, comm::reduce_op::sum);
+    world_.comm().all_reduce(acc_.data(), 3, comm::reduce_op::sum);
+    std::array<double, 3> v{};
+    Backend::download(q_, acc_.data(), 3, v.data());
+    Backend::synchronize(q_);
     step_result r;
     r.rows = static_cast<long long>(v[2]);
     r.loss = r.rows > 0 ? v[0] / v[2] : 0.0;
@@ -593,7 +618,7 @@ class trainer {
                     " is outside [0, " + std::to_string(classes) + ")";
           break;
         }
-      if (problem.empty() && !all_finite(q_, b.samples * per_sample, b.inputs))
+      if (problem.empty() && !backend::host::all_finite(b.samples * per_sample, b.inputs))
         problem = "the inputs contain NaN or Inf";
     }
     world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);

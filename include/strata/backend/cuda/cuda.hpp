@@ -76,7 +76,8 @@ inline std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n +
 }  // namespace detail
 
 // Number of cudaMalloc calls strata has made in this process (arenas,
-// queue workspaces, buffers allocated outside an arena).
+// queue workspaces, buffers allocated outside an arena). Libraries' own
+// allocations (cuBLASLt's handle) happen when a queue is made, not here.
 inline std::uint64_t malloc_count() noexcept { return detail::malloc_counter().load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------------------

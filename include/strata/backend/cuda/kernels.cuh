@@ -911,6 +911,41 @@ void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* 
                                         dlogits);
 }
 
+namespace detail {
+template <class T>
+__global__ void __launch_bounds__(256)
+    k_loss_accumulate(std::size_t n, const T* loss, const T* target, const T* row_max, double* acc) {
+  __shared__ double sm[2][256 / 32];
+  double s = 0, c = 0;
+  for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) {
+    s += double(loss[r]);
+    c += target[r] >= row_max[r] ? 1.0 : 0.0;
+  }
+  s = group<256>::sum(s, sm[0]);
+  c = group<256>::sum(c, sm[1]);
+  if (threadIdx.x == 0) {
+    acc[0] += s;
+    acc[1] += c;
+    acc[2] += double(n);
+  }
+}
+}  // namespace detail
+
+// acc[0] += sum of loss[r], acc[1] += #(target[r] >= row_max[r]), acc[2] +=
+// rows counted, over the first min(rows, valid) rows; acc is 3 doubles of
+// device memory, so the loss books stay on the device (no sync). One block,
+// fixed reduction order: deterministic.
+template <class T>
+void loss_accumulate(queue& q, std::size_t rows, std::size_t valid, const T* loss, const T* target,
+                     const T* row_max, double* acc) {
+  static_assert(detail::is_real_v<T>);
+  const std::size_t n = rows < valid ? rows : valid;
+  if (n == 0) return;
+  detail::need(loss && target && row_max && acc, "loss_accumulate", "null pointer");
+  detail::k_loss_accumulate<T><<<1, 256, 0, q.stream()>>>(n, loss, target, row_max, acc);
+  STRATA_CUDA_CHECK_LAUNCH("k_loss_accumulate");
+}
+
 // ---------------------------------------------------------------------------
 // LayerNorm
 // ---------------------------------------------------------------------------
@@ -1338,8 +1373,8 @@ void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::in
   static_assert(detail::is_real_v<T>);
   if (D == 0 || vocab_local == 0) return;
   detail::need(dtable && (rows == 0 || (ids && dout)), "embedding_backward", "null pointer");
-  detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX), "embedding_backward",
-               "more than 2^31 rows or 2^32 table rows");
+  detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX) && D <= std::size_t(65535) * 128,
+               "embedding_backward", "more than 2^31 rows, 2^32 table rows or 8M columns");
   if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(T), q.stream()));
   if (rows == 0) return;
   const int n = static_cast<int>(rows);

@@ -697,4 +697,53 @@ void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, d
   });
 }
 
+// ---------------------------------------------------------------------------
+// Executor helpers: strided copies, ids carried as values, loss bookkeeping
+// ---------------------------------------------------------------------------
+
+// dst[r·ld_dst + c] = src[r·ld_src + c] for r < rows, c < cols.
+template <class T>
+void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
+             std::size_t ld_dst) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (rows * cols == 0) return;
+  detail::need(src && dst, "copy_2d", "null pointer");
+  detail::for_range(q, rows, std::max<std::size_t>(1, detail::grain / std::max<std::size_t>(cols, 1)),
+                    [&](std::size_t b, std::size_t e) {
+                      for (std::size_t r = b; r < e; ++r) std::copy(src + r * ld_src, src + r * ld_src + cols, dst + r * ld_dst);
+                    });
+}
+
+// Token ids travel through the model's input as values of T: ids[i] = (int32) values[i].
+template <class T>
+void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
+  static_assert(detail::is_real_v<T>);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const T v = values[i];
+      // NaN and values outside int32 become INT32_MIN (as on the device): never UB
+      const bool fits = v > T(-2147483649.0) && v < T(2147483648.0);
+      ids[i] = fits ? static_cast<std::int32_t>(v) : std::numeric_limits<std::int32_t>::min();
+    }
+  });
+}
+
+// acc[0] += Σ loss[r], acc[1] += #(target[r] ≥ row_max[r]), acc[2] += rows counted, over
+// the first min(rows, valid) rows. acc lives in backend memory, so a step that never
+// leaves the device (a captured graph) can keep the books.
+template <class T>
+void loss_accumulate(queue&, std::size_t rows, std::size_t valid, const T* loss, const T* target, const T* row_max,
+                     double* acc) {
+  static_assert(detail::is_real_v<T>);
+  const std::size_t n = rows < valid ? rows : valid;
+  double sum = 0, correct = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    sum += static_cast<double>(loss[r]);
+    correct += target[r] >= row_max[r] ? 1.0 : 0.0;
+  }
+  acc[0] += sum;
+  acc[1] += correct;
+  acc[2] += static_cast<double>(n);
+}
+
 }  // namespace strata::backend::host

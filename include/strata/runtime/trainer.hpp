@@ -7,7 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <stdexcept>
@@ -45,6 +47,26 @@ struct step_result {
 };
 
 namespace runtime {
+
+// A backend's memory arena and graph types, or empty stand-ins for backends without.
+struct no_arena {};
+struct no_graph {};
+template <class B, class = void>
+struct arena_of {
+  using type = no_arena;
+};
+template <class B>
+struct arena_of<B, std::void_t<typename B::arena>> {
+  using type = typename B::arena;
+};
+template <class B, class = void>
+struct graph_of {
+  using type = no_graph;
+};
+template <class B>
+struct graph_of<B, std::void_t<typename B::graph>> {
+  using type = typename B::graph;
+};
 
 template <class List>
 struct exec_table;
@@ -92,6 +114,18 @@ class trainer {
     if (P::fixed_world != 0 && P::fixed_world != W)
       throw std::invalid_argument("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
                                   "> but the job runs " + std::to_string(W) + " processes");
+    if constexpr (has_arena) {
+      // One reservation sized from the plan's compile-time memory analysis (parameters,
+      // gradients, optimizer state, peak activations) with room for the executor's
+      // staging and conversion buffers: no cudaMalloc once training runs.
+      std::size_t bytes = 0;
+      for (int s = 0; s < P::stages; ++s) bytes = std::max<std::size_t>(bytes, std::size_t(P::peak_memory_bytes(s)));
+      bytes = 4 * bytes + 8 * std::size_t(P::micro_batch) * P::num_micro_batch *
+                              (std::size_t(P::input_shape.numel()) + 1) * sizeof(T) + (std::size_t(256) << 20);
+      if (const char* env = std::getenv("STRATA_ARENA_MB")) bytes = std::size_t(std::atoll(env)) << 20;
+      arena_.emplace(bytes);
+    }
+    const auto on_arena = arena_scope();
     me_ = P::coord(w.rank());
     dp_ = P::data_parallel(W);
     n_ = P::part_devices;
@@ -100,20 +134,46 @@ class trainer {
     part_.emplace_back(c.split(me_.data * P::stages + me_.stage, me_.index));
     data_.emplace_back(c.split(me_.stage * n_ + me_.index, me_.data));
     part_data_.emplace_back(c.split(me_.stage, w.rank()));
+    if constexpr (overlapped_comm) {
+      // gradient reductions get their own stream, joined back with an event
+      comm_q_.emplace();
+      comm_done_ = typename Backend::event(false);
+      data_.front().set_stream(comm_q_->stream());
+      part_data_.front().set_stream(comm_q_->stream());
+    }
     build_parameters();
+    plan_buckets();
   }
 
   int data_parallel() const { return dp_; }
+  // Record the step as a graph and replay it (backends that have graphs; default on).
+  void use_graphs(bool on) { use_graph_ = on; }
   rank_coord coord() const { return me_; }
   long long steps() const { return step_; }
 
   // One training step on this replica's batch of micro_batch × num_micro_batch samples.
   step_result step(const batch_view<T>& b) {
     check_batch(b, std::size_t(P::micro_batch) * P::num_micro_batch, "step");
+    const auto on_arena = arena_scope();
     begin_batch(b);
-    for (auto& g : grads_) fill(q_, g.size(), T(0), g.data());
-    run_program();
-    reduce_gradients();
+    // Everything between the uploads and the loss read-back is the same device work
+    // every step; a backend with graphs records it once (second step) and replays it.
+    auto device_step = [&] {
+      for (auto& g : grads_) fill(q_, g.size(), T(0), g.data());
+      fill(q_, std::size_t(3), 0.0, acc_.data());
+      run_program();
+      reduce_gradients();
+    };
+    if constexpr (has_graphs) {
+      if (use_graph_ && step_ >= 1) {
+        if (!graph_.ready()) graph_.capture(q_, device_step);
+        graph_.launch(q_);
+      } else {
+        device_step();
+      }
+    } else {
+      device_step();
+    }
     const step_result r = finish_loss();
     if (!std::isfinite(r.loss))
       throw std::runtime_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " +
@@ -129,7 +189,10 @@ class trainer {
     const std::size_t mb = P::micro_batch;
     const std::size_t chunks = (b.samples + mb - 1) / mb;
     check_batch(b, chunks * mb, "evaluate");
+    const auto on_arena = arena_scope();
+    if constexpr (has_graphs) graph_ = {};  // evaluation reuses the step's buffers: record again
     begin_batch(b);
+    fill(q_, std::size_t(3), 0.0, acc_.data());
     valid_rows_ = std::min(valid, b.samples);
     for (int j = 0; j < static_cast<int>(chunks); ++j)
       for (int part = 0; part < P::num_parts; ++part) {
@@ -198,8 +261,28 @@ class trainer {
   batch_view<T> batch_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
   runtime::loss_io<T> loss_{};
-  typename Backend::template buffer<double> acc_ = Backend::template allocate<double>(3);
+  typename Backend::template buffer<double> acc_;
   typename Backend::template buffer<std::int32_t> labels_;
+  buffer inputs_;  // this step's inputs in backend memory: graphs read them from a fixed place
+
+  static constexpr bool has_arena = requires { typename Backend::arena; };
+  static constexpr bool has_graphs = requires { typename Backend::graph; };
+  std::optional<typename runtime::arena_of<Backend>::type> arena_;
+  [[no_unique_address]] typename runtime::graph_of<Backend>::type graph_{};
+  bool use_graph_ = true;
+  // Communicators that can run on another stream (NCCL) overlap gradient reductions.
+  static constexpr bool overlapped_comm =
+      requires(Comm& c, queue& q, typename Backend::event& e) {
+        c.set_stream(q.stream());
+        c.wait_for(q.stream());
+        c.record(e.native());
+      };
+  std::optional<queue> comm_q_;
+  typename Backend::event comm_done_{};
+  auto arena_scope() {
+    if constexpr (has_arena) return std::optional<typename Backend::arena::scope>(std::in_place, *arena_);
+    else return 0;
+  }
   std::map<act_key, buffer> in_, out_, gin_, gout_;  // per (part, micro-batch)
   std::map<act_key, std::vector<runtime::stash<Backend, T>>> stash_;
   std::vector<std::int32_t> labels_scratch_;
@@ -380,8 +463,8 @@ class trainer {
     const std::size_t rows = full_rows(lp.in), cols = std::size_t(lp.in.last());
     const std::size_t per_sample = batch_.input_elems;
     buffer x = Backend::template allocate<T>(rows * cols);
-    Backend::upload(q_, batch_.inputs + std::size_t(mb) * P::micro_batch * per_sample,
-                    std::size_t(P::micro_batch) * per_sample, x.data());
+    copy(q_, std::size_t(P::micro_batch) * per_sample, inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample,
+         x.data());
     if (lp.arrives == sbp::split_batch) return convert(std::move(x), sbp::broadcast, sbp::split_batch, rows, cols);
     return x;
   }
@@ -446,6 +529,7 @@ class trainer {
       runtime::loss_io<T>* L = lp.desc.role == layer_role::loss ? &loss_ : nullptr;
       if (L) L->labels = loss_labels(lp, mb, rows);
       dispatch_backward(i, io, st[static_cast<std::size_t>(i - first)], dy.data(), need_dx ? dx.data() : nullptr, L);
+      gradients_ready(part, mb, i);
       if (!need_dx) break;
       // The gradient of the layer's input, back into the layout its producer holds.
       const sbp g_in = (detail::tensor_parallel_consumer(lp.sig) && lp.in_layout == sbp::broadcast) ? sbp::partial
@@ -460,10 +544,13 @@ class trainer {
   // loss books are cleared.
   void begin_batch(const batch_view<T>& b) {
     batch_ = b;
+    if (acc_.size() < 3) acc_ = Backend::template allocate<double>(3);
     const std::size_t n = b.samples * b.labels_per_sample;
     if (labels_.size() < n) labels_ = Backend::template allocate<std::int32_t>(n);
     Backend::upload(q_, b.labels, n, labels_.data());
-    fill(q_, std::size_t(3), 0.0, acc_.data());
+    const std::size_t x = b.samples * b.input_elems;
+    if (inputs_.size() < x) inputs_ = Backend::template allocate<T>(x);
+    Backend::upload(q_, b.inputs, x, inputs_.data());
   }
 
   // A sum over the world of a host vector, through backend memory (NCCL needs device buffers).
@@ -508,6 +595,8 @@ class trainer {
     std::array<double, 3> v{};
     Backend::download(q_, acc_.data(), 3, v.data());
     Backend::synchronize(q_);
+    // device kernels record bad labels/ids instead of trapping: surface them here
+    if constexpr (requires { raise_device_errors(q_); }) raise_device_errors(q_);
     step_result r;
     r.rows = static_cast<long long>(v[2]);
     r.loss = r.rows > 0 ? v[0] / v[2] : 0.0;
@@ -516,18 +605,70 @@ class trainer {
   }
 
   // ---- gradients and the optimizer -----------------------------------------------------------
-  void reduce_gradients() {
+  // ---- gradient buckets (EPL communication.max_splits) -----------------------------------
+  // Each group's flat gradient is cut into at most `buckets` ranges. A range can be
+  // reduced once the final micro-batch's backward has passed its lowest layer; on a
+  // backend with streams the all-reduce runs on the communication stream while the
+  // backward of earlier layers continues.
+  struct bucket {
+    int group = 0;
+    std::size_t offset = 0, count = 0;
+    int ready_layer = 0;  // lowest layer with gradients in the range
+    bool issued = false;
+  };
+  std::vector<bucket> buckets_;
+  std::array<int, static_cast<std::size_t>(P::num_parts)> final_mb_{};  // last backward micro-batch per part
+
+  void plan_buckets() {
     for (int g = 0; g < 2; ++g) {
-      Comm& c = g == 0 ? data_.front() : part_data_.front();
-      if (c.size() == 1) continue;
       std::size_t total = 0;
       for (const auto& [k, t] : tensors_)
         if (t.group == g) total += t.size;
       if (total == 0) continue;
-      // EPL's max_splits: at most `buckets` all-reduces per group
       const std::size_t chunk = (total + P::buckets - 1) / P::buckets;
-      for (std::size_t off = 0; off < total; off += chunk)
-        c.all_reduce(grads_[static_cast<std::size_t>(g)].data() + off, std::min(chunk, total - off), comm::reduce_op::sum);
+      for (std::size_t off = 0; off < total; off += chunk) {
+        bucket b{g, off, std::min(chunk, total - off), NL, false};
+        for (const auto& [k, t] : tensors_)
+          if (t.group == g && t.offset < b.offset + b.count && t.offset + t.size > b.offset)
+            b.ready_layer = std::min(b.ready_layer, k.first);
+        buckets_.push_back(b);
+      }
+    }
+    // the program's last backward of each part carries the final gradients
+    for (int i = 0; i < P::program.length[static_cast<std::size_t>(me_.stage)]; ++i) {
+      const sched::instr& x = P::program.at(me_.stage, i);
+      if (x.kind == sched::op::backward) final_mb_[static_cast<std::size_t>(P::part_of(me_.stage, x.chunk))] = x.mb;
+    }
+  }
+
+  Comm& group_comm(int g) { return g == 0 ? data_.front() : part_data_.front(); }
+
+  // Called after layer `layer` finished its backward of micro-batch `mb` of `part`.
+  void gradients_ready(int part, int mb, int layer) {
+    if (mb != final_mb_[static_cast<std::size_t>(part)]) return;
+    for (auto& b : buckets_)
+      if (!b.issued && layer <= b.ready_layer) issue(b);
+  }
+
+  void issue(bucket& b) {
+    b.issued = true;
+    Comm& c = group_comm(b.group);
+    if (c.size() == 1) return;
+    if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
+    c.all_reduce(grads_[static_cast<std::size_t>(b.group)].data() + b.offset, b.count, comm::reduce_op::sum);
+  }
+
+  void reduce_gradients() {
+    for (auto& b : buckets_)
+      if (!b.issued) issue(b);
+    for (auto& b : buckets_) b.issued = false;
+    if constexpr (overlapped_comm) {
+      // the optimizer (and the next step) waits for the communication stream
+      for (int g = 0; g < 2; ++g)
+        if (group_comm(g).size() > 1) {
+          group_comm(g).record(comm_done_.native());
+          Backend::wait(q_, comm_done_);
+        }
     }
   }
 

@@ -639,6 +639,50 @@ void download(queue& q, const T* device, std::size_t n, T* host) {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(host, device, n * sizeof(T), cudaMemcpyDeviceToHost, q.stream()));
 }
 
+// A whole piece of stream work recorded once and replayed: what a static plan's
+// training step becomes. capture() records everything `work` enqueues on q (nothing
+// runs); launch() replays it on q. Host code inside `work` runs only while capturing.
+class graph {
+ public:
+  graph() = default;
+  graph(graph&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  graph& operator=(graph&& o) noexcept {
+    std::swap(exec_, o.exec_);
+    return *this;
+  }
+  graph(const graph&) = delete;
+  graph& operator=(const graph&) = delete;
+  ~graph() {
+    if (exec_) (void)cudaGraphExecDestroy(exec_);
+  }
+
+  bool ready() const noexcept { return exec_ != nullptr; }
+
+  template <class F>
+  void capture(queue& q, F&& work) {
+    STRATA_CUDA_CHECK(cudaStreamBeginCapture(q.stream(), cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t g = nullptr;
+    try {
+      work();
+    } catch (...) {
+      (void)cudaStreamEndCapture(q.stream(), &g);
+      if (g) (void)cudaGraphDestroy(g);
+      throw;
+    }
+    STRATA_CUDA_CHECK(cudaStreamEndCapture(q.stream(), &g));
+    cudaGraphExec_t e = nullptr;
+    const cudaError_t rc = cudaGraphInstantiate(&e, g, 0);
+    (void)cudaGraphDestroy(g);
+    STRATA_CUDA_CHECK(rc);
+    if (exec_) (void)cudaGraphExecDestroy(exec_);
+    exec_ = e;
+  }
+  void launch(queue& q) { STRATA_CUDA_CHECK(cudaGraphLaunch(exec_, q.stream())); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 }  // namespace strata::backend::cuda
 
 namespace strata::backend {
@@ -661,6 +705,8 @@ struct Cuda {
   static buffer<T> allocate(std::size_t n) {
     return buffer<T>(n);
   }
+  using arena = cuda::arena;
+  using graph = cuda::graph;
   static event record(queue& q) { return cuda::record(q); }
   static void wait(queue& q, const event& e) { cuda::wait(q, e); }
   static bool query(const event& e) { return cuda::query(e); }

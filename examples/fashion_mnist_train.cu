@@ -1,0 +1,28 @@
+// The main job on GPUs: the same plans and loop as fashion_mnist_train.cpp, on the CUDA
+// backend with NCCL — one process per GPU (`mpiexec -n 2` for the two-stage pipeline,
+// or one process on one GPU for the single-device plan). Each step after the first is
+// a replayed CUDA graph.
+#include <optional>
+
+#include <strata/runtime/cuda_world.hpp>
+
+#include "fashion_mnist_job.hpp"
+
+int main(int argc, char** argv) {
+  using namespace fashion_mnist_job;
+  std::optional<decltype(strata::init<Cuda>(argc, argv))> maybe;
+  try {
+    maybe.emplace(strata::init<Cuda>(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[strata] rank %d: %s\n", backend::cuda::process_rank(), e.what());
+    return 1;
+  }
+  auto& world = *maybe;
+  try {
+    const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
+    return world.size() == 1 ? run<Single>(world, epochs) : run<P>(world, epochs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[strata] rank %d: %s\n", world.rank(), e.what());
+    return 1;
+  }
+}

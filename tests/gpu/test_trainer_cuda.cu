@@ -1,4 +1,4 @@
-// requires: nccl mpi
+// requires: nccl
 // Whole training steps on the CUDA backend against the host backend (same plan, seed
 // and data), graph replay against eager launches, and no cudaMalloc once training runs.
 // Exits 77 (skipped) without a GPU.

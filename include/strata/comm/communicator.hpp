@@ -19,6 +19,7 @@
 //    detect a mismatch, which usually shows up as a hang.
 
 #include <algorithm>
+#include <functional>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,17 @@
 #include <vector>
 
 namespace strata::comm {
+
+namespace detail {
+// True when [a, a+na) and [b, b+nb) share a byte; MPI and NCCL forbid aliasing
+// other than their own in-place forms. std::less gives a total order on pointers.
+template <class T>
+bool overlaps(const T* a, std::size_t na, const T* b, std::size_t nb) noexcept {
+  if (na == 0 || nb == 0) return false;
+  std::less<const T*> lt;
+  return lt(a, b + nb) && lt(b, a + na);
+}
+}  // namespace detail
 
 enum class reduce_op { sum, max, min };
 

@@ -72,15 +72,6 @@ inline std::string mpi_error_string(int code) {
 
 inline int mpi_peer(int peer) noexcept { return peer == no_peer ? MPI_PROC_NULL : peer; }
 
-// True when [a, a+na) and [b, b+nb) share a byte; MPI forbids aliasing other
-// than through MPI_IN_PLACE. std::less gives a total order on pointers.
-template <class T>
-bool overlaps(const T* a, std::size_t na, const T* b, std::size_t nb) noexcept {
-  if (na == 0 || nb == 0) return false;
-  std::less<const T*> lt;
-  return lt(a, b + nb) && lt(b, a + na);
-}
-
 }  // namespace detail
 
 // Prints "[strata] rank R: message" and takes every rank down with MPI_Abort.

@@ -3,8 +3,8 @@
 #pragma once
 // NCCL backend of the communicator concept: one process per GPU, buffers are
 // device pointers, every operation is enqueued on a CUDA stream the
-// communicator holds. world() bootstraps over MPI (which is why this header
-// needs the MPI include path; single() never touches MPI at run time).
+// communicator holds. world() bootstraps over MPI and exists when <mpi.h> is on
+// the include path; single() never touches MPI.
 //
 // Semantics on top of communicator.hpp:
 //  * Buffers must be device-accessible memory of this communicator's device
@@ -56,7 +56,10 @@
 #include <nccl.h>
 
 #include <strata/comm/communicator.hpp>
+#if !defined(STRATA_NO_MPI) && __has_include(<mpi.h>)
 #include <strata/comm/mpi.hpp>
+#define STRATA_NCCL_WITH_MPI 1
+#endif
 
 #include <algorithm>
 #include <array>
@@ -532,7 +535,7 @@ class nccl_communicator {
                        "' is not a positive number of seconds");
     return std::chrono::milliseconds(static_cast<long long>(std::ceil(v * 1000.0)));
   }
-
+#ifdef STRATA_NCCL_WITH_MPI
   // Collective over `mpi`: one NCCL rank per MPI rank, same numbering. The
   // device is local_rank % device_count, where local_rank comes from an
   // MPI_COMM_TYPE_SHARED split (so it also works when the launcher restricts
@@ -602,6 +605,7 @@ class nccl_communicator {
     mpi.agree(err.empty(), err);
     return std::move(*c);
   }
+#endif
 
   // World of one rank, no MPI: an id made locally, ncclCommInitRankConfig with
   // nranks = 1. device < 0 means the calling thread's current device; the

@@ -1,5 +1,4 @@
 // strata-header: cuda-only
-// strata-header: mpi
 #pragma once
 // The world on GPUs: NCCL for every collective, one process per GPU. Under a launcher
 // rank 0 makes the ncclUniqueId and MPI broadcasts it; a world of one needs no MPI.
@@ -9,7 +8,6 @@
 
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/kernels.cuh"
-#include "strata/comm/mpi.hpp"
 #include "strata/comm/nccl.hpp"
 #include "strata/runtime/world.hpp"
 
@@ -19,7 +17,9 @@ using backend::Cuda;
 
 namespace detail {
 struct cuda_world_state {
+#ifdef STRATA_NCCL_WITH_MPI
   std::optional<comm::mpi_environment> mpi;
+#endif
   std::optional<comm::nccl_communicator> nccl;
 };
 }  // namespace detail
@@ -29,9 +29,15 @@ template <class Backend>
   requires std::same_as<Backend, backend::Cuda>
 world<backend::Cuda, comm::nccl_communicator> init(int& argc, char**& argv) {
   auto st = std::make_shared<detail::cuda_world_state>();
+#ifdef STRATA_NCCL_WITH_MPI
   st->mpi.emplace(&argc, &argv);
   if (st->mpi->size() > 1) st->nccl.emplace(comm::nccl_communicator::world(st->mpi->world()));
   else st->nccl.emplace(comm::nccl_communicator::single());
+#else
+  (void)argc;
+  (void)argv;
+  st->nccl.emplace(comm::nccl_communicator::single());  // built without MPI: one GPU
+#endif
   comm::nccl_communicator* c = &*st->nccl;
   world<backend::Cuda, comm::nccl_communicator> w(std::move(st), c);
   // Collectives run on the compute queue's stream, in program order with the kernels

@@ -21,6 +21,8 @@ mkdir -p "$build"
 inc=(-I"$root/include")
 if [[ -n "${DOCTEST_INCLUDE:-}" ]]; then
   inc+=(-I"$DOCTEST_INCLUDE")
+elif [[ -f "$root/.carry/include/doctest/doctest.h" ]]; then
+  inc+=(-I"$root/.carry/include")  # scripts/gpu_carry.sh (also Boost.Hana)
 elif [[ -f "$root/.carry/doctest/doctest/doctest.h" ]]; then
   inc+=(-I"$root/.carry/doctest")
 fi

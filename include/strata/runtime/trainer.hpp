@@ -95,6 +95,20 @@ class trainer {
   using buffer = typename Backend::template buffer<T>;
   using queue = typename Backend::queue;
   static constexpr int NL = P::num_layers;
+  // A layer's input gradient is needed when a layer before it has parameters, or when
+  // it must flow back to an earlier pipeline part (whose program waits for it). Within
+  // part 0 the need only grows with the index, so backward stops at the first layer
+  // that needs none.
+  static constexpr auto needs_input_grad = [] {
+    std::array<bool, static_cast<std::size_t>(NL)> need{};
+    bool params_before = false;
+    for (int i = 0; i < NL; ++i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      need[static_cast<std::size_t>(i)] = params_before || lp.part > 0;
+      params_before = params_before || lp.desc.num_params > 0;
+    }
+    return need;
+  }();
   // loss rows per sample: one label each
   static constexpr std::size_t labels_per_sample = static_cast<std::size_t>(
       P::layer_plans[static_cast<std::size_t>(NL - 1)].in.numel() /
@@ -523,7 +537,7 @@ class trainer {
       const std::size_t rows = local_rows(rin, lp.in_layout);
       const std::size_t in_cols = local_cols(cin, lp.in_layout);
       const std::size_t out_cols = lp.desc.role == layer_role::loss ? 1 : local_cols(std::size_t(lp.out.last()), lp.out_layout);
-      const bool need_dx = i > 0;  // the model's input needs no gradient
+      const bool need_dx = needs_input_grad[static_cast<std::size_t>(i)];
       buffer dx = Backend::template allocate<T>(need_dx ? rows * in_cols : 1);
       auto io = io_for(i, rows, in_cols, out_cols);
       runtime::loss_io<T>* L = lp.desc.role == layer_role::loss ? &loss_ : nullptr;

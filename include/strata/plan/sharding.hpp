@@ -484,12 +484,13 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }
       lp.local_stash_per_sample = d.stash_elems(lp.in) / (rows_div * feat_div);
-      lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) /
-                                  (sig == signature::replicated ? 1 : (rows_div * feat_div > 0 ? rows_div * feat_div : 1));
-      if (sig == signature::column_parallel || sig == signature::row_parallel || sig == signature::vocab_embedding)
-        lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) / n;
-      if (sig == signature::expert_parallel)
-        lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) / n;
+      // a device does its share of the work: the weight split for sharded layers (a
+      // column-parallel layer reads whole rows but only n-th of the weights), else the
+      // share of rows and features it holds
+      const bool weight_split = sig == signature::column_parallel || sig == signature::row_parallel ||
+                                sig == signature::vocab_embedding || sig == signature::expert_parallel;
+      const int share = weight_split ? n : (sig == signature::replicated ? 1 : rows_div * feat_div);
+      lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) / (share > 0 ? share : 1);
       cur = out;
     }
   }

@@ -140,6 +140,7 @@ class trainer {
       arena_.emplace(bytes);
     }
     const auto on_arena = arena_scope();
+    if constexpr (requires { q_.threads(); }) host_q_.set_threads(q_.threads());  // the rank's share of the cores
     me_ = P::coord(w.rank());
     dp_ = P::data_parallel(W);
     n_ = P::part_devices;
@@ -275,6 +276,7 @@ class trainer {
   batch_view<T> batch_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
   runtime::loss_io<T> loss_{};
+  backend::host::queue host_q_{};  // the batch's checks run on the CPU's threads, whatever the backend
   typename Backend::template buffer<double> acc_;
   typename Backend::template buffer<std::int32_t> labels_;
   buffer inputs_;  // this step's inputs in backend memory: graphs read them from a fixed place
@@ -773,7 +775,7 @@ class trainer {
                     " is outside [0, " + std::to_string(classes) + ")";
           break;
         }
-      if (problem.empty() && !backend::host::all_finite(b.samples * per_sample, b.inputs))
+      if (problem.empty() && !backend::host::all_finite(host_q_, b.samples * per_sample, b.inputs))
         problem = "the inputs contain NaN or Inf";
     }
     world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);

@@ -3,6 +3,8 @@
 // sharding. Synthetic fixtures are generated in a temp dir at run time; the
 // checks on the real data set are skipped (with a message) where it is absent.
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <zlib.h>
 
 #include "strata/data/fashion_mnist.hpp"
@@ -27,25 +29,6 @@ namespace sd = strata::data;
 using bytes = std::vector<std::uint8_t>;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::random_device rd;
-    for (int attempt = 0;; ++attempt) {
-      path = fs::temp_directory_path() /
-             ("strata_data_fmnist_" + std::to_string(rd()) + "_" +
-              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-      if (fs::create_directory(path)) break;
-      REQUIRE(attempt < 100);
-    }
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 doctest::Contains has(const std::string& s) { return doctest::Contains(s.c_str()); }
 

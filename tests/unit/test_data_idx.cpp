@@ -2,6 +2,8 @@
 // IDX / gzip reader: every fixture is generated at run time in a private temp
 // directory, and every failure mode must name the file and the numbers.
 #include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
 #include <zlib.h>
 
 #include "strata/data/idx.hpp"
@@ -20,26 +22,6 @@ using strata::data::data_error;
 using bytes = std::vector<std::uint8_t>;
 
 namespace {
-
-// Unique per process and call, so parallel ctest runs never share files.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::random_device rd;
-    for (int attempt = 0;; ++attempt) {
-      path = fs::temp_directory_path() /
-             ("strata_data_idx_" + std::to_string(rd()) + "_" +
-              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-      if (fs::create_directory(path)) break;
-      REQUIRE(attempt < 100);
-    }
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void put_be32(bytes& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));

@@ -146,15 +146,15 @@ class trainer {
     n_ = P::part_devices;
     Comm& c = w.comm();
     // Collective splits, in the same order on every rank.
-    part_.emplace_back(c.split(me_.data * P::stages + me_.stage, me_.index));
-    data_.emplace_back(c.split(me_.stage * n_ + me_.index, me_.data));
-    part_data_.emplace_back(c.split(me_.stage, w.rank()));
+    part_.emplace(c.split(me_.data * P::stages + me_.stage, me_.index));
+    data_.emplace(c.split(me_.stage * n_ + me_.index, me_.data));
+    part_data_.emplace(c.split(me_.stage, w.rank()));
     if constexpr (overlapped_comm) {
       // gradient reductions get their own stream, joined back with an event
       comm_q_.emplace();
       comm_done_ = typename Backend::event(false);
-      data_.front().set_stream(comm_q_->stream());
-      part_data_.front().set_stream(comm_q_->stream());
+      data_->set_stream(comm_q_->stream());
+      part_data_->set_stream(comm_q_->stream());
     }
     build_parameters();
     plan_buckets();
@@ -270,8 +270,9 @@ class trainer {
   rank_coord me_{};
   int dp_ = 1, n_ = 1;
   long long step_ = 0;
-  std::vector<Comm> part_, data_, part_data_;  // one each; vector for move-only storage
+  std::optional<Comm> part_, data_, part_data_;  // split once in the constructor
   std::array<buffer, 2> params_, grads_, opt_m_, opt_v_;
+  std::array<std::size_t, 2> group_elems_{};  // elements in each flat group (buffers hold at least 1)
   std::map<std::pair<int, int>, tensor_ref> tensors_;
   batch_view<T> batch_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
@@ -303,7 +304,7 @@ class trainer {
   std::map<act_key, std::vector<runtime::stash<Backend, T>>> stash_;
   std::vector<std::int32_t> labels_scratch_;
 
-  Comm& part_comm() { return part_.front(); }
+  Comm& part_comm() { return *part_; }
 
   // ---- parameters --------------------------------------------------------------------------
   bool owns_layer(int i) const { return P::stage_of_part(P::layer_plans[static_cast<std::size_t>(i)].part) == me_.stage; }
@@ -322,6 +323,7 @@ class trainer {
     }
     for (int g = 0; g < 2; ++g) {
       const std::size_t n = std::max<std::size_t>(total[static_cast<std::size_t>(g)], 1);
+      group_elems_[static_cast<std::size_t>(g)] = total[static_cast<std::size_t>(g)];
       params_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
       grads_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
       opt_m_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
@@ -423,16 +425,19 @@ class trainer {
     const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(first_layer(part))];
     return local_rows(full_rows(lp.in), lp.arrives) * local_cols(std::size_t(lp.in.last()), lp.arrives);
   }
-  static constexpr int first_layer(int part) {
-    for (int i = 0; i < NL; ++i)
-      if (P::layer_plans[static_cast<std::size_t>(i)].part == part) return i;
-    return -1;
-  }
-  static constexpr int last_layer(int part) {
-    for (int i = NL - 1; i >= 0; --i)
-      if (P::layer_plans[static_cast<std::size_t>(i)].part == part) return i;
-    return -1;
-  }
+  // First and last layer of each pipeline part, looked up on every micro-batch.
+  static constexpr auto part_bounds = [] {
+    std::array<std::array<int, 2>, static_cast<std::size_t>(P::num_parts)> b{};
+    for (auto& x : b) x = {-1, -1};
+    for (int i = 0; i < NL; ++i) {
+      auto& x = b[static_cast<std::size_t>(P::layer_plans[static_cast<std::size_t>(i)].part)];
+      if (x[0] < 0) x[0] = i;
+      x[1] = i;
+    }
+    return b;
+  }();
+  static constexpr int first_layer(int part) { return part_bounds[static_cast<std::size_t>(part)][0]; }
+  static constexpr int last_layer(int part) { return part_bounds[static_cast<std::size_t>(part)][1]; }
 
   void run_program() {
     const auto& prog = P::program;
@@ -637,9 +642,7 @@ class trainer {
 
   void plan_buckets() {
     for (int g = 0; g < 2; ++g) {
-      std::size_t total = 0;
-      for (const auto& [k, t] : tensors_)
-        if (t.group == g) total += t.size;
+      const std::size_t total = group_elems_[static_cast<std::size_t>(g)];
       if (total == 0) continue;
       const std::size_t chunk = (total + P::buckets - 1) / P::buckets;
       for (std::size_t off = 0; off < total; off += chunk) {
@@ -657,7 +660,7 @@ class trainer {
     }
   }
 
-  Comm& group_comm(int g) { return g == 0 ? data_.front() : part_data_.front(); }
+  Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
 
   // Called after layer `layer` finished its backward of micro-batch `mb` of `part`.
   void gradients_ready(int part, int mb, int layer) {
@@ -690,9 +693,7 @@ class trainer {
 
   void apply_optimizer() {
     for (int g = 0; g < 2; ++g) {
-      std::size_t total = 0;
-      for (const auto& [k, t] : tensors_)
-        if (t.group == g) total += t.size;
+      const std::size_t total = group_elems_[static_cast<std::size_t>(g)];
       if (total == 0) continue;
       T* p = params_[static_cast<std::size_t>(g)].data();
       T* gr = grads_[static_cast<std::size_t>(g)].data();

@@ -1,6 +1,7 @@
 // requires: mpi cuda nccl
 // nccl_communicator on device buffers: every collective against closed-form
-// values, grouped p2p (self exchange at world size 1, a ring otherwise),
+// values (float, double, int32, int64 and bf16), grouped p2p (self exchange at
+// world size 1, a ring otherwise; bf16 and float in one group),
 // split / group_of / agree, argument errors, and the watchdog: an unmatched
 // recv and a stuck stream must produce a comm_error naming the operation and
 // the communicator instead of a hang.
@@ -11,6 +12,7 @@
 
 #include <strata/comm/nccl.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -287,6 +289,132 @@ void test_collectives_for(nccl_communicator& c) {
   test_all_to_all<T>(c);
 }
 
+// ---- bf16 (ncclBfloat16) --------------------------------------------------------
+// Mixed-precision traffic: bf16 partial sums reduced in tensor groups, bf16
+// activations moved between stages. Reduction inputs are integers 1..4, so
+// every partial sum (NCCL keeps them in bf16) is an integer <= 4*N: exact in
+// bf16's 8 significant bits for N <= 64, whatever order NCCL reduces in.
+// Moves are checked bit for bit on patterns that include NaNs and infinities.
+
+using strata::bf16;
+
+int bf16_input(int rank, std::size_t i) { return 1 + static_cast<int>((static_cast<std::size_t>(rank) + i) % 4); }
+
+std::uint16_t bf16_pattern(std::size_t rank, std::size_t i) {
+  return static_cast<std::uint16_t>((rank * 7919u + i * 131u) & 0xffffu);
+}
+
+void test_bf16_all_reduce(nccl_communicator& c) {
+  const int N = c.size(), r = c.rank();
+  if (N > 64) return;  // the inputs' exactness premise
+  const std::size_t n = 1000;
+  dbuf<bf16> b(n);
+  std::vector<bf16> x(n);
+  for (reduce_op op : {reduce_op::sum, reduce_op::max, reduce_op::min}) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = bf16(static_cast<float>(bf16_input(r, i)));
+    b.put(c, x);
+    c.all_reduce(b.get(), n, op);
+    const auto got = b.take(c);
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      int want = bf16_input(0, i);
+      for (int q = 1; q < N; ++q) {
+        const int v = bf16_input(q, i);
+        want = op == reduce_op::sum ? want + v : op == reduce_op::max ? std::max(want, v) : std::min(want, v);
+      }
+      ok = ok && got[i].bits == bf16(static_cast<float>(want)).bits;
+    }
+    CHECK(ok);
+  }
+}
+
+void test_bf16_all_gather(nccl_communicator& c) {
+  const auto N = static_cast<std::size_t>(c.size()), r = static_cast<std::size_t>(c.rank());
+  const std::size_t n = 257;
+  auto verify = [&](const std::vector<bf16>& got) {
+    bool ok = true;
+    for (std::size_t q = 0; q < N; ++q)
+      for (std::size_t i = 0; i < n; ++i) ok = ok && got[q * n + i].bits == bf16_pattern(q, i);
+    return ok;
+  };
+  std::vector<bf16> mine(n);
+  for (std::size_t i = 0; i < n; ++i) mine[i] = bf16::from_bits(bf16_pattern(r, i));
+
+  dbuf<bf16> s(n), out(N * n);
+  s.put(c, mine);
+  c.all_gather(s.get(), out.get(), n);
+  CHECK(verify(out.take(c)));
+
+  // NCCL's in-place form: own block already at recv + rank*n.
+  dbuf<bf16> inplace(N * n);
+  cu(cudaMemcpyAsync(inplace.get() + r * n, mine.data(), n * sizeof(bf16), cudaMemcpyHostToDevice, c.stream()),
+     "cudaMemcpyAsync");
+  c.all_gather(inplace.get() + r * n, inplace.get(), n);
+  CHECK(verify(inplace.take(c)));
+}
+
+void test_bf16_reduce_scatter(nccl_communicator& c) {
+  const int N = c.size(), r = c.rank();
+  if (N > 64) return;
+  const std::size_t n = 129, total = static_cast<std::size_t>(N) * n;
+  std::vector<bf16> x(total);
+  for (std::size_t k = 0; k < total; ++k) x[k] = bf16(static_cast<float>(bf16_input(r, k)));
+  dbuf<bf16> s(total), out(n);
+  s.put(c, x);
+  c.reduce_scatter(s.get(), out.get(), n, reduce_op::sum);
+  const auto got = out.take(c);
+  bool ok = true;
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t k = static_cast<std::size_t>(r) * n + j;
+    int want = 0;
+    for (int q = 0; q < N; ++q) want += bf16_input(q, k);
+    ok = ok && got[j].bits == bf16(static_cast<float>(want)).bits;
+  }
+  CHECK(ok);
+}
+
+// bf16 activations and float gradients in one group around the ring (self
+// exchange at size 1), then a bf16 sendrecv.
+void test_bf16_p2p(nccl_communicator& c) {
+  const int N = c.size(), r = c.rank();
+  const int next = (r + 1) % N, prev = (r + N - 1) % N;
+  const std::size_t n = 1000;
+  std::vector<bf16> act(n);
+  std::vector<float> grad(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    act[i] = bf16::from_bits(bf16_pattern(static_cast<std::size_t>(r), i));
+    grad[i] = -static_cast<float>(r * 1000 + static_cast<int>(i));
+  }
+  dbuf<bf16> sa(n), ra(n);
+  dbuf<float> sg(n), rg(n);
+  sa.put(c, act);
+  sg.put(c, grad);
+  const p2p_op ops[] = {send_op(sa.get(), n, next, 1), recv_op(ra.get(), n, prev, 1),
+                        send_op(sg.get(), n, prev, 2), recv_op(rg.get(), n, next, 2)};
+  c.group(ops);
+  const auto ga = ra.take(c);
+  const auto gg = rg.take(c);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i)
+    ok = ok && ga[i].bits == bf16_pattern(static_cast<std::size_t>(prev), i) &&
+         gg[i] == -static_cast<float>(next * 1000 + static_cast<int>(i));
+  CHECK(ok);
+
+  dbuf<bf16> out(n);
+  c.sendrecv(sa.get(), n, next, out.get(), n, prev, 0);
+  const auto g2 = out.take(c);
+  ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && g2[i].bits == bf16_pattern(static_cast<std::size_t>(prev), i);
+  CHECK(ok);
+}
+
+void test_bf16(nccl_communicator& c) {
+  test_bf16_all_reduce(c);
+  test_bf16_all_gather(c);
+  test_bf16_reduce_scatter(c);
+  test_bf16_p2p(c);
+}
+
 // ---- host-synchronous operations ------------------------------------------------
 
 void test_agree_barrier(nccl_communicator& c) {
@@ -418,6 +546,7 @@ void run_all(nccl_communicator& c) {
   test_collectives_for<double>(c);
   test_collectives_for<std::int32_t>(c);
   test_collectives_for<std::int64_t>(c);
+  test_bf16(c);
   test_p2p(c);
   test_agree_barrier(c);
   test_split(c);

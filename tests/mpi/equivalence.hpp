@@ -47,8 +47,13 @@ void make_batch(int step, std::size_t samples, std::size_t in_elems, std::size_t
   for (auto& v : y) v = static_cast<std::int32_t>(g() % static_cast<unsigned>(classes));
 }
 
-template <class P, class T, class World>
+// The parallel run trains in T, the one-device reference in R (R = double checks a
+// bf16 plan against exact arithmetic). Both read the same values: the batch is made
+// in the parallel run's master type and widened for the reference.
+template <class P, class T, class World, class R = T>
 result compare(World& w, optimizer opt, int steps, int vocab = 0) {
+  using XT = master_t<T>;
+  using XR = master_t<R>;
   constexpr int mb = P::micro_batch, m = P::num_micro_batch;
   const int dp = P::data_parallel(w.size());
   const int global = dp * mb * m;
@@ -62,17 +67,19 @@ result compare(World& w, optimizer opt, int steps, int vocab = 0) {
   result res;
   // the reference needs the global batch size at compile time: dispatch on it
   auto run_reference = [&]<int G>(std::integral_constant<int, G>) {
-    using R = reference_plan<P, G>;
-    auto ref = make_trainer<R, T>(local, opt, 77);
-    std::vector<T> x;
+    using RP = reference_plan<P, G>;
+    auto ref = make_trainer<RP, R>(local, opt, 77);
+    std::vector<XT> x;
+    std::vector<XR> xr;
     std::vector<std::int32_t> y;
     const int d = par.coord().data;
     for (int s = 0; s < steps; ++s) {
-      make_batch<T>(s, std::size_t(global), in_elems, labels_per, classes, vocab, x, y);
+      make_batch<XT>(s, std::size_t(global), in_elems, labels_per, classes, vocab, x, y);
+      xr.assign(x.begin(), x.end());
       const step_result a = par.step({x.data() + std::size_t(d) * mb * m * in_elems,
                                       y.data() + std::size_t(d) * mb * m * labels_per, std::size_t(mb * m), in_elems,
                                       labels_per});
-      const step_result b = ref.step({x.data(), y.data(), std::size_t(global), in_elems, labels_per});
+      const step_result b = ref.step({xr.data(), y.data(), std::size_t(global), in_elems, labels_per});
       res.worst_loss = std::max(res.worst_loss, rel(a.loss, b.loss));
     }
     const auto pa = par.gather_parameters();

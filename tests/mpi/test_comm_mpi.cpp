@@ -10,11 +10,14 @@
 
 #include <strata/comm/mpi.hpp>
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -333,6 +336,393 @@ TEST_CASE("self-exchange through group") {
   CHECK(a == b);
 }
 
+// ---- bf16 ------------------------------------------------------------------------
+// MPI has no bf16: it travels as 16-bit words and reduces through user-defined
+// ops (float arithmetic, rounded back to bf16 at each combining step). Moves
+// are checked bit for bit; reductions against a reference computed in double
+// from the same bf16 inputs: exactly where every partial sum is representable
+// in bf16, within the rounding bound otherwise.
+
+using strata::bf16;
+
+std::uint16_t bits_of(bf16 x) { return x.bits; }
+
+// Rank q's bf16 input at element i for the exact reductions: +-(q+1)*k/4 with
+// k in 1..7 and one sign per element. For up to 8 ranks every partial sum is
+// a multiple of 1/4 of magnitude <= 36*7/4 = 63, i.e. at most 252 quarters:
+// 8 significant bits, so it is a bf16 and the sum is exact in any order.
+bf16 exact_input(int q, std::size_t i) {
+  const int k = 1 + static_cast<int>(i % 7);
+  const float sign = i % 3 == 0 ? -1.0f : 1.0f;
+  return bf16(sign * static_cast<float>((q + 1) * k) * 0.25f);
+}
+
+// General values: mixed signs, magnitudes from ~0.01 to ~6, most of whose
+// sums need more than bf16's 8 significant bits.
+bf16 general_input(int q, std::size_t i) {
+  const double x = std::sin(0.37 * static_cast<double>(i) + 1.3 * q) * (1.0 + static_cast<double>(i % 5)) +
+                   0.01 * static_cast<double>(q % 3);
+  return bf16(static_cast<float>(x));
+}
+
+// Reference over the given world ranks in double (exact for these inputs).
+double reference(reduce_op op, const std::vector<int>& ranks, std::size_t i, bf16 (*input)(int, std::size_t)) {
+  double acc = static_cast<float>(input(ranks.front(), i));
+  for (std::size_t k = 1; k < ranks.size(); ++k) {
+    const double v = static_cast<float>(input(ranks[k], i));
+    acc = op == reduce_op::sum ? acc + v : op == reduce_op::max ? std::max(acc, v) : std::min(acc, v);
+  }
+  return acc;
+}
+
+// A bit pattern per (rank, element) that hits every class of bf16: normals,
+// subnormals, zeros, infinities and NaNs with payloads. Moves must not touch it.
+std::uint16_t pattern(int q, std::size_t i) {
+  return static_cast<std::uint16_t>((static_cast<std::size_t>(q) * 7919u + i * 131u) & 0xffffu);
+}
+
+TEST_CASE("bf16 all_reduce sum/max/min: exact when every partial sum is a bf16") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  REQUIRE(P <= 8);  // exact_input's premise
+
+  // On the world, then on parity groups (a tensor group's partial sums).
+  mpi_communicator parity = c.split(r % 2, r, "parity");
+  std::vector<int> everyone, same_parity;
+  for (int q = 0; q < P; ++q) {
+    everyone.push_back(q);
+    if (q % 2 == r % 2) same_parity.push_back(q);
+  }
+  struct target {
+    mpi_communicator* comm;
+    const std::vector<int>* members;
+  };
+  for (const target& t : {target{&c, &everyone}, target{&parity, &same_parity}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1001}, std::size_t{1} << 16}) {
+      for (reduce_op op : all_ops) {
+        std::vector<bf16> buf(n);
+        for (std::size_t i = 0; i < n; ++i) buf[i] = exact_input(r, i);
+        t.comm->all_reduce(buf.data(), n, op);  // always in place (MPI_IN_PLACE)
+        std::size_t bad = 0, not_exact = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double want = reference(op, *t.members, i, exact_input);
+          const bf16 want16(static_cast<float>(want));
+          not_exact += static_cast<double>(static_cast<float>(want16)) != want;
+          bad += bits_of(buf[i]) != bits_of(want16);
+        }
+        CHECK(not_exact == 0);  // the premise: the reference itself is a bf16
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 all_reduce sum of general values: within the bf16 rounding bound") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  std::vector<int> everyone;
+  for (int q = 0; q < P; ++q) everyone.push_back(q);
+  // Each combining step rounds its float sum to bf16 once (unit roundoff
+  // u = 2^-8), and any summation order of P terms has at most P-1 steps on a
+  // path: |got - exact| <= gamma(P-1) * sum|x|, gamma(k) = k*u / (1 - k*u)
+  // (Higham, Accuracy and Stability of Numerical Algorithms, 4.2). P = 1: exact.
+  const double u = std::ldexp(1.0, -8);
+  const double gamma = (P - 1) * u / (1.0 - (P - 1) * u);
+  for (std::size_t n : {std::size_t{1001}, std::size_t{1} << 16}) {
+    std::vector<bf16> buf(n);
+    for (std::size_t i = 0; i < n; ++i) buf[i] = general_input(r, i);
+    c.all_reduce(buf.data(), n, reduce_op::sum);
+    std::size_t bad = 0, inexact = 0;
+    double worst = 0;  // largest error in units of the bound's sum|x|
+    for (std::size_t i = 0; i < n; ++i) {
+      const double exact = reference(reduce_op::sum, everyone, i, general_input);
+      double magnitude = 0;
+      for (int q = 0; q < P; ++q) magnitude += std::fabs(static_cast<float>(general_input(q, i)));
+      const double err = std::fabs(static_cast<double>(static_cast<float>(buf[i])) - exact);
+      bad += err > gamma * magnitude;
+      inexact += err > 0;
+      if (magnitude > 0) worst = std::max(worst, err / magnitude);
+    }
+    CHECK(bad == 0);
+    if (P == 1) CHECK(inexact == 0);
+    if (P > 1) CHECK(inexact > 0);  // the inputs do exercise rounding
+    if (r == 0 && n == 1001) MESSAGE("bf16 sum over ", P, " ranks: worst |error| / sum|x| = ", worst,
+                                     " (bound ", gamma, ")");
+  }
+}
+
+TEST_CASE("bf16 all_reduce sum rounds each float sum to nearest, ties to even") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  // Only ranks 0 and 1 contribute; the others add zeros, which is exact. So
+  // the result is one float addition of the two inputs rounded to bf16,
+  // whatever the reduction order: checked bit for bit.
+  const std::size_t n = 4096;
+  std::vector<bf16> a(n), b(n);
+  // Explicit ties first: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 (-> 1,
+  // even); (1 + 2^-7) + 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6 (-> the
+  // latter, even); 1 + 3*2^-9 is above halfway (-> 1 + 2^-7).
+  const float ties[][3] = {{1.0f, 0x1p-8f, 1.0f},
+                           {1.0f + 0x1p-7f, 0x1p-8f, 1.0f + 0x1p-6f},
+                           {1.0f, 0x3p-9f, 1.0f + 0x1p-7f},
+                           {-256.0f, -1.0f, -256.0f},
+                           {258.0f, 1.0f, 260.0f}};
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = general_input(0, i);
+    b[i] = general_input(1, i);
+  }
+  for (std::size_t t = 0; t < std::size(ties); ++t) {
+    a[t] = bf16(ties[t][0]);
+    b[t] = bf16(ties[t][1]);
+  }
+  std::vector<bf16> buf(n, bf16(0.0f));
+  if (r == 0) buf = a;
+  if (r == 1) buf = b;
+  c.all_reduce(buf.data(), n, reduce_op::sum);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bf16 want = P == 1 ? a[i] : bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+    bad += bits_of(buf[i]) != bits_of(want);
+  }
+  CHECK(bad == 0);
+  if (P >= 2)
+    for (std::size_t t = 0; t < std::size(ties); ++t) CHECK(static_cast<float>(buf[t]) == ties[t][2]);
+}
+
+TEST_CASE("bf16 reduce_scatter sum/max/min") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  REQUIRE(P <= 8);
+  const std::size_t n = 257, total = n * static_cast<std::size_t>(P);
+  // Element k of rank r's input is (r+1)*(1 + k%7): integers, the largest sum
+  // 36*7 = 252 < 256, so every partial sum is a bf16 and the results are exact.
+  auto fill = [&](bf16* p) {
+    for (std::size_t k = 0; k < total; ++k) p[k] = bf16(static_cast<float>((r + 1) * (1 + static_cast<int>(k % 7))));
+  };
+  auto expect = [&](reduce_op op, std::size_t k) -> std::uint16_t {
+    const int K = 1 + static_cast<int>(k % 7);
+    const int v = op == reduce_op::sum ? P * (P + 1) / 2 * K : op == reduce_op::max ? P * K : K;
+    return bf16(static_cast<float>(v)).bits;
+  };
+  const std::size_t base = static_cast<std::size_t>(r) * n;
+  for (reduce_op op : all_ops) {
+    std::vector<bf16> send(total), recv(n, bf16(-1.0f));
+    fill(send.data());
+    c.reduce_scatter(send.data(), recv.data(), n, op);
+    std::size_t bad = 0;
+    for (std::size_t j = 0; j < n; ++j) bad += bits_of(recv[j]) != expect(op, base + j);
+    CHECK(bad == 0);
+
+    // In place, MPI form: result lands in the first block.
+    fill(send.data());
+    c.reduce_scatter(send.data(), send.data(), n, op);
+    bad = 0;
+    for (std::size_t j = 0; j < n; ++j) bad += bits_of(send[j]) != expect(op, base + j);
+    CHECK(bad == 0);
+
+    // In place, NCCL form: result lands in the caller's own block.
+    fill(send.data());
+    c.reduce_scatter(send.data(), send.data() + base, n, op);
+    bad = 0;
+    for (std::size_t j = 0; j < n; ++j) bad += bits_of(send[base + j]) != expect(op, base + j);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("bf16 all_gather moves every bit pattern unchanged") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  const std::size_t n = 1000;
+  std::vector<bf16> send(n), recv(n * static_cast<std::size_t>(P), bf16::from_bits(0xdead));
+  for (std::size_t i = 0; i < n; ++i) send[i] = bf16::from_bits(pattern(r, i));
+  c.all_gather(send.data(), recv.data(), n);
+  std::size_t bad = 0;
+  for (int b = 0; b < P; ++b)
+    for (std::size_t i = 0; i < n; ++i) bad += bits_of(recv[static_cast<std::size_t>(b) * n + i]) != pattern(b, i);
+  CHECK(bad == 0);
+
+  // In place: own block already in recv.
+  std::vector<bf16> inplace(n * static_cast<std::size_t>(P), bf16::from_bits(0xdead));
+  std::copy(send.begin(), send.end(), inplace.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * n));
+  c.all_gather(inplace.data() + static_cast<std::size_t>(r) * n, inplace.data(), n);
+  bad = 0;
+  for (std::size_t k = 0; k < inplace.size(); ++k) bad += bits_of(inplace[k]) != bits_of(recv[k]);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("bf16 broadcast from every root") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  const std::size_t n = 333;
+  for (int root = 0; root < P; ++root) {
+    std::vector<bf16> buf(n, bf16::from_bits(0xdead));
+    if (r == root)
+      for (std::size_t i = 0; i < n; ++i) buf[i] = bf16::from_bits(pattern(root, i));
+    c.broadcast(buf.data(), n, root);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += bits_of(buf[i]) != pattern(root, i);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("bf16 send/recv and sendrecv ring shift") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  // Large enough for the rendezvous protocol.
+  const std::size_t n = 1 << 16;
+  const int partner = (r % 2 == 0) ? r + 1 : r - 1;
+  if (partner < P) {
+    std::vector<bf16> a(n), b(n, bf16::from_bits(0));
+    for (std::size_t i = 0; i < n; ++i) a[i] = bf16::from_bits(pattern(r, i));
+    if (r % 2 == 0) {
+      c.send(a.data(), n, partner, 21);
+      c.recv(b.data(), n, partner, 22);
+    } else {
+      c.recv(b.data(), n, partner, 21);
+      c.send(a.data(), n, partner, 22);
+    }
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += bits_of(b[i]) != pattern(partner, i);
+    CHECK(bad == 0);
+  }
+
+  const int next = (r + 1) % P, prev = (r + P - 1) % P;
+  std::vector<bf16> out(n), in(n, bf16::from_bits(0));
+  for (std::size_t i = 0; i < n; ++i) out[i] = bf16::from_bits(pattern(r, i));
+  c.sendrecv(out.data(), n, next, in.data(), n, prev, 7);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += bits_of(in[i]) != pattern(prev, i);
+  CHECK(bad == 0);
+
+  // Exact-size receives count bf16 elements (not bytes).
+  if (P >= 2 && r <= 1) {
+    bf16 buf[4] = {bf16(1.0f), bf16(2.0f), bf16(3.0f), bf16(4.0f)};
+    if (r == 0) {
+      c.send(buf, 3, 1, 23);
+    } else {
+      const std::string e = thrown_message([&] { c.recv(buf, 4, 0, 23); });
+      CHECK(contains(e, "received 3 elements, expected 4"));
+    }
+  }
+}
+
+TEST_CASE("grouped p2p mixes bf16 activations with float gradients") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  // Pipeline step: bf16 activations (plus a bf16 residual on its own tag) go
+  // forward, float gradients and int64 metadata backward, in one group;
+  // no_peer at the ends. Receives are posted in another order than sends.
+  const int prev = r > 0 ? r - 1 : no_peer, next = r + 1 < P ? r + 1 : no_peer;
+  const std::size_t n = 1 << 15, m = 100;
+  std::vector<bf16> act(n), act_in(n, bf16::from_bits(0x7fc1)), res(m), res_in(m, bf16::from_bits(0x7fc1));
+  for (std::size_t i = 0; i < n; ++i) act[i] = bf16::from_bits(pattern(r, i));
+  for (std::size_t i = 0; i < m; ++i) res[i] = bf16(0.5f * static_cast<float>(r) + static_cast<float>(i));
+  std::vector<float> grad(n, -(r + 0.5f)), grad_in(n, 7.0f);
+  std::vector<std::int64_t> meta{r, 10 * r}, meta_in(2, -1);
+  c.group({recv_op(res_in.data(), m, prev, 2), send_op(act.data(), n, next, 1),
+           recv_op(grad_in.data(), n, next, 3), send_op(res.data(), m, next, 2),
+           recv_op(act_in.data(), n, prev, 1), send_op(grad.data(), n, prev, 3),
+           send_op(meta.data(), 2, prev, 4), recv_op(meta_in.data(), 2, next, 4)});
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    bad += bits_of(act_in[i]) != (prev == no_peer ? std::uint16_t{0x7fc1} : pattern(prev, i));
+  for (std::size_t i = 0; i < m; ++i)
+    bad += bits_of(res_in[i]) !=
+           (prev == no_peer ? std::uint16_t{0x7fc1} : bf16(0.5f * static_cast<float>(prev) + static_cast<float>(i)).bits);
+  CHECK(bad == 0);
+  CHECK(grad_in == std::vector<float>(n, next == no_peer ? 7.0f : -(next + 0.5f)));
+  CHECK(meta_in == (next == no_peer ? std::vector<std::int64_t>{-1, -1} : std::vector<std::int64_t>{next, 10 * next}));
+
+  // Bidirectional ring (every rank both sends and receives, also to itself at P = 1).
+  const int rn = (r + 1) % P, rp = (r + P - 1) % P;
+  std::vector<bf16> fwd_in(n, bf16::from_bits(0)), bwd(n), bwd_in(n, bf16::from_bits(0));
+  for (std::size_t i = 0; i < n; ++i) bwd[i] = bf16(-static_cast<float>(r) - 0.25f);
+  std::vector<float> f32(m, static_cast<float>(r) + 0.125f), f32_in(m, 0.0f);
+  const p2p_op ring[] = {send_op(act.data(), n, rn, 5),      send_op(bwd.data(), n, rp, 6),
+                         send_op(f32.data(), m, rn, 7),      recv_op(f32_in.data(), m, rp, 7),
+                         recv_op(bwd_in.data(), n, rn, 6),   recv_op(fwd_in.data(), n, rp, 5)};
+  c.group(ring);
+  bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    bad += bits_of(fwd_in[i]) != pattern(rp, i);
+    bad += bits_of(bwd_in[i]) != bf16(-static_cast<float>(rn) - 0.25f).bits;
+  }
+  CHECK(bad == 0);
+  CHECK(f32_in == std::vector<float>(m, static_cast<float>(rp) + 0.125f));
+}
+
+TEST_CASE("bf16 errors name the call, communicator and rank") {
+  RANK_INFO;
+  auto& c = world();
+  const int P = c.size(), r = c.rank();
+  const std::string null_err =
+      thrown_message([&] { c.all_reduce(static_cast<bf16*>(nullptr), 3, reduce_op::sum); });
+  CHECK(contains(null_err, "MPI_Allreduce"));
+  CHECK(contains(null_err, "'world'"));
+  CHECK(contains(null_err, "rank " + std::to_string(r) + " of " + std::to_string(P)));
+  CHECK(contains(null_err, "null buffer"));
+
+  bf16 x(1.0f);
+  const std::string big_err = thrown_message(
+      [&] { c.reduce_scatter(&x, &x, static_cast<std::size_t>(INT_MAX) + 1, reduce_op::max); });
+  CHECK(contains(big_err, "MPI_Reduce_scatter_block"));
+  CHECK(contains(big_err, "INT_MAX"));
+
+  const std::string send_err = thrown_message([&] { c.send(&x, 1, P, 0); });
+  CHECK(contains(send_err, "MPI_Send"));
+  CHECK(contains(send_err, "peer " + std::to_string(P)));
+
+  // Still usable, and the user ops are in place for the rest of the run.
+  CHECK(detail::bf16_mpi_ops_live());
+  bf16 one(1.0f);
+  c.all_reduce(&one, 1, reduce_op::sum);
+  CHECK(static_cast<float>(one) == static_cast<float>(P));
+}
+
+TEST_CASE("self_communicator handles bf16") {
+  self_communicator s;
+  std::vector<bf16> a(5), b(5, bf16::from_bits(0));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = bf16::from_bits(pattern(0, i));
+  auto same = [](const std::vector<bf16>& x, const std::vector<bf16>& y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                      [](bf16 p, bf16 q) { return p.bits == q.bits; });
+  };
+  std::vector<bf16> v = a;
+  for (reduce_op op : all_ops) {
+    s.all_reduce(v.data(), v.size(), op);
+    CHECK(same(v, a));
+  }
+  s.reduce_scatter(a.data(), b.data(), a.size(), reduce_op::sum);
+  CHECK(same(b, a));
+  b.assign(5, bf16::from_bits(0));
+  s.all_gather(a.data(), b.data(), a.size());
+  CHECK(same(b, a));
+  s.broadcast(v.data(), v.size(), 0);
+  CHECK(same(v, a));
+  b.assign(5, bf16::from_bits(0));
+  s.sendrecv(a.data(), a.size(), 0, b.data(), b.size(), 0, 3);
+  CHECK(same(b, a));
+  b.assign(5, bf16::from_bits(0));
+  std::vector<float> f(3, 2.5f), g(3, 0.0f);
+  s.group({send_op(a.data(), a.size(), 0, 1), send_op(f.data(), f.size(), 0, 2),
+           recv_op(g.data(), g.size(), 0, 2), recv_op(b.data(), b.size(), 0, 1)});
+  CHECK(same(b, a));
+  CHECK(g == f);
+  // The mailbox tells bf16 from a float of the same byte count.
+  std::vector<float> wrong(a.size() / 2);
+  s.send(a.data(), 4, 0, 9);
+  CHECK(contains(thrown_message([&] { s.recv(wrong.data(), 2, 0, 9); }), "another type/size"));
+  CHECK(s.pending_messages() == 1);
+}
+
 TEST_CASE("2x2x2 mesh: split into data, pipeline and tensor groups") {
   RANK_INFO;
   auto& c = world();
@@ -527,21 +917,32 @@ extern "C" void on_timeout(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi_environment env(&argc, &argv);
-  g_env = &env;
-  // A divergent failure can leave ranks waiting on each other forever; a dead
-  // rank makes mpiexec tear the job down instead.
-  std::snprintf(g_timeout_msg, sizeof g_timeout_msg,
-                "[strata] rank %d: test_comm_mpi timed out (hang?)\n", env.rank());
-  std::signal(SIGALRM, on_timeout);
-  alarm(120);
+  int worst = 0;
+  bool bf16_ops_made = false;
+  {
+    mpi_environment env(&argc, &argv);
+    g_env = &env;
+    // A divergent failure can leave ranks waiting on each other forever; a dead
+    // rank makes mpiexec tear the job down instead.
+    std::snprintf(g_timeout_msg, sizeof g_timeout_msg,
+                  "[strata] rank %d: test_comm_mpi timed out (hang?)\n", env.rank());
+    std::signal(SIGALRM, on_timeout);
+    alarm(120);
 
-  doctest::Context ctx;
-  ctx.applyCommandLine(argc, argv);
-  if (env.rank() != 0) ctx.setOption("minimal", true);  // failures only
-  int rc = ctx.run();
-  if (ctx.shouldExit()) return rc;
-  int worst = rc;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    doctest::Context ctx;
+    ctx.applyCommandLine(argc, argv);
+    if (env.rank() != 0) ctx.setOption("minimal", true);  // failures only
+    int rc = ctx.run();
+    if (ctx.shouldExit()) return rc;
+    worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    bf16_ops_made = detail::bf16_mpi_ops_live();
+    g_env = nullptr;
+  }  // MPI_Finalize (env initialised MPI)
+  // Its MPI_COMM_SELF attribute callback must have freed the bf16 reduction ops.
+  if (bf16_ops_made && detail::bf16_mpi_ops_live()) {
+    std::fprintf(stderr, "[strata] test_comm_mpi: the bf16 MPI_Ops were not freed by MPI_Finalize\n");
+    return 1;
+  }
   return worst;
 }

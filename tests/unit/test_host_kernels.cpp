@@ -466,7 +466,7 @@ TEST_CASE("host kernels: layernorm without affine parameters or saved statistics
   std::vector<double> ones(D, 1.0), zeros(D, 0.0), y_ref, m, s;
   ref_layernorm(R, D, x, ones, zeros, 1e-6, y_ref, m, s);
   std::vector<double> y(R * D, kNaN);
-  host::layernorm_forward<double>(q, R, D, x.data(), nullptr, nullptr, 1e-6, y.data(), nullptr, nullptr);
+  host::layernorm_forward<double>(q, R, D, x.data(), nullptr, nullptr, 1e-6, y.data(), static_cast<double*>(nullptr), static_cast<double*>(nullptr));
   CHECK(rel_err(y, y_ref) <= 1e-12);
 }
 
@@ -478,7 +478,7 @@ TEST_CASE("host kernels: layernorm backward matches finite differences (double)"
                       G = rand_d(R * D, 34);
   auto loss = [&] {
     std::vector<double> y(R * D);
-    host::layernorm_forward<double>(q, R, D, x.data(), g.data(), b.data(), eps, y.data(), nullptr, nullptr);
+    host::layernorm_forward<double>(q, R, D, x.data(), g.data(), b.data(), eps, y.data(), static_cast<double*>(nullptr), static_cast<double*>(nullptr));
     return dot(G, y);
   };
   std::vector<double> y(R * D), mean(R), rstd(R), dx(R * D, kNaN), dg(D, kNaN), db(D, kNaN);

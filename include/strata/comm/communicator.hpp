@@ -1,7 +1,8 @@
 #pragma once
 // The communicator concept and the types shared by every backend.
 //
-// This header must not include MPI or CUDA: the plan/strategy layers are
+// This header must not include MPI or CUDA (strata/backend/bf16.hpp is plain
+// C++ that only adds __host__ __device__ under nvcc): the plan/strategy layers are
 // written against the concept only, so a world of size 1 (self_communicator)
 // builds and runs with no MPI, no launcher and no GPU.
 //
@@ -34,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include <strata/backend/bf16.hpp>
+
 namespace strata::comm {
 
 namespace detail {
@@ -56,23 +59,44 @@ class comm_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Element types every backend must support (they map 1:1 onto MPI and NCCL
-// datatypes).
+// Element types every backend must support. float, double, int32 and int64
+// map 1:1 onto MPI and NCCL datatypes; strata::bf16 maps onto ncclBfloat16,
+// while MPI (which has no bf16) moves it as 16-bit words and reduces it with
+// user-defined ops. A bf16 reduction converts to float, combines, and rounds
+// back to bf16 at every combining step (NCCL's bf16 partial sums are bf16 as
+// well), so a sum over P ranks carries up to P-1 bf16 roundings and, unless
+// the sum is exact, its last bits depend on the backend's reduction order.
+// max/min are exact.
 template <class T>
 concept comm_scalar = std::same_as<T, float> || std::same_as<T, double> ||
-                      std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t>;
+                      std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
+                      std::same_as<T, bf16>;
 
-enum class dtype : unsigned char { f32, f64, i32, i64 };
+enum class dtype : unsigned char { f32, f64, i32, i64, bf16 };
 
 template <comm_scalar T>
 inline constexpr dtype dtype_of = std::same_as<T, float>          ? dtype::f32
                                   : std::same_as<T, double>       ? dtype::f64
                                   : std::same_as<T, std::int32_t> ? dtype::i32
-                                                                  : dtype::i64;
+                                  : std::same_as<T, std::int64_t> ? dtype::i64
+                                                                  : dtype::bf16;
 
 constexpr std::size_t dtype_size(dtype t) noexcept {
-  return (t == dtype::f32 || t == dtype::i32) ? 4 : 8;
+  switch (t) {
+    case dtype::f32:
+    case dtype::i32: return 4;
+    case dtype::f64:
+    case dtype::i64: return 8;
+    case dtype::bf16: return 2;
+  }
+  return 0;
 }
+
+static_assert(dtype_size(dtype_of<float>) == sizeof(float) &&
+              dtype_size(dtype_of<double>) == sizeof(double) &&
+              dtype_size(dtype_of<std::int32_t>) == sizeof(std::int32_t) &&
+              dtype_size(dtype_of<std::int64_t>) == sizeof(std::int64_t) &&
+              dtype_size(dtype_of<bf16>) == sizeof(bf16));
 
 // Peer value meaning "no partner": the op is skipped (MPI_PROC_NULL). Lets the
 // first/last pipeline stage post the same exchange code as the middle ones.
@@ -148,7 +172,8 @@ concept Communicator =
       { c.group_of(ranks) } -> std::same_as<C>;
     } &&
     communicator_for<C, float> && communicator_for<C, double> &&
-    communicator_for<C, std::int32_t> && communicator_for<C, std::int64_t>;
+    communicator_for<C, std::int32_t> && communicator_for<C, std::int64_t> &&
+    communicator_for<C, bf16>;
 
 // Picks the caller's group out of a full partition (e.g. all tensor groups of
 // a mesh) so call sites can hand over what the plan computes.

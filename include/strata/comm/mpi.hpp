@@ -4,6 +4,15 @@
 // device. Every call returns through MPI_ERRORS_RETURN and is checked, so a
 // failure becomes a comm_error naming the call, the communicator and the rank
 // instead of OpenMPI's default abort with no context.
+//
+// bf16: MPI has no bfloat16 datatype. bf16 buffers travel as MPI_UINT16_T
+// (bit-exact; counts and MPI_Get_count stay in elements), and all_reduce /
+// reduce_scatter reduce them with three user-defined, commutative MPI_Ops
+// (sum, max, min) that widen each element to float, combine, and round the
+// result back to bf16 (nearest, ties to even). They are created on the first
+// bf16 reduction of the process and freed at the start of MPI_Finalize, by
+// whoever calls it (mpi_environment or the application), through a delete
+// callback of an attribute on MPI_COMM_SELF: the standard's finalize hook.
 
 // The deprecated MPI C++ bindings are not used; skipping them keeps -Wall
 // -Wextra -Werror builds clean and avoids linking libmpi_cxx.
@@ -18,12 +27,15 @@
 #include <strata/comm/communicator.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -35,12 +47,16 @@ namespace strata::comm {
 
 namespace detail {
 
+// bf16 has no MPI datatype: it moves as its 16 bits.
+static_assert(sizeof(bf16) == sizeof(std::uint16_t));
+
 template <comm_scalar T>
 MPI_Datatype mpi_type() noexcept {
   if constexpr (std::same_as<T, float>) return MPI_FLOAT;
   else if constexpr (std::same_as<T, double>) return MPI_DOUBLE;
   else if constexpr (std::same_as<T, std::int32_t>) return MPI_INT32_T;
-  else return MPI_INT64_T;
+  else if constexpr (std::same_as<T, std::int64_t>) return MPI_INT64_T;
+  else return MPI_UINT16_T;  // bf16
 }
 
 inline MPI_Datatype mpi_type(dtype t) noexcept {
@@ -49,6 +65,7 @@ inline MPI_Datatype mpi_type(dtype t) noexcept {
     case dtype::f64: return MPI_DOUBLE;
     case dtype::i32: return MPI_INT32_T;
     case dtype::i64: return MPI_INT64_T;
+    case dtype::bf16: return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -60,6 +77,112 @@ inline MPI_Op mpi_op(reduce_op op) noexcept {
     case reduce_op::min: return MPI_MIN;
   }
   return MPI_OP_NULL;
+}
+
+// ---- bf16 reductions ---------------------------------------------------------
+// MPI_User_function for bf16 carried as MPI_UINT16_T: inout[i] = in[i] (op)
+// inout[i]. sum widens both to float (exact), adds once and rounds once, so
+// the op is commutative (declared so to MPI_Op_create) though, like every
+// rounded sum, not associative. max/min pick one of the inputs (no rounding);
+// a NaN in either input wins, so the result does not depend on the order in
+// which MPI combines the ranks.
+template <reduce_op Op>
+void bf16_mpi_reduce(void* in, void* inout, int* len, MPI_Datatype* /*always MPI_UINT16_T*/) {
+  const auto* a = static_cast<const bf16*>(in);
+  auto* b = static_cast<bf16*>(inout);
+  const int n = *len;
+  for (int i = 0; i < n; ++i) {
+    const float x = a[i], y = b[i];
+    if constexpr (Op == reduce_op::sum) {
+      b[i] = bf16(x + y);
+    } else if (!std::isnan(y) && (std::isnan(x) || (Op == reduce_op::max ? x > y : x < y))) {
+      b[i] = a[i];
+    }
+  }
+}
+
+// The three ops, created together on first use (per process) and freed by
+// bf16_mpi_ops_release when MPI_Finalize frees MPI_COMM_SELF's attributes.
+// Its destructor (at exit, possibly after MPI_Finalize) never calls MPI.
+struct bf16_mpi_op_table {
+  std::mutex lock;  // creation only; MPI itself may be FUNNELED or MULTIPLE
+  std::atomic<bool> ready{false};
+  MPI_Op ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
+};
+
+inline bf16_mpi_op_table& bf16_mpi_ops() {
+  static bf16_mpi_op_table t;
+  return t;
+}
+
+// Valid after a successful bf16_mpi_ops_init (MPI_OP_NULL for an unknown op,
+// which MPI then rejects like mpi_op's).
+inline MPI_Op bf16_mpi_op(reduce_op op) noexcept {
+  auto& t = bf16_mpi_ops();
+  switch (op) {
+    case reduce_op::sum: return t.ops[0];
+    case reduce_op::max: return t.ops[1];
+    case reduce_op::min: return t.ops[2];
+  }
+  return MPI_OP_NULL;
+}
+
+// True while the bf16 ops exist (created and not yet freed by finalisation).
+inline bool bf16_mpi_ops_live() noexcept { return bf16_mpi_ops().ready.load(std::memory_order_acquire); }
+
+// MPI_Comm_delete_attr_function: runs at the start of MPI_Finalize, while
+// every MPI call is still allowed (MPI standard, "Allowing User Functions at
+// Process Termination").
+inline int bf16_mpi_ops_release(MPI_Comm, int, void*, void*) {
+  auto& t = bf16_mpi_ops();
+  std::lock_guard<std::mutex> g(t.lock);
+  int rc = MPI_SUCCESS;
+  for (MPI_Op& op : t.ops)
+    if (op != MPI_OP_NULL) {
+      const int r = MPI_Op_free(&op);  // sets op to MPI_OP_NULL
+      if (rc == MPI_SUCCESS) rc = r;
+    }
+  t.ready.store(false, std::memory_order_release);
+  return rc;
+}
+
+// Creates the ops once. Returns MPI_SUCCESS, or the error code with `failed`
+// naming the call that returned it (nothing is left half-made then).
+inline int bf16_mpi_ops_init(const char*& failed) {
+  auto& t = bf16_mpi_ops();
+  if (t.ready.load(std::memory_order_acquire)) [[likely]]
+    return MPI_SUCCESS;
+  std::lock_guard<std::mutex> g(t.lock);
+  if (t.ready.load(std::memory_order_relaxed)) return MPI_SUCCESS;
+  MPI_User_function* const fns[3] = {&bf16_mpi_reduce<reduce_op::sum>, &bf16_mpi_reduce<reduce_op::max>,
+                                     &bf16_mpi_reduce<reduce_op::min>};
+  MPI_Op made[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  int rc = MPI_SUCCESS;
+  for (int i = 0; i < 3 && rc == MPI_SUCCESS; ++i) {
+    rc = MPI_Op_create(fns[i], /*commute=*/1, &made[i]);
+    failed = "MPI_Op_create";
+  }
+  // The finalize hook: MPI_Finalize deletes MPI_COMM_SELF's attributes first,
+  // calling bf16_mpi_ops_release. The keyval is freed at once; the attribute
+  // keeps it alive until then.
+  int key = MPI_KEYVAL_INVALID;
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &bf16_mpi_ops_release, &key, nullptr);
+    failed = "MPI_Comm_create_keyval";
+  }
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+    failed = "MPI_Comm_set_attr(MPI_COMM_SELF)";
+  }
+  if (key != MPI_KEYVAL_INVALID) (void)MPI_Comm_free_keyval(&key);
+  if (rc != MPI_SUCCESS) {
+    for (MPI_Op& op : made)
+      if (op != MPI_OP_NULL) (void)MPI_Op_free(&op);
+    return rc;
+  }
+  std::copy(std::begin(made), std::end(made), std::begin(t.ops));
+  t.ready.store(true, std::memory_order_release);
+  return MPI_SUCCESS;
 }
 
 inline std::string mpi_error_string(int code) {
@@ -165,8 +288,8 @@ class mpi_communicator {
   void all_reduce(T* buf, std::size_t count, reduce_op op) {
     const int n = count_arg(count, "MPI_Allreduce");
     require_buf(buf, count, "MPI_Allreduce");
-    check(MPI_Allreduce(MPI_IN_PLACE, buf, n, detail::mpi_type<T>(), detail::mpi_op(op), comm_),
-          "MPI_Allreduce");
+    const MPI_Op mop = reduction<T>(op, "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, buf, n, detail::mpi_type<T>(), mop, comm_), "MPI_Allreduce");
   }
 
   template <comm_scalar T>
@@ -183,7 +306,8 @@ class mpi_communicator {
       copy.assign(send, send + total);  // e.g. NCCL-style recv == send + rank*count
       s = copy.data();
     }
-    check(MPI_Reduce_scatter_block(s, recv, n, detail::mpi_type<T>(), detail::mpi_op(op), comm_),
+    const MPI_Op mop = reduction<T>(op, "MPI_Reduce_scatter_block");
+    check(MPI_Reduce_scatter_block(s, recv, n, detail::mpi_type<T>(), mop, comm_),
           "MPI_Reduce_scatter_block");
   }
 
@@ -379,6 +503,20 @@ class mpi_communicator {
     }
     comm_ = MPI_COMM_NULL;
     owned_ = false;
+  }
+
+  // The MPI_Op for `op` on elements of type T: predefined, or for bf16 the
+  // user-defined op (created on the first bf16 reduction).
+  template <comm_scalar T>
+  MPI_Op reduction(reduce_op op, const char* call) const {
+    if constexpr (std::same_as<T, bf16>) {
+      const char* failed = "MPI_Op_create";
+      check(detail::bf16_mpi_ops_init(failed), failed,
+            std::string(call) + ": creating the bf16 reduction ops");
+      return detail::bf16_mpi_op(op);
+    } else {
+      return detail::mpi_op(op);
+    }
   }
 
   std::string where() const {

@@ -92,12 +92,19 @@ namespace strata::comm {
 
 namespace detail {
 
+// strata::bf16 is passed to NCCL as ncclBfloat16: both are the bfloat16
+// layout of CUDA's __nv_bfloat16 (the high 16 bits of an IEEE float), so
+// every collective and p2p op takes bf16 buffers unchanged; NCCL reduces them
+// with its own bf16 kernels (sum, max, min).
+static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2);
+
 inline ncclDataType_t nccl_type(dtype t) noexcept {
   switch (t) {
     case dtype::f32: return ncclFloat32;
     case dtype::f64: return ncclFloat64;
     case dtype::i32: return ncclInt32;
     case dtype::i64: return ncclInt64;
+    case dtype::bf16: return ncclBfloat16;  // same bits as strata::bf16
   }
   return ncclFloat32;
 }
@@ -117,6 +124,7 @@ inline const char* dtype_name(dtype t) noexcept {
     case dtype::f64: return "f64";
     case dtype::i32: return "i32";
     case dtype::i64: return "i64";
+    case dtype::bf16: return "bf16";
   }
   return "?";
 }

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "strata/backend/bf16.hpp"
 #include "strata/backend/host/kernels.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/layers.hpp"
@@ -17,7 +19,14 @@ namespace strata::runtime {
 using backend::activation;
 using backend::trans;
 
+// Host scalars of a GEMM on T: double for double, float otherwise (bf16 GEMMs
+// take float alpha/beta, as cuBLASLt does).
+template <class T>
+using gemm_scalar_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 // What a layer sees for one micro-batch: local rows × local columns, row-major.
+// T is the compute type (activations and the parameters layers read); gradients
+// are master_t<T> (float for bf16: mixed precision accumulates them in FP32).
 template <class Backend, class T>
 struct step_io {
   typename Backend::queue& q;
@@ -27,13 +36,19 @@ struct step_io {
   std::size_t out_cols = 0;  // local output columns
   int index = 0, n = 1;      // this device's position in the part
   std::vector<T*> params;    // local shards, in the layer's parameter order
-  std::vector<T*> grads;
+  std::vector<master_t<T>*> grads;
+  // Token ids of this micro-batch when the layer reads the model's input directly
+  // (an Embedding first): cast from the batch's values, never through T (bf16 holds
+  // integers exactly only up to 256).
+  const std::int32_t* ids = nullptr;
 };
 
 // Activations and scratch a layer keeps from forward to backward, per micro-batch.
+// a and b hold per-row statistics, in stat_t<T>.
 template <class Backend, class T>
 struct stash {
-  typename Backend::template buffer<T> x, a, b;
+  typename Backend::template buffer<T> x;
+  typename Backend::template buffer<stat_t<T>> a, b;
   typename Backend::template buffer<std::int32_t> ids;
   std::size_t num_ids = 0;
 };
@@ -63,23 +78,27 @@ template <int In, int Out, bool Bias>
 struct exec<layers::Linear<In, Out, Bias>> {
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
+    using S = gemm_scalar_t<T>;
     ensure<Backend, T>(s.x, io.rows * io.in_cols);
     copy(io.q, io.rows * io.in_cols, x, s.x.data());
-    gemm(io.q, trans::N, trans::N, io.rows, io.out_cols, io.in_cols, T(1), x, io.in_cols, io.params[0], io.out_cols,
-         T(0), y, io.out_cols);
     // A row-parallel layer's outputs are partial sums: its whole bias is added once.
     const bool add_bias = Bias && (io.plan.sig != signature::row_parallel || io.index == 0);
-    if (add_bias)
-      bias_activation_forward(io.q, activation::none, io.rows, io.out_cols, y, io.params[1], static_cast<T*>(nullptr), y);
+    const T* bias = nullptr;
+    if constexpr (Bias) bias = add_bias ? io.params[1] : nullptr;
+    // the bias rides the GEMM's epilogue where the backend has one (cuBLASLt)
+    gemm_bias_act(io.q, trans::N, trans::N, io.rows, io.out_cols, io.in_cols, S(1), x, io.in_cols, io.params[0],
+                  io.out_cols, S(0), y, io.out_cols, bias, activation::none, static_cast<T*>(nullptr));
   }
   template <class Backend, class T, class Comm>
   static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T* dx, Comm&, loss_io<T>*) {
-    gemm(io.q, trans::T, trans::N, io.in_cols, io.out_cols, io.rows, T(1), s.x.data(), io.in_cols, dy, io.out_cols,
-         T(1), io.grads[0], io.out_cols);
+    using S = gemm_scalar_t<T>;
+    // dW += Xᵀ dY straight into the (master-precision) gradient
+    gemm(io.q, trans::T, trans::N, io.in_cols, io.out_cols, io.rows, S(1), s.x.data(), io.in_cols, dy, io.out_cols,
+         S(1), io.grads[0], io.out_cols);
     if constexpr (Bias) bias_grad(io.q, io.rows, io.out_cols, dy, io.grads[1], true);
     if (dx)
-      gemm(io.q, trans::N, trans::T, io.rows, io.in_cols, io.out_cols, T(1), dy, io.out_cols, io.params[0],
-           io.out_cols, T(0), dx, io.in_cols);
+      gemm(io.q, trans::N, trans::T, io.rows, io.in_cols, io.out_cols, S(1), dy, io.out_cols, io.params[0],
+           io.out_cols, S(0), dx, io.in_cols);
   }
 };
 
@@ -119,8 +138,8 @@ struct exec<layers::LayerNorm<D>> {
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
     ensure<Backend, T>(s.x, io.rows * D);
-    ensure<Backend, T>(s.a, io.rows);
-    ensure<Backend, T>(s.b, io.rows);
+    ensure<Backend, stat_t<T>>(s.a, io.rows);
+    ensure<Backend, stat_t<T>>(s.b, io.rows);
     copy(io.q, io.rows * D, x, s.x.data());
     layernorm_forward(io.q, io.rows, std::size_t(D), x, io.params[0], io.params[1], eps, y, s.a.data(), s.b.data());
   }
@@ -139,14 +158,21 @@ struct exec<layers::LayerNorm<D>> {
 
 template <int V, int D>
 struct exec<layers::Embedding<V, D>> {
-  // ids arrive as values of T (exact below 2^24 in float); the trainer has checked on
-  // every rank, before any collective, that they are integers in [0, V)
+  // ids come from the trainer (io.ids, cast from the batch's values) or, for a real
+  // T, as values of T (exact below 2^24 in float); the trainer has checked on every
+  // rank, before any collective, that they are integers in [0, V)
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
     const std::size_t n = io.rows * io.in_cols;
     if (s.ids.size() < n) s.ids = Backend::template allocate<std::int32_t>(n);
     s.num_ids = n;
-    cast_ids(io.q, n, x, s.ids.data());
+    if (io.ids) {
+      copy(io.q, n, io.ids, s.ids.data());
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      cast_ids(io.q, n, x, s.ids.data());
+    } else {
+      throw std::logic_error("strata: Embedding: token ids cannot travel as bf16 values; the trainer passes io.ids");
+    }
     const bool split = io.plan.sig == signature::vocab_embedding;
     const std::size_t local = split ? std::size_t(V / io.n) : std::size_t(V);
     const std::size_t offset = split ? local * std::size_t(io.index) : 0;
@@ -167,10 +193,11 @@ struct exec<layers::SoftmaxCrossEntropy> {
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T*, Comm& part, loss_io<T>* L) {
     const std::size_t R = io.rows, C = io.in_cols;
+    using S = stat_t<T>;
     ensure<Backend, T>(s.x, R * C);
-    ensure<Backend, T>(s.a, R);
-    ensure<Backend, T>(s.b, R);
-    typename Backend::template buffer<T> target = Backend::template allocate<T>(R), loss = Backend::template allocate<T>(R);
+    ensure<Backend, S>(s.a, R);
+    ensure<Backend, S>(s.b, R);
+    typename Backend::template buffer<S> target = Backend::template allocate<S>(R), loss = Backend::template allocate<S>(R);
     if (io.plan.sig == signature::vocab_loss) {
       // max, Σexp and the target logit over the whole vocabulary by three all-reduces
       const std::size_t offset = C * std::size_t(io.index);

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "strata/backend/bf16.hpp"
 #include "strata/backend/host/kernels.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/plan/plan.hpp"
@@ -82,9 +83,14 @@ struct exec_table<type_list<L...>> {
 
 }  // namespace runtime
 
+// T is the compute type: float or double (one precision throughout), or bf16 (mixed
+// precision: bf16 activations and parameter copies for the GEMMs, FP32 master
+// weights, gradients, optimizer state and statistics; see strata/backend/bf16.hpp).
+// The batch is given in master_t<T> (float for bf16).
 template <class P, class T, class Backend, class Comm>
 class trainer {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "trainer<T>: T is float or double");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
+                "trainer<T>: T is float, double or bf16");
   static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
   static_assert(runtime::exec_table<typename P::layers>::all_executable,
                 "trainer: this plan uses a layer the executor cannot run yet: built-in execution covers Linear, "
@@ -93,6 +99,9 @@ class trainer {
                 "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
 
   using buffer = typename Backend::template buffer<T>;
+  using M = master_t<T>;
+  using master_buffer = typename Backend::template buffer<M>;
+  static constexpr bool mixed = is_mixed_v<T>;
   using queue = typename Backend::queue;
   static constexpr int NL = P::num_layers;
   // A layer's input gradient is needed when a layer before it has parameters, or when
@@ -135,11 +144,11 @@ class trainer {
       std::size_t bytes = 0;
       for (int s = 0; s < P::stages; ++s) bytes = std::max<std::size_t>(bytes, std::size_t(P::peak_memory_bytes(s)));
       bytes = 4 * bytes + 8 * std::size_t(P::micro_batch) * P::num_micro_batch *
-                              (std::size_t(P::input_shape.numel()) + 1) * sizeof(T) + (std::size_t(256) << 20);
+                              (std::size_t(P::input_shape.numel()) + 1) * sizeof(M) + (std::size_t(256) << 20);
       if (const char* env = std::getenv("STRATA_ARENA_MB")) bytes = std::size_t(std::atoll(env)) << 20;
       arena_.emplace(bytes);
     }
-    const auto on_arena = arena_scope();
+    [[maybe_unused]] const auto on_arena = arena_scope();
     if constexpr (requires { q_.threads(); }) host_q_.set_threads(q_.threads());  // the rank's share of the cores
     me_ = P::coord(w.rank());
     dp_ = P::data_parallel(W);
@@ -167,14 +176,14 @@ class trainer {
   long long steps() const { return step_; }
 
   // One training step on this replica's batch of micro_batch × num_micro_batch samples.
-  step_result step(const batch_view<T>& b) {
+  step_result step(const batch_view<M>& b) {
     check_batch(b, std::size_t(P::micro_batch) * P::num_micro_batch, "step");
-    const auto on_arena = arena_scope();
+    [[maybe_unused]] const auto on_arena = arena_scope();
     begin_batch(b);
     // Everything between the uploads and the loss read-back is the same device work
     // every step; a backend with graphs records it once (second step) and replays it.
     auto device_step = [&] {
-      for (auto& g : grads_) fill(q_, g.size(), T(0), g.data());
+      for (auto& g : grads_) fill(q_, g.size(), M(0), g.data());
       fill(q_, std::size_t(3), 0.0, acc_.data());
       run_program();
       reduce_gradients();
@@ -200,11 +209,11 @@ class trainer {
 
   // Forward only (no update): mean loss and correct predictions over `samples` rows,
   // of which the first `valid` count (padding rows of the last chunk do not).
-  step_result evaluate(const batch_view<T>& b, std::size_t valid) {
+  step_result evaluate(const batch_view<M>& b, std::size_t valid) {
     const std::size_t mb = P::micro_batch;
     const std::size_t chunks = (b.samples + mb - 1) / mb;
     check_batch(b, chunks * mb, "evaluate");
-    const auto on_arena = arena_scope();
+    [[maybe_unused]] const auto on_arena = arena_scope();
     if constexpr (has_graphs) graph_ = {};  // evaluation reuses the step's buffers: record again
     begin_batch(b);
     fill(q_, std::size_t(3), 0.0, acc_.data());
@@ -239,7 +248,7 @@ class trainer {
           const shape_t local = lp.local_params[static_cast<std::size_t>(k)];
           const bool whole = local == prm.shape;
           if (!whole || me_.index == 0) {
-            std::vector<T> p(t.size);
+            std::vector<M> p(t.size);
             Backend::download(q_, params_[t.group].data() + t.offset, t.size, p.data());
             Backend::synchronize(q_);
             for (std::size_t e = 0; e < t.size; ++e)
@@ -271,16 +280,19 @@ class trainer {
   int dp_ = 1, n_ = 1;
   long long step_ = 0;
   std::optional<Comm> part_, data_, part_data_;  // split once in the constructor
-  std::array<buffer, 2> params_, grads_, opt_m_, opt_v_;
+  std::array<master_buffer, 2> params_, grads_, opt_m_, opt_v_;
+  std::array<buffer, 2> work_;  // mixed precision: the compute-type copies of params_ the layers read
   std::array<std::size_t, 2> group_elems_{};  // elements in each flat group (buffers hold at least 1)
   std::map<std::pair<int, int>, tensor_ref> tensors_;
-  batch_view<T> batch_{};
+  batch_view<M> batch_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
   runtime::loss_io<T> loss_{};
   backend::host::queue host_q_{};  // the batch's checks run on the CPU's threads, whatever the backend
   typename Backend::template buffer<double> acc_;
   typename Backend::template buffer<std::int32_t> labels_;
-  buffer inputs_;  // this step's inputs in backend memory: graphs read them from a fixed place
+  master_buffer inputs_;  // this step's inputs in backend memory: graphs read them from a fixed place
+  typename Backend::template buffer<std::int32_t> ids_;  // token ids of the batch, when an Embedding comes first
+  static constexpr bool embedding_first = P::layer_plans[0].desc.role == layer_role::embedding;
 
   static constexpr bool has_arena = requires { typename Backend::arena; };
   static constexpr bool has_graphs = requires { typename Backend::graph; };
@@ -324,27 +336,41 @@ class trainer {
     for (int g = 0; g < 2; ++g) {
       const std::size_t n = std::max<std::size_t>(total[static_cast<std::size_t>(g)], 1);
       group_elems_[static_cast<std::size_t>(g)] = total[static_cast<std::size_t>(g)];
-      params_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
-      grads_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
-      opt_m_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
-      opt_v_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
-      fill(q_, n, T(0), params_[static_cast<std::size_t>(g)].data());
-      fill(q_, n, T(0), opt_m_[static_cast<std::size_t>(g)].data());
-      fill(q_, n, T(0), opt_v_[static_cast<std::size_t>(g)].data());
+      params_[static_cast<std::size_t>(g)] = Backend::template allocate<M>(n);
+      grads_[static_cast<std::size_t>(g)] = Backend::template allocate<M>(n);
+      opt_m_[static_cast<std::size_t>(g)] = Backend::template allocate<M>(n);
+      opt_v_[static_cast<std::size_t>(g)] = Backend::template allocate<M>(n);
+      fill(q_, n, M(0), params_[static_cast<std::size_t>(g)].data());
+      fill(q_, n, M(0), opt_m_[static_cast<std::size_t>(g)].data());
+      fill(q_, n, M(0), opt_v_[static_cast<std::size_t>(g)].data());
+      if constexpr (mixed) work_[static_cast<std::size_t>(g)] = Backend::template allocate<T>(n);
     }
     // Values from the logical element index: the same model whatever the sharding.
-    std::vector<T> host;
+    std::vector<M> host;
     for (const auto& [key, t] : tensors_) {
       const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(key.first)];
       const param_t& prm = lp.desc.params[static_cast<std::size_t>(key.second)];
       const shape_t local = lp.local_params[static_cast<std::size_t>(key.second)];
       host.resize(t.size);
       for (std::size_t e = 0; e < t.size; ++e)
-        host[e] = static_cast<T>(runtime::initial_value(lp.desc, key.first, key.second,
+        host[e] = static_cast<M>(runtime::initial_value(lp.desc, key.first, key.second,
                                                         runtime::logical_index(prm.shape, local, me_.index, e), seed_));
       Backend::upload(q_, host.data(), t.size, params_[t.group].data() + t.offset);
       Backend::synchronize(q_);  // `host` is reused for the next tensor
     }
+    refresh_working_copies();
+  }
+
+  // Mixed precision: the layers read bf16 copies of the master parameters, rounded
+  // to nearest even after every update (Megatron's bf16 recipe).
+  void refresh_working_copies() {
+    if constexpr (mixed)
+      for (std::size_t g = 0; g < 2; ++g)
+        cast_elements(q_, params_[g].size(), params_[g].data(), work_[g].data());
+  }
+  T* layer_params(int g) {
+    if constexpr (mixed) return work_[static_cast<std::size_t>(g)].data();
+    else return params_[static_cast<std::size_t>(g)].data();
   }
 
   runtime::step_io<Backend, T> io_for(int i, std::size_t rows, std::size_t in_cols, std::size_t out_cols) {
@@ -352,7 +378,7 @@ class trainer {
     runtime::step_io<Backend, T> io{q_, lp, rows, in_cols, out_cols, me_.index, n_, {}, {}};
     for (int k = 0; k < lp.desc.num_params; ++k) {
       const tensor_ref& t = tensors_.at({i, k});
-      io.params.push_back(params_[t.group].data() + t.offset);
+      io.params.push_back(layer_params(t.group) + t.offset);
       io.grads.push_back(grads_[t.group].data() + t.offset);
     }
     return io;
@@ -484,8 +510,9 @@ class trainer {
     const std::size_t rows = full_rows(lp.in), cols = std::size_t(lp.in.last());
     const std::size_t per_sample = batch_.input_elems;
     buffer x = Backend::template allocate<T>(rows * cols);
-    copy(q_, std::size_t(P::micro_batch) * per_sample, inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample,
-         x.data());
+    const M* src = inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample;
+    if constexpr (std::is_same_v<M, T>) copy(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
+    else if (!embedding_first) cast_elements(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
     if (lp.arrives == sbp::split_batch) return convert(std::move(x), sbp::broadcast, sbp::split_batch, rows, cols);
     return x;
   }
@@ -517,6 +544,7 @@ class trainer {
       const std::size_t out_rows = local_rows(full_rows(lp.out), lp.out_layout);
       buffer y = Backend::template allocate<T>(std::max<std::size_t>(out_rows * out_cols, 1));
       auto io = io_for(i, rows, in_cols, out_cols);
+      if (embedding_first && i == 0) io.ids = input_ids(mb, rows * in_cols);
       runtime::loss_io<T>* L = nullptr;
       if (lp.desc.role == layer_role::loss) L = prepare_loss(lp, mb, rows);
       dispatch_forward(i, io, st[static_cast<std::size_t>(i - first)], x.data(), y.data(), L);
@@ -561,17 +589,28 @@ class trainer {
     st.clear();
   }
 
+  // Micro-batch mb's token ids for the first layer: `local` ids of this device's rows.
+  const std::int32_t* input_ids(int mb, std::size_t local) const {
+    const std::size_t per_mb = std::size_t(P::micro_batch) * batch_.input_elems;
+    const std::size_t first = P::layer_plans[0].in_layout == sbp::split_batch ? std::size_t(me_.index) * local : 0;
+    return ids_.data() + std::size_t(mb) * per_mb + first;
+  }
+
   // The batch lives in host memory: labels go to the backend once per step, and the
   // loss books are cleared.
-  void begin_batch(const batch_view<T>& b) {
+  void begin_batch(const batch_view<M>& b) {
     batch_ = b;
     if (acc_.size() < 3) acc_ = Backend::template allocate<double>(3);
     const std::size_t n = b.samples * b.labels_per_sample;
     if (labels_.size() < n) labels_ = Backend::template allocate<std::int32_t>(n);
     Backend::upload(q_, b.labels, n, labels_.data());
     const std::size_t x = b.samples * b.input_elems;
-    if (inputs_.size() < x) inputs_ = Backend::template allocate<T>(x);
+    if (inputs_.size() < x) inputs_ = Backend::template allocate<M>(x);
     Backend::upload(q_, b.inputs, x, inputs_.data());
+    if constexpr (embedding_first) {
+      if (ids_.size() < x) ids_ = Backend::template allocate<std::int32_t>(x);
+      cast_ids(q_, x, inputs_.data(), ids_.data());
+    }
   }
 
   // A sum over the world of a host vector, through backend memory (NCCL needs device buffers).
@@ -695,10 +734,10 @@ class trainer {
     for (int g = 0; g < 2; ++g) {
       const std::size_t total = group_elems_[static_cast<std::size_t>(g)];
       if (total == 0) continue;
-      T* p = params_[static_cast<std::size_t>(g)].data();
-      T* gr = grads_[static_cast<std::size_t>(g)].data();
-      T* m = opt_m_[static_cast<std::size_t>(g)].data();
-      T* v = opt_v_[static_cast<std::size_t>(g)].data();
+      M* p = params_[static_cast<std::size_t>(g)].data();
+      M* gr = grads_[static_cast<std::size_t>(g)].data();
+      M* m = opt_m_[static_cast<std::size_t>(g)].data();
+      M* v = opt_v_[static_cast<std::size_t>(g)].data();
       std::visit(
           [&](const auto& o) {
             using O = std::decay_t<decltype(o)>;
@@ -710,6 +749,7 @@ class trainer {
           },
           opt_);
     }
+    refresh_working_copies();
   }
 
   // ---- per-layer dispatch over the plan's layer types ----------------------------------------
@@ -737,7 +777,7 @@ class trainer {
   }
 
   // ---- run-time input checks, agreed on by every rank before any collective ----------------
-  void check_batch(const batch_view<T>& b, std::size_t samples, const char* what) {
+  void check_batch(const batch_view<M>& b, std::size_t samples, const char* what) {
     const std::size_t per_sample = static_cast<std::size_t>(P::input_shape.numel());
     std::string problem;
     if (!b.inputs || !b.labels) problem = "the batch has no data";

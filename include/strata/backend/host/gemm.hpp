@@ -18,8 +18,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "host.hpp"
+#include "strata/backend/bf16.hpp"
 
 namespace strata::backend {
 
@@ -432,9 +434,9 @@ void gemm_dispatch(queue& q, trans ta, trans tb, std::size_t M, std::size_t N, s
 // without reading it; alpha == 0 or K == 0 only scales C (A, B unread).
 // Accumulates in T (float GEMM keeps float partial sums, like cuBLAS).
 template <class T>
+  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
 void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
           std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "gemm supports float and double");
   if (M == 0 || N == 0) return;
   if (!C) detail::bad_gemm_arg("C is null");
   if (ldc < N) detail::bad_gemm_arg("ldc < N");
@@ -464,6 +466,7 @@ void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, 
 // `batch` independent GEMMs at fixed element strides (attention heads,
 // micro-batches); the cuBLASLt strided-batch layout.
 template <class T>
+  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
 void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
                           const T* A, std::size_t lda, std::size_t stride_a, const T* B, std::size_t ldb,
                           std::size_t stride_b, T beta, T* C, std::size_t ldc, std::size_t stride_c,
@@ -471,6 +474,67 @@ void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M,
   for (std::size_t b = 0; b < batch; ++b)
     gemm(q, trans_a, trans_b, M, N, K, alpha, A ? A + b * stride_a : A, lda, B ? B + b * stride_b : B, ldb, beta,
          C + b * stride_c, ldc);
+}
+
+// ---- bf16 operands -----------------------------------------------------------
+// What cuBLASLt computes for CUDA_R_16BF operands with CUBLAS_COMPUTE_32F: the
+// operands widened to float (exactly), products summed in float, the result
+// rounded once to the output type. This is the reference the CUDA backend's bf16
+// GEMMs and the mixed-precision trainer are checked against.
+
+namespace detail {
+// rows x cols of a row-major bf16 matrix (leading dimension ld) as contiguous floats.
+inline std::vector<float> widen(queue& q, const bf16* X, std::size_t rows, std::size_t cols, std::size_t ld) {
+  std::vector<float> w(rows * cols);
+  q.parallel_for(rows, [&](std::size_t r) {
+    for (std::size_t c = 0; c < cols; ++c) w[r * cols + c] = float(X[r * ld + c]);
+  });
+  return w;
+}
+struct bf16_operands {
+  std::vector<float> a, b;
+  std::size_t lda = 0, ldb = 0;
+};
+inline bf16_operands widen_operands(queue& q, trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K,
+                                    const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb) {
+  if (!A || !B) bad_gemm_arg("A or B is null");
+  if (lda < (ta == trans::N ? K : M)) bad_gemm_arg("lda too small for op(A)");
+  if (ldb < (tb == trans::N ? N : K)) bad_gemm_arg("ldb too small for op(B)");
+  bf16_operands o;
+  const std::size_t ar = ta == trans::N ? M : K, ac = ta == trans::N ? K : M;
+  const std::size_t br = tb == trans::N ? K : N, bc = tb == trans::N ? N : K;
+  o.a = widen(q, A, ar, ac, lda);
+  o.b = widen(q, B, br, bc, ldb);
+  o.lda = ac;
+  o.ldb = bc;
+  return o;
+}
+}  // namespace detail
+
+// bf16 operands, float output: the weight gradient accumulated into FP32 master
+// gradients (beta = 1) without a bf16 round trip.
+inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
+                 std::size_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.0f)
+    return gemm<float>(q, trans_a, trans_b, M, N, K, alpha, nullptr, lda, nullptr, ldb, beta, C, ldc);
+  const detail::bf16_operands o = detail::widen_operands(q, trans_a, trans_b, M, N, K, A, lda, B, ldb);
+  gemm<float>(q, trans_a, trans_b, M, N, K, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta, C, ldc);
+}
+
+// bf16 operands and output: the float result (beta * C read widened) rounded once.
+inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, bf16* C,
+                 std::size_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (!C) detail::bad_gemm_arg("C is null");
+  if (ldc < N) detail::bad_gemm_arg("ldc < N");
+  std::vector<float> c = beta == 0.0f ? std::vector<float>(M * N) : detail::widen(q, C, M, N, ldc);
+  gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, c.data(), N);
+  q.parallel_for(M, [&](std::size_t r) {
+    for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = bf16(c[r * N + j]);
+  });
 }
 
 }  // namespace strata::backend::host

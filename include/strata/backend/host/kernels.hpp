@@ -5,8 +5,13 @@
 //  * first argument is the queue; work is ordered on it (here: done on return);
 //  * raw pointers + element counts, row-major, contiguous rows unless an ld is
 //    given; "rows x cols" means element (r, c) lives at p[r * cols + c];
-//  * T is float or double; hyper-parameters are passed as double and rounded
-//    to T where they meet tensor data (what PyTorch does with Python floats);
+//  * T is float or double, and for the kernels mixed-precision training uses,
+//    also bf16 (a storage type: such a kernel loads bf16, computes in float and
+//    rounds its bf16 outputs to nearest even). Statistics (S) and gradients
+//    (G) may have their own real type, so a bf16 step writes float row
+//    statistics and float master gradients;
+//  * hyper-parameters are passed as double and rounded to T where they meet
+//    tensor data (what PyTorch does with Python floats);
 //  * an output may alias an input only where a kernel says so;
 //  * invalid arguments throw before any output is written.
 //
@@ -36,6 +41,7 @@
 
 #include "gemm.hpp"
 #include "host.hpp"
+#include "strata/backend/bf16.hpp"
 
 namespace strata::backend {
 
@@ -51,6 +57,12 @@ namespace detail {
 
 template <class T>
 inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+// Element types of activations: the reals and bf16.
+template <class T>
+inline constexpr bool is_elem_v = is_real_v<T> || std::is_same_v<T, bf16>;
+// Arithmetic type for elementwise work on T (bf16 computes in float).
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
 
 // Elements per task for streaming kernels: large enough that scheduling
 // (~microseconds) is noise, small enough to split mid-sized tensors.
@@ -145,7 +157,8 @@ inline T act_derivative(activation a, T x) {
 template <class T>
 void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x, const T* bias,
                              T* pre_out, T* y) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
   if (rows * cols == 0) return;
   detail::need(x && y, "bias_activation_forward", "x and y must be non-null");
   // The activation is a template argument of the row loop so relu/none
@@ -156,9 +169,11 @@ void bias_activation_forward(queue& q, activation act, std::size_t rows, std::si
       T* yr = y + r * cols;
       T* pr = pre_out ? pre_out + r * cols : nullptr;
       for (std::size_t j = 0; j < cols; ++j) {
-        const T v = bias ? xr[j] + bias[j] : xr[j];
-        if (pr) pr[j] = v;
-        yr[j] = detail::act_forward(decltype(act_c)::value, v);
+        const C b = bias ? C(bias[j]) : C(0);
+        const C v = bias ? C(xr[j]) + b : C(xr[j]);
+        // pre_out holds the value the activation saw, rounded like y
+        if (pr) pr[j] = T(v);
+        yr[j] = T(detail::act_forward(decltype(act_c)::value, v));
       }
     });
   };
@@ -175,24 +190,26 @@ void bias_activation_forward(queue& q, activation act, std::size_t rows, std::si
 // dx = dy * act'(pre), n elements. dx may alias dy.
 template <class T>
 void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
   if (n == 0) return;
   detail::need(dy && dx && (pre || act == activation::none), "activation_backward", "null pointer");
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
     if (act == activation::none) {
       for (std::size_t i = b; i < e; ++i) dx[i] = dy[i];
     } else if (act == activation::relu) {
-      for (std::size_t i = b; i < e; ++i) dx[i] = pre[i] > T(0) ? dy[i] : T(0);
+      for (std::size_t i = b; i < e; ++i) dx[i] = C(pre[i]) > C(0) ? dy[i] : T(C(0));
     } else {
-      for (std::size_t i = b; i < e; ++i) dx[i] = dy[i] * detail::act_derivative(act, pre[i]);
+      for (std::size_t i = b; i < e; ++i) dx[i] = T(C(dy[i]) * detail::act_derivative(act, C(pre[i])));
     }
   });
 }
 
-// dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation.
-template <class T>
-void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, T* dbias, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+// dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation. G may be
+// wider than T (bf16 activations, float master gradients).
+template <class T, class G = T>
+void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
   if (cols == 0) return;
   detail::need(dbias && (dy || rows == 0), "bias_grad", "null pointer");
   const std::size_t blocks = (cols + detail::col_block - 1) / detail::col_block;
@@ -204,7 +221,7 @@ void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, T* dbi
       const T* d = dy + r * cols + c0;
       for (std::size_t j = 0; j < nc; ++j) acc[j] += double(d[j]);
     }
-    for (std::size_t j = 0; j < nc; ++j) dbias[c0 + j] = T(acc[j]);
+    for (std::size_t j = 0; j < nc; ++j) dbias[c0 + j] = G(acc[j]);
   });
 }
 
@@ -216,34 +233,41 @@ void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, T* dbi
 // matrix (max-subtracted, exp in T, sum in double). probs_out (may be null,
 // may alias logits) receives softmax(logits). labels must lie in [0, cols),
 // else std::out_of_range.
-template <class T>
+template <class T, class S = T>
 void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols, const T* logits,
-                                   const std::int32_t* labels, T* loss_per_row, T* probs_out) {
-  static_assert(detail::is_real_v<T>);
+                                   const std::int32_t* labels, S* loss_per_row, T* probs_out) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  using C = detail::compute_t<T>;
   if (rows == 0) return;
   detail::need(cols > 0, "softmax_cross_entropy_forward", "cols must be positive");
   detail::need(logits && labels && loss_per_row, "softmax_cross_entropy_forward", "null pointer");
   detail::check_labels("softmax_cross_entropy_forward", labels, rows, 0, std::int64_t(cols));
   detail::for_rows(q, rows, cols, [&](std::size_t r) {
     const T* x = logits + r * cols;
-    T m = x[0];
-    for (std::size_t j = 1; j < cols; ++j) m = x[j] > m ? x[j] : m;
-    const T target = x[labels[r]];  // read before probs_out may overwrite x
+    C m = C(x[0]);
+    for (std::size_t j = 1; j < cols; ++j) m = C(x[j]) > m ? C(x[j]) : m;
+    const C target = C(x[labels[r]]);  // read before probs_out may overwrite x
     double s = 0;
     if (probs_out) {
-      // Keep the exponentials in the output row: one exp per element.
+      // One exp per element, kept in C (not the possibly narrower T) until scaled.
       T* p = probs_out + r * cols;
-      for (std::size_t j = 0; j < cols; ++j) {
-        p[j] = std::exp(x[j] - m);
-        s += double(p[j]);
+      if constexpr (std::is_same_v<C, T>) {
+        for (std::size_t j = 0; j < cols; ++j) {
+          p[j] = std::exp(x[j] - m);
+          s += double(p[j]);
+        }
+        const C inv = C(1.0 / s);
+        for (std::size_t j = 0; j < cols; ++j) p[j] *= inv;
+      } else {
+        for (std::size_t j = 0; j < cols; ++j) s += double(std::exp(C(x[j]) - m));
+        const C inv = C(1.0 / s);
+        for (std::size_t j = 0; j < cols; ++j) p[j] = T(std::exp(C(x[j]) - m) * inv);
       }
-      const T inv = T(1.0 / s);
-      for (std::size_t j = 0; j < cols; ++j) p[j] *= inv;
     } else {
-      for (std::size_t j = 0; j < cols; ++j) s += double(std::exp(x[j] - m));
+      for (std::size_t j = 0; j < cols; ++j) s += double(std::exp(C(x[j]) - m));
     }
     // log(s) >= 0 and x[label] - m <= 0: no cancellation between large terms.
-    loss_per_row[r] = T(std::log(s) - double(target - m));
+    loss_per_row[r] = S(std::log(s) - double(target - m));
   });
 }
 
@@ -251,18 +275,19 @@ void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols,
 template <class T>
 void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols, const T* probs,
                                     const std::int32_t* labels, double scale, T* dlogits) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
   if (rows * cols == 0) return;
   detail::need(probs && labels && dlogits, "softmax_cross_entropy_backward", "null pointer");
   detail::check_labels("softmax_cross_entropy_backward", labels, rows, 0, std::int64_t(cols));
-  const T s = T(scale);
+  const C s = C(scale);
   detail::for_rows(q, rows, cols, [&](std::size_t r) {
     const T* p = probs + r * cols;
     T* d = dlogits + r * cols;
     const std::size_t l = std::size_t(labels[r]);
-    const T pl = p[l];  // read before an in-place overwrite
-    for (std::size_t j = 0; j < cols; ++j) d[j] = s * p[j];
-    d[l] = s * (pl - T(1));
+    const C pl = C(p[l]);  // read before an in-place overwrite
+    for (std::size_t j = 0; j < cols; ++j) d[j] = T(s * C(p[j]));
+    d[l] = T(s * (pl - C(1)));
   });
 }
 
@@ -276,31 +301,33 @@ void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols
 // Step 3 may run together with 1 (it does not depend on it).
 
 // row_max[r] = max_j logits[r, j] (-inf for an empty slice).
-template <class T>
-void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, T* row_max) {
-  static_assert(detail::is_real_v<T>);
+template <class T, class S = T>
+void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, S* row_max) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  using C = detail::compute_t<T>;
   if (rows == 0) return;
   detail::need(row_max && (logits || cols == 0), "xent_local_max", "null pointer");
   detail::for_rows(q, rows, cols, [&](std::size_t r) {
     const T* x = logits + r * cols;
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::size_t j = 0; j < cols; ++j) m = x[j] > m ? x[j] : m;
-    row_max[r] = m;
+    C m = -std::numeric_limits<C>::infinity();
+    for (std::size_t j = 0; j < cols; ++j) m = C(x[j]) > m ? C(x[j]) : m;
+    row_max[r] = S(m);
   });
 }
 
 // sum_exp[r] = sum_j exp(logits[r, j] - row_max[r]) with the GLOBAL row max.
-template <class T>
-void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const T* row_max, T* sum_exp) {
-  static_assert(detail::is_real_v<T>);
+template <class T, class S = T>
+void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const S* row_max, S* sum_exp) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  using C = detail::compute_t<T>;
   if (rows == 0) return;
   detail::need(row_max && sum_exp && (logits || cols == 0), "xent_local_sumexp", "null pointer");
   detail::for_rows(q, rows, cols, [&](std::size_t r) {
     const T* x = logits + r * cols;
-    const T m = row_max[r];
+    const C m = C(row_max[r]);
     double s = 0;
-    for (std::size_t j = 0; j < cols; ++j) s += double(std::exp(x[j] - m));
-    sum_exp[r] = T(s);
+    for (std::size_t j = 0; j < cols; ++j) s += double(std::exp(C(x[j]) - m));
+    sum_exp[r] = S(s);
   });
 }
 
@@ -308,16 +335,16 @@ void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* lo
 // slice, else 0, so a sum over ranks yields the target logit. Negative labels
 // throw std::out_of_range (the upper bound is checked by the caller, who knows
 // the full vocabulary: see check_ids).
-template <class T>
+template <class T, class S = T>
 void xent_target_logit(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                       std::size_t col_offset, T* target) {
-  static_assert(detail::is_real_v<T>);
+                       std::size_t col_offset, S* target) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(labels && target && (logits || cols == 0), "xent_target_logit", "null pointer");
   detail::check_labels("xent_target_logit", labels, rows, 0, std::numeric_limits<std::int32_t>::max());
   detail::for_rows(q, rows, 1, [&](std::size_t r) {
     const std::size_t l = std::size_t(labels[r]);
-    target[r] = (l >= col_offset && l - col_offset < cols) ? logits[r * cols + (l - col_offset)] : T(0);
+    target[r] = (l >= col_offset && l - col_offset < cols) ? S(logits[r * cols + (l - col_offset)]) : S(0);
   });
 }
 
@@ -334,25 +361,25 @@ void xent_loss(queue& q, std::size_t rows, const T* row_max, const T* sum_exp, c
 
 // This rank's slice of dlogits = scale * (softmax - onehot), recomputing the
 // softmax from the logits and the all-reduced row_max / sum_exp.
-template <class T>
+template <class T, class S = T>
 void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                         std::size_t col_offset, const T* row_max, const T* sum_exp, double scale, T* dlogits) {
-  static_assert(detail::is_real_v<T>);
+                         std::size_t col_offset, const S* row_max, const S* sum_exp, double scale, T* dlogits) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  using C = detail::compute_t<T>;
   if (rows * cols == 0) return;
   detail::need(logits && labels && row_max && sum_exp && dlogits, "xent_local_backward", "null pointer");
   detail::check_labels("xent_local_backward", labels, rows, 0, std::numeric_limits<std::int32_t>::max());
-  const T s = T(scale);
+  const C s = C(scale);
   detail::for_rows(q, rows, cols, [&](std::size_t r) {
     const T* x = logits + r * cols;
     T* d = dlogits + r * cols;
-    const T m = row_max[r];
-    const T inv = T(1.0 / double(sum_exp[r]));
-    for (std::size_t j = 0; j < cols; ++j) d[j] = s * (std::exp(x[j] - m) * inv);
+    const C m = C(row_max[r]);
+    const C inv = C(1.0 / double(sum_exp[r]));
     const std::size_t l = std::size_t(labels[r]);
-    if (l >= col_offset && l - col_offset < cols) {
-      const std::size_t j = l - col_offset;
-      d[j] = s * (std::exp(x[j] - m) * inv - T(1));
-    }
+    const bool mine = l >= col_offset && l - col_offset < cols;
+    const C xl = mine ? C(x[l - col_offset]) : C(0);  // read before an in-place overwrite
+    for (std::size_t j = 0; j < cols; ++j) d[j] = T(s * (std::exp(C(x[j]) - m) * inv));
+    if (mine) d[l - col_offset] = T(s * (std::exp(xl - m) * inv - C(1)));
   });
 }
 
@@ -364,10 +391,10 @@ void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* 
 // biased variance (PyTorch). Statistics in double (two-pass); gamma/beta may
 // be null (no affine); mean_out/rstd_out (length rows) may be null if no
 // backward pass follows. y may alias x.
-template <class T>
+template <class T, class S = T>
 void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta, double eps,
-                       T* y, T* mean_out, T* rstd_out) {
-  static_assert(detail::is_real_v<T>);
+                       T* y, S* mean_out, S* rstd_out) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(D > 0, "layernorm_forward", "D must be positive");
   detail::need(x && y, "layernorm_forward", "null pointer");
@@ -384,8 +411,8 @@ void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, co
     }
     var /= double(D);
     const double rstd = 1.0 / std::sqrt(var + eps);
-    if (mean_out) mean_out[r] = T(mean);
-    if (rstd_out) rstd_out[r] = T(rstd);
+    if (mean_out) mean_out[r] = S(mean);
+    if (rstd_out) rstd_out[r] = S(rstd);
     for (std::size_t j = 0; j < D; ++j) {
       double v = (double(xr[j]) - mean) * rstd;
       if (gamma) v *= double(gamma[j]);
@@ -395,15 +422,15 @@ void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, co
   });
 }
 
-// Given the forward's mean/rstd (as stored, i.e. rounded to T):
+// Given the forward's mean/rstd (as stored, i.e. rounded to S):
 //   xhat = (x - mean) * rstd,  g = dy * gamma
 //   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat))        (overwritten)
 //   dgamma (=|+=) sum_rows dy * xhat,  dbeta (=|+=) sum_rows dy   (accumulate)
 // gamma null means 1. dx, dgamma, dbeta may each be null to skip them.
-template <class T>
-void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* mean,
-                        const T* rstd, const T* dy, T* dx, T* dgamma, T* dbeta, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+template <class T, class S = T, class G = S>
+void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                        const S* rstd, const T* dy, T* dx, G* dgamma, G* dbeta, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S> && detail::is_real_v<G>);
   if (D == 0) return;
   detail::need(rows == 0 || (x && mean && rstd && dy), "layernorm_backward", "null pointer");
   if (dx && rows > 0) {
@@ -446,8 +473,8 @@ void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, c
       }
     }
     for (std::size_t j = 0; j < nc; ++j) {
-      if (dgamma) dgamma[c0 + j] = T(ag[j]);
-      if (dbeta) dbeta[c0 + j] = T(ab[j]);
+      if (dgamma) dgamma[c0 + j] = G(ag[j]);
+      if (dbeta) dbeta[c0 + j] = G(ab[j]);
     }
   });
 }
@@ -476,7 +503,7 @@ inline void check_ids(queue&, const std::int32_t* ids, std::size_t n, std::size_
 template <class T>
 void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
                        std::size_t vocab_offset, std::size_t vocab_local, T* out) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   if (rows * D == 0) return;
   detail::need(ids && out && (table || vocab_local == 0), "embedding_forward", "null pointer");
   detail::check_labels("embedding_forward", ids, rows, 0, std::numeric_limits<std::int32_t>::max());
@@ -487,24 +514,24 @@ void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int
       const T* src = table + (id - vocab_offset) * D;
       for (std::size_t j = 0; j < D; ++j) o[j] = src[j];
     } else {
-      for (std::size_t j = 0; j < D; ++j) o[j] = T(0);
+      for (std::size_t j = 0; j < D; ++j) o[j] = T(0.0f);
     }
   });
 }
 
 // dtable[ids[r] - vocab_offset, :] += dout[r, :] for ids in this slice, in
-// row order (deterministic; accumulation in T as rows are added one by one).
+// row order (deterministic; accumulation in G as rows are added one by one).
 // accumulate == false zeroes the vocab_local x D table first.
-template <class T>
+template <class T, class G = T>
 void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
-                        std::size_t vocab_offset, std::size_t vocab_local, T* dtable, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+                        std::size_t vocab_offset, std::size_t vocab_local, G* dtable, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
   if (D == 0 || vocab_local == 0) return;
   detail::need(dtable && (rows == 0 || (ids && dout)), "embedding_backward", "null pointer");
   detail::check_labels("embedding_backward", ids, rows, 0, std::numeric_limits<std::int32_t>::max());
   if (!accumulate)
     detail::for_range(q, vocab_local * D, detail::grain,
-                      [&](std::size_t b, std::size_t e) { std::fill(dtable + b, dtable + e, T(0)); });
+                      [&](std::size_t b, std::size_t e) { std::fill(dtable + b, dtable + e, G(0)); });
   // Tasks own column blocks and walk rows in order, so repeated ids are
   // summed in the same order for any thread count.
   const std::size_t blocks = (D + detail::col_block - 1) / detail::col_block;
@@ -513,9 +540,9 @@ void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::in
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t id = std::size_t(ids[r]);
       if (id < vocab_offset || id - vocab_offset >= vocab_local) continue;
-      T* d = dtable + (id - vocab_offset) * D + c0;
+      G* d = dtable + (id - vocab_offset) * D + c0;
       const T* g = dout + r * D + c0;
-      for (std::size_t j = 0; j < nc; ++j) d[j] += g[j];
+      for (std::size_t j = 0; j < nc; ++j) d[j] += G(g[j]);
     }
   });
 }
@@ -553,14 +580,14 @@ double reduce(queue& q, std::size_t n, const T* x, Op op) {
 // Sum of x[0..n) in double. (Device backends return it through a host sync.)
 template <class T>
 double sum(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   return detail::reduce(q, n, x, [](double v) { return v; });
 }
 
 // Sum of squares of x[0..n) in double: gradient-norm building block.
 template <class T>
 double sum_squares(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   return detail::reduce(q, n, x, [](double v) { return v * v; });
 }
 
@@ -602,9 +629,12 @@ void fill(queue& q, std::size_t n, T value, T* x) {
 // immune to -ffast-math folding isfinite away).
 template <class T>
 bool all_finite(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  constexpr U exp_mask = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  static_assert(detail::is_elem_v<T>);
+  using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                               std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+  constexpr U exp_mask = sizeof(T) == 2   ? U(0x7f80u)
+                         : sizeof(T) == 4 ? U(0x7f800000u)
+                                          : U(0x7ff0000000000000ull);
   if (n == 0) return true;
   const std::size_t chunks = (n + detail::grain - 1) / detail::grain;
   std::vector<unsigned char> bad(chunks, 0);
@@ -623,6 +653,25 @@ template <class T>
 bool all_finite(std::size_t n, const T* x) {
   queue q(1);
   return all_finite(q, n, x);
+}
+
+// y[i] = To(x[i]): float/double -> bf16 rounds to nearest even, bf16 -> float is exact.
+// Mixed precision uses it for the bf16 copies of the master parameters and to
+// bring the batch into the compute type. y must not overlap x.
+template <class From, class To>
+void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
+  static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
+  if (n == 0) return;
+  detail::need(x && y, "cast_elements", "null pointer");
+  using C = std::conditional_t<std::is_same_v<From, double> || std::is_same_v<To, double>, double, float>;
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      if constexpr (std::is_same_v<To, bf16>)
+        y[i] = bf16(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
+      else
+        y[i] = static_cast<To>(static_cast<C>(x[i]));
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -744,6 +793,26 @@ void loss_accumulate(queue&, std::size_t rows, std::size_t valid, const T* loss,
   acc[0] += sum;
   acc[1] += correct;
   acc[2] += static_cast<double>(n);
+}
+
+// C = act(alpha * op(A) op(B) + beta * C + bias) with pre_out (may be null)
+// receiving the pre-activation: the host form of the CUDA backend's fused
+// cuBLASLt epilogue (bias length N may be null). T: float, double, bf16 (alpha
+// and beta in float for bf16, whose product is rounded to bf16 before the bias,
+// as the unfused CUDA path does).
+template <class T>
+  requires detail::is_elem_v<T>
+void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                   std::conditional_t<std::is_same_v<T, double>, double, float> alpha, const T* A, std::size_t lda,
+                   const T* B, std::size_t ldb, std::conditional_t<std::is_same_v<T, double>, double, float> beta,
+                   T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+  if (M == 0 || N == 0) return;
+  if (pre_out == C && act != activation::none) detail::fail("gemm", "pre_out must not alias C when act != none");
+  gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (!bias && act == activation::none && !pre_out) return;
+  detail::for_rows(q, M, N, [&](std::size_t r) {
+    bias_activation_forward(q, act, 1, N, C + r * ldc, bias, pre_out ? pre_out + r * ldc : nullptr, C + r * ldc);
+  });
 }
 
 }  // namespace strata::backend::host

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <strata/data/fashion_mnist.hpp>
 #include <strata/runtime/trainer.hpp>
@@ -27,17 +29,19 @@ static_assert(P::peak_activation_bytes(0) <= (64 << 20));
 using Single = Plan<Replicate<1, Flatten, Linear<784, 512>, ReLU, Linear<512, 512>, ReLU, Linear<512, 10>>,
                     Loss<SoftmaxCrossEntropy>, MicroBatch<64>, NumMicroBatch<4>>;
 
-template <class Plan, class World>
+// T: float, or bf16 for mixed precision (bf16 activations, FP32 master weights).
+template <class Plan, class T, class World>
 int run(World& world, int epochs) {
   using P = Plan;
   {
-    auto train = make_trainer<P>(world, Adam{.lr = 1e-3});
+    auto train = make_trainer<P, T>(world, Adam{.lr = 1e-3});
     const int dp = train.data_parallel();
     const int replica = train.coord().data;
     const bool leader = world.rank() == 0;
     if (leader)
-      std::printf("strata: %d processes = %d stages x DP %d, global batch %d, %s\n", world.size(), P::stages, dp,
-                  P::global_batch(world.size()), P::stages > 1 ? "1F1B, Adam lr 1e-3" : "one device, Adam lr 1e-3");
+      std::printf("strata: %d processes = %d stages x DP %d, global batch %d, %s, %s\n", world.size(), P::stages, dp,
+                  P::global_batch(world.size()), P::stages > 1 ? "1F1B, Adam lr 1e-3" : "one device, Adam lr 1e-3",
+                  std::is_same_v<T, bf16> ? "bf16 mixed precision (FP32 master weights)" : "float32");
 
     const auto train_set = data::load_fashion_mnist<float>(data::split::train);
     const auto test_set = data::load_fashion_mnist<float>(data::split::test);
@@ -80,6 +84,20 @@ int run(World& world, int epochs) {
     if (leader) std::printf("test images: %lld\ntest accuracy: %.4f\n", rows, double(correct) / double(rows));
   }
   return 0;
+}
+
+// `prog [epochs] [fp32|bf16]`: every rank reads the same arguments, so a bad one stops
+// every rank before any collective.
+template <class World>
+int run_job(World& world, int argc, char** argv) {
+  const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
+  const std::string precision = argc > 2 ? argv[2] : "fp32";
+  if (epochs < 1) throw std::invalid_argument("epochs must be a positive integer, not '" + std::string(argv[1]) + "'");
+  if (precision != "fp32" && precision != "bf16")
+    throw std::invalid_argument("precision must be fp32 or bf16, not '" + precision + "'");
+  const bool bf = precision == "bf16";
+  if (world.size() == 1) return bf ? run<Single, bf16>(world, epochs) : run<Single, float>(world, epochs);
+  return bf ? run<P, bf16>(world, epochs) : run<P, float>(world, epochs);
 }
 
 

@@ -1,7 +1,7 @@
 // The main job on CPUs: OneFlow's seed-004 MLP as DESIGN.md's two-stage pipeline,
 // trained on Fashion-MNIST with one MPI process per simulated device
 // (4 processes: 2 stages × DP 2).
-//   mpiexec -n 4 ./fashion_mnist_train [epochs]
+//   mpiexec -n 4 ./fashion_mnist_train [epochs] [fp32|bf16]
 // With one process (no launcher) the same layers run as a single-device plan with
 // gradient accumulation over the same 4 micro-batches.
 #include "fashion_mnist_job.hpp"
@@ -10,8 +10,7 @@ int main(int argc, char** argv) {
   using namespace fashion_mnist_job;
   auto world = strata::init<Host>(argc, argv);
   try {
-    const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
-    return world.size() == 1 ? run<Single>(world, epochs) : run<P>(world, epochs);
+    return run_job(world, argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[strata] rank %d: %s\n", world.rank(), e.what());
     return 1;

@@ -1,7 +1,7 @@
 // The main job on GPUs: the same plans and loop as fashion_mnist_train.cpp, on the CUDA
 // backend with NCCL — one process per GPU (`mpiexec -n 2` for the two-stage pipeline,
 // or one process on one GPU for the single-device plan). Each step after the first is
-// a replayed CUDA graph.
+// a replayed CUDA graph. Arguments: [epochs] [fp32|bf16] (bf16: mixed precision).
 #include <optional>
 
 #include <strata/runtime/cuda_world.hpp>
@@ -19,8 +19,7 @@ int main(int argc, char** argv) {
   }
   auto& world = *maybe;
   try {
-    const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
-    return world.size() == 1 ? run<Single>(world, epochs) : run<P>(world, epochs);
+    return run_job(world, argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[strata] rank %d: %s\n", world.rank(), e.what());
     return 1;

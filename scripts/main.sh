@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build the Fashion-MNIST trainer and run DESIGN.md's two-stage pipeline
 # as 4 MPI processes (2 stages x data parallel 2) for 3 epochs. Extra arguments go to
-# the program (the first is the number of epochs).
+# the program: [epochs] [fp32|bf16] (bf16: mixed precision, FP32 master weights).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

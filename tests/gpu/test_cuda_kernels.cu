@@ -9,6 +9,17 @@
 //   TF32   5e-3   (10-bit mantissa products)
 //   bf16   2e-2   (8-bit mantissa storage; compared with the host's float
 //                  result on the same bf16-rounded inputs)
+// Mixed precision (bf16 activations, float statistics and gradients) runs
+// the HOST kernel of the same name on the same bf16 inputs, element by
+// element:
+//   bf16 outputs   within 1 bf16 ulp (both sides compute in float and round
+//                  once; the device's expf/tanhf, or a float intermediate
+//                  against the host's double, may land across a rounding
+//                  boundary), plus a small absolute floor where a float
+//                  intermediate cancels (dx, the label column of dlogits)
+//   float outputs  1e-5 relative plus an absolute floor scaled to the sum
+//                  (row statistics, bias / LayerNorm / embedding gradients)
+//   conversions    bit-exact (cast_elements; NaN only as NaN)
 //   cuBLASLt's fused GELU epilogue: 1e-3 (its formula is not documented
 //   beyond "GELU"; the default, unfused path is held to 1e-5)
 //   gemm_wgrad_bias's bias gradient (float): 1e-4 (summed in FP32 by the
@@ -18,6 +29,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +50,7 @@ namespace hb = strata::backend::host;
 using strata::backend::activation;
 using strata::backend::trans;
 using cu::bf16;
+static_assert(std::is_same_v<cu::bf16, strata::bf16>, "one bf16 for host, device and cuBLASLt");
 
 template <class T>
 constexpr double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
@@ -66,7 +79,7 @@ std::vector<std::int32_t> random_ids(std::size_t n, std::int32_t lo, std::int32_
 
 double as_double(float v) { return v; }
 double as_double(double v) { return v; }
-double as_double(bf16 v) { return double(__bfloat162float(v)); }
+double as_double(bf16 v) { return double(float(v)); }
 
 template <class T>
 cu::buffer<T> to_dev(cu::queue& q, const std::vector<T>& h) {
@@ -122,13 +135,89 @@ void expect_close(const std::vector<T>& dev, const std::vector<U>& ref, double t
 template <class T>
 std::vector<T> round_bf16(const std::vector<T>& v) {
   std::vector<T> r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = T(__bfloat162float(__float2bfloat16(float(v[i]))));
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = T(float(bf16(float(v[i]))));
   return r;
 }
 std::vector<bf16> to_bf16(const std::vector<float>& v) {
   std::vector<bf16> r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = __float2bfloat16(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = bf16(v[i]);
   return r;
+}
+std::vector<bf16> random_bf16(std::size_t n, double lo = -1.0, double hi = 1.0) {
+  return to_bf16(random_vec<float>(n, lo, hi));
+}
+
+// Position of a bf16 on the number line, in ulps (+0 and -0 both 0): two
+// finite values are k ulps apart iff their orders differ by k.
+int bf16_order(bf16 v) {
+  const int m = v.bits & 0x7fff;
+  return (v.bits & 0x8000) ? -m : m;
+}
+
+// Element by element: NaN/Inf at the same places, finite values within one
+// bf16 ulp or abs_floor of the host's.
+void expect_bf16_close(const std::vector<bf16>& dev, const std::vector<bf16>& ref, double abs_floor,
+                       const std::string& what) {
+  INFO(what);
+  REQUIRE(dev.size() == ref.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < dev.size(); ++i) {
+    const double d = as_double(dev[i]), r = as_double(ref[i]);
+    bool ok;
+    if (!std::isfinite(r) || !std::isfinite(d))
+      ok = (std::isnan(r) && std::isnan(d)) || r == d;
+    else
+      ok = std::abs(bf16_order(dev[i]) - bf16_order(ref[i])) <= 1 || std::abs(d - r) <= abs_floor;
+    if (!ok && bad++ == 0) first = i;
+  }
+  INFO(bad << " elements differ; first at " << first << ": device "
+            << (bad ? as_double(dev[first]) : 0.0) << ", host " << (bad ? as_double(ref[first]) : 0.0));
+  CHECK(bad == 0);
+}
+
+// Element by element for real outputs: |dev - ref| <= rel * |ref| + abs_floor,
+// NaN/Inf at the same places.
+template <class T>
+void expect_near(const std::vector<T>& dev, const std::vector<T>& ref, double rel, double abs_floor,
+                 const std::string& what) {
+  INFO(what);
+  REQUIRE(dev.size() == ref.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < dev.size(); ++i) {
+    const double d = as_double(dev[i]), r = as_double(ref[i]);
+    bool ok;
+    if (!std::isfinite(r) || !std::isfinite(d))
+      ok = (std::isnan(r) && std::isnan(d)) || r == d;
+    else
+      ok = std::abs(d - r) <= rel * std::abs(r) + abs_floor;
+    if (!ok && bad++ == 0) first = i;
+  }
+  INFO(bad << " elements differ; first at " << first << ": device " << (bad ? as_double(dev[first]) : 0.0)
+            << ", host " << (bad ? as_double(ref[first]) : 0.0));
+  CHECK(bad == 0);
+}
+constexpr double tol_mixed = 1e-5;  // float statistics and gradients of bf16 kernels
+
+// Bit patterns, for the exact comparisons of conversions.
+std::uint16_t bits_of(bf16 v) { return v.bits; }
+std::uint32_t bits_of(float v) { return std::bit_cast<std::uint32_t>(v); }
+std::uint64_t bits_of(double v) { return std::bit_cast<std::uint64_t>(v); }
+bool is_nan(bf16 v) { return std::isnan(float(v)); }
+bool is_nan(float v) { return std::isnan(v); }
+bool is_nan(double v) { return std::isnan(v); }
+// Same bits, except that any NaN matches any NaN (payloads may differ).
+template <class T>
+void expect_same_bits(const std::vector<T>& dev, const std::vector<T>& ref, const std::string& what) {
+  INFO(what);
+  REQUIRE(dev.size() == ref.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < dev.size(); ++i) {
+    const bool ok = (is_nan(dev[i]) && is_nan(ref[i])) || bits_of(dev[i]) == bits_of(ref[i]);
+    if (!ok && bad++ == 0) first = i;
+  }
+  INFO(bad << " elements differ; first at " << first << ": device bits " << (bad ? bits_of(dev[first]) : 0)
+            << ", host bits " << (bad ? bits_of(ref[first]) : 0));
+  CHECK(bad == 0);
 }
 
 struct fixture {
@@ -407,6 +496,28 @@ TEST_CASE_TEMPLATE("bias_grad (accumulate and overwrite) is deterministic", T, f
     }
 }
 
+TEST_CASE("bias_grad: bf16 dy into a float gradient (accumulate and overwrite)") {
+  fixture f;
+  const rc extra[] = {{0, 5}, {4000, 3}, {20000, 70}};
+  std::vector<rc> all(std::begin(shapes), std::end(shapes));
+  all.insert(all.end(), std::begin(extra), std::end(extra));
+  for (const auto& s : all)
+    for (bool accumulate : {false, true}) {
+      auto dy = random_bf16(s.rows * s.cols);
+      auto init = random_vec<float>(s.cols);
+      std::vector<float> ref = init;
+      hb::bias_grad(f.hq, s.rows, s.cols, dy.data(), ref.data(), accumulate);
+      auto ddy = to_dev(f.q, dy);
+      auto db = accumulate ? to_dev(f.q, init) : poisoned<float>(f.q, s.cols);
+      cu::bias_grad(f.q, s.rows, s.cols, static_cast<const bf16*>(ddy.data()), db.data(), accumulate);
+      // Both sum the exact float values of dy in double and round once:
+      // they differ only where the double sums do (order), far below 1e-5.
+      expect_near(to_host(f.q, db, s.cols), ref, tol_mixed, 1e-7 * double(s.rows + 1),
+                  "bias_grad bf16->float " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                      " acc=" + std::to_string(accumulate));
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Cross-entropy
 // ---------------------------------------------------------------------------
@@ -482,6 +593,91 @@ TEST_CASE_TEMPLATE("vocabulary-parallel cross-entropy pieces", T, float, double)
   auto dmx = poisoned<T>(f.q, 4);
   cu::xent_local_max(f.q, 4, 0, static_cast<const T*>(nullptr), dmx.data());
   for (T v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<T>::infinity());
+}
+
+TEST_CASE("softmax cross-entropy: bf16 logits and probs, float loss") {
+  fixture f;
+  for (const auto& s : shapes) {
+    const std::size_t n = s.rows * s.cols;
+    auto logits = random_bf16(n, -8, 8);
+    auto labels = random_ids(s.rows, 0, std::int32_t(s.cols));
+    std::vector<float> loss(s.rows);
+    std::vector<bf16> probs(n), dl(n);
+    hb::softmax_cross_entropy_forward(f.hq, s.rows, s.cols, logits.data(), labels.data(), loss.data(), probs.data());
+    hb::softmax_cross_entropy_backward(f.hq, s.rows, s.cols, probs.data(), labels.data(), 0.25, dl.data());
+    auto dlog = to_dev(f.q, logits), dprobs_in = to_dev(f.q, probs);
+    auto dlab = to_dev(f.q, labels);
+    auto dloss = poisoned<float>(f.q, s.rows);
+    auto dprobs = poisoned<bf16>(f.q, n), ddl = poisoned<bf16>(f.q, n);
+    cu::softmax_cross_entropy_forward(f.q, s.rows, s.cols, static_cast<const bf16*>(dlog.data()), dlab.data(),
+                                      dloss.data(), dprobs.data());
+    // Backward from the host's probabilities: the same bf16 inputs on both sides.
+    cu::softmax_cross_entropy_backward(f.q, s.rows, s.cols, static_cast<const bf16*>(dprobs_in.data()), dlab.data(),
+                                       0.25, ddl.data());
+    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    // loss = log(sum exp) - (x_l - max) >= 0, sums in double on both sides.
+    expect_near(to_host(f.q, dloss, s.rows), loss, tol_mixed, 1e-6, "bf16 loss " + what);
+    expect_bf16_close(to_host(f.q, dprobs, n), probs, 0.0, "bf16 probs " + what);
+    expect_bf16_close(to_host(f.q, ddl, n), dl, 0.0, "bf16 dlogits " + what);
+    // In place (dlogits aliases probs), and without probs_out.
+    cu::softmax_cross_entropy_backward(f.q, s.rows, s.cols, static_cast<const bf16*>(dprobs_in.data()), dlab.data(),
+                                       0.25, dprobs_in.data());
+    expect_bf16_close(to_host(f.q, dprobs_in, n), dl, 0.0, "bf16 dlogits in place " + what);
+    auto dloss2 = poisoned<float>(f.q, s.rows);
+    cu::softmax_cross_entropy_forward(f.q, s.rows, s.cols, static_cast<const bf16*>(dlog.data()), dlab.data(),
+                                      dloss2.data(), static_cast<bf16*>(nullptr));
+    expect_near(to_host(f.q, dloss2, s.rows), loss, tol_mixed, 1e-6, "bf16 loss without probs " + what);
+  }
+}
+
+TEST_CASE("vocabulary-parallel cross-entropy pieces: bf16 logits, float statistics") {
+  fixture f;
+  for (const auto& s : shapes)
+    for (std::size_t parts : {std::size_t(1), std::size_t(3)}) {
+      const std::size_t rows = s.rows, local = s.cols, V = local * parts;
+      auto labels = random_ids(rows, 0, std::int32_t(V));
+      auto dlab = to_dev(f.q, labels);
+      for (std::size_t p = 0; p < parts; ++p) {
+        const std::size_t off = p * local;
+        auto logits = random_bf16(rows * local, -5, 5);
+        auto dlog = to_dev(f.q, logits);
+        const bf16* dl_in = dlog.data();
+        std::vector<float> mx(rows), se(rows), tg(rows), loss(rows);
+        std::vector<bf16> dl(rows * local);
+        hb::xent_local_max(f.hq, rows, local, logits.data(), mx.data());
+        hb::xent_local_sumexp(f.hq, rows, local, logits.data(), mx.data(), se.data());
+        hb::xent_target_logit(f.hq, rows, local, logits.data(), labels.data(), off, tg.data());
+        hb::xent_loss(f.hq, rows, mx.data(), se.data(), tg.data(), loss.data());
+        hb::xent_local_backward(f.hq, rows, local, logits.data(), labels.data(), off, mx.data(), se.data(), 0.5,
+                                dl.data());
+        auto dmx = poisoned<float>(f.q, rows), dse = poisoned<float>(f.q, rows), dtg = poisoned<float>(f.q, rows);
+        auto dloss = poisoned<float>(f.q, rows);
+        auto ddl = poisoned<bf16>(f.q, rows * local);
+        cu::xent_local_max(f.q, rows, local, dl_in, dmx.data());
+        // The max of exactly converted bf16 values: exact.
+        expect_close(to_host(f.q, dmx, rows), mx, 0.0, "bf16 row max");
+        // Feed identical statistics to both sides from here on.
+        auto hmx = to_dev(f.q, mx);
+        cu::xent_local_sumexp(f.q, rows, local, dl_in, static_cast<const float*>(hmx.data()), dse.data());
+        cu::xent_target_logit(f.q, rows, local, dl_in, dlab.data(), off, dtg.data());
+        auto hse = to_dev(f.q, se), htg = to_dev(f.q, tg);
+        cu::xent_loss(f.q, rows, static_cast<const float*>(hmx.data()), static_cast<const float*>(hse.data()),
+                      static_cast<const float*>(htg.data()), dloss.data());
+        cu::xent_local_backward(f.q, rows, local, dl_in, dlab.data(), off, static_cast<const float*>(hmx.data()),
+                                static_cast<const float*>(hse.data()), 0.5, ddl.data());
+        const std::string what = std::to_string(rows) + "x" + std::to_string(local) + " part " + std::to_string(p);
+        // sum_exp >= 1 whenever the slice holds the row max; an all-small slice sums to less.
+        expect_near(to_host(f.q, dse, rows), se, tol_mixed, 1e-30, "bf16 sumexp " + what);
+        expect_close(to_host(f.q, dtg, rows), tg, 0.0, "bf16 target " + what);
+        expect_near(to_host(f.q, dloss, rows), loss, tol_mixed, 1e-6, "bf16 loss " + what);
+        // The label column is s * (p - 1): p's float rounding (~1e-7) may cancel.
+        expect_bf16_close(to_host(f.q, ddl, rows * local), dl, 1e-6, "bf16 dlogits " + what);
+      }
+    }
+  // Empty slice: row max is -inf.
+  auto dmx = poisoned<float>(f.q, 4);
+  cu::xent_local_max(f.q, 4, 0, static_cast<const bf16*>(nullptr), dmx.data());
+  for (float v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE_TEMPLATE("loss_accumulate keeps the loss books on the device", T, float, double) {
@@ -592,6 +788,67 @@ TEST_CASE_TEMPLATE("layernorm forward and backward (all optional outputs)", T, f
     }
 }
 
+TEST_CASE("layernorm: bf16 activations and parameters, float statistics and gradients") {
+  fixture f;
+  const rc extra[] = {{2000, 64}, {1500, 1024}, {7, 5000}};
+  std::vector<rc> all(std::begin(shapes), std::end(shapes));
+  all.insert(all.end(), std::begin(extra), std::end(extra));
+  for (const auto& s : all)
+    for (int affine = 0; affine < 2; ++affine) {
+      const std::size_t n = s.rows * s.cols, D = s.cols;
+      auto x = random_bf16(n, -2, 3), gamma = random_bf16(D, 0.5, 1.5), beta = random_bf16(D);
+      auto dy = random_bf16(n);
+      const bf16* g = affine ? gamma.data() : nullptr;
+      std::vector<bf16> y(n);
+      std::vector<float> mean(s.rows), rstd(s.rows);
+      hb::layernorm_forward(f.hq, s.rows, D, x.data(), g, affine ? beta.data() : nullptr, 1e-5, y.data(), mean.data(),
+                            rstd.data());
+      auto dx = to_dev(f.q, x), dgam = to_dev(f.q, gamma), dbet = to_dev(f.q, beta), ddy = to_dev(f.q, dy);
+      auto dyo = poisoned<bf16>(f.q, n);
+      auto dmean = poisoned<float>(f.q, s.rows), drstd = poisoned<float>(f.q, s.rows);
+      const bf16* dg = affine ? dgam.data() : nullptr;
+      const bf16* db_in = affine ? dbet.data() : nullptr;
+      cu::layernorm_forward(f.q, s.rows, D, static_cast<const bf16*>(dx.data()), dg, db_in, 1e-5, dyo.data(),
+                            dmean.data(), drstd.data());
+      const std::string what =
+          "bf16 " + std::to_string(s.rows) + "x" + std::to_string(D) + " affine=" + std::to_string(affine);
+      // y: both normalize in double from double statistics and round once.
+      expect_bf16_close(to_host(f.q, dyo, n), y, 0.0, "y " + what);
+      expect_near(to_host(f.q, dmean, s.rows), mean, tol_mixed, 1e-9, "mean " + what);
+      expect_near(to_host(f.q, drstd, s.rows), rstd, tol_mixed, 0.0, "rstd " + what);
+      // Backward from the same (host) statistics.
+      auto hmean = to_dev(f.q, mean), hrstd = to_dev(f.q, rstd);
+      const float* dmu = hmean.data();
+      const float* drs = hrstd.data();
+      for (int mask = 1; mask < 8; ++mask)
+        for (bool accumulate : {false, true}) {
+          const bool want_dx = mask & 1, want_dg = mask & 2, want_db = mask & 4;
+          auto g0 = random_vec<float>(D), b0 = random_vec<float>(D);
+          std::vector<bf16> rdx(n);
+          std::vector<float> rdg = g0, rdb = b0;
+          hb::layernorm_backward(f.hq, s.rows, D, x.data(), g, mean.data(), rstd.data(), dy.data(),
+                                 want_dx ? rdx.data() : nullptr, want_dg ? rdg.data() : nullptr,
+                                 want_db ? rdb.data() : nullptr, accumulate);
+          auto ddx = poisoned<bf16>(f.q, n);
+          auto ddg = accumulate ? to_dev(f.q, g0) : poisoned<float>(f.q, D);
+          auto ddb = accumulate ? to_dev(f.q, b0) : poisoned<float>(f.q, D);
+          cu::layernorm_backward(f.q, s.rows, D, static_cast<const bf16*>(dx.data()), dg, dmu, drs,
+                                 static_cast<const bf16*>(ddy.data()), want_dx ? ddx.data() : nullptr,
+                                 want_dg ? ddg.data() : nullptr, want_db ? ddb.data() : nullptr, accumulate);
+          const std::string w2 = what + " mask=" + std::to_string(mask) + " acc=" + std::to_string(accumulate);
+          // dx = rstd (g - mean(g) - xhat mean(g xhat)): terms up to ~5, the
+          // device's float intermediates (~1e-6 absolute) may cancel near 0.
+          if (want_dx) expect_bf16_close(to_host(f.q, ddx, n), rdx, 1e-5, "dx " + w2);
+          // Column sums over rows of dy * xhat (|.| <~ 3) and dy (|.| <= 1);
+          // the device rounds each product to float before the double sum.
+          if (want_dg)
+            expect_near(to_host(f.q, ddg, D), rdg, tol_mixed, 3e-7 * double(s.rows) + 1e-6, "dgamma " + w2);
+          if (want_db)
+            expect_near(to_host(f.q, ddb, D), rdb, tol_mixed, 1e-7 * double(s.rows) + 1e-6, "dbeta " + w2);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Ids and embeddings
 // ---------------------------------------------------------------------------
@@ -673,6 +930,42 @@ TEST_CASE_TEMPLATE("embedding forward and backward (vocabulary slices, repeated 
     }
 }
 
+TEST_CASE("embedding: bf16 table and output, bf16 dout into a float gradient table") {
+  fixture f;
+  const rc es[] = {{1, 1}, {7, 3}, {64, 128}, {300, 33}, {1000, 256}, {50, 1030}};
+  for (const auto& s : es)
+    for (std::size_t parts : {std::size_t(1), std::size_t(4)}) {
+      const std::size_t rows = s.rows, D = s.cols, V = 37 * parts, local = V / parts;
+      auto ids = random_ids(rows, 0, std::int32_t(V));
+      auto dids = to_dev(f.q, ids);
+      for (std::size_t p = 0; p < parts; ++p) {
+        const std::size_t off = p * local;
+        auto table = random_bf16(local * D), dout = random_bf16(rows * D);
+        auto init = random_vec<float>(local * D);
+        std::vector<bf16> out(rows * D);
+        hb::embedding_forward(f.hq, rows, D, ids.data(), table.data(), off, local, out.data());
+        auto dtab = to_dev(f.q, table), ddout = to_dev(f.q, dout);
+        auto dout_fwd = poisoned<bf16>(f.q, rows * D);
+        cu::embedding_forward(f.q, rows, D, dids.data(), static_cast<const bf16*>(dtab.data()), off, local,
+                              dout_fwd.data());
+        const std::string what = "bf16 " + std::to_string(rows) + "x" + std::to_string(D) + " part " + std::to_string(p);
+        // A copy (and +0 outside the slice): the same bits.
+        expect_same_bits(to_host(f.q, dout_fwd, rows * D), out, "forward " + what);
+        for (bool accumulate : {false, true}) {
+          std::vector<float> ref = init;
+          hb::embedding_backward(f.hq, rows, D, ids.data(), dout.data(), off, local, ref.data(), accumulate);
+          auto dg = accumulate ? to_dev(f.q, init) : poisoned<float>(f.q, local * D);
+          cu::embedding_backward(f.q, rows, D, dids.data(), static_cast<const bf16*>(ddout.data()), off, local,
+                                 dg.data(), accumulate);
+          // Exact bf16 -> float conversions added in row order in float: the
+          // host's order, so equal up to (absent) rounding differences.
+          expect_near(to_host(f.q, dg, local * D), ref, tol_mixed, 1e-6,
+                      "backward " + what + " acc=" + std::to_string(accumulate));
+        }
+      }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // BLAS-1, reductions, copies
 // ---------------------------------------------------------------------------
@@ -741,6 +1034,142 @@ TEST_CASE_TEMPLATE("sum, sum_squares, scale, axpy, copy, copy_2d, fill, all_fini
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c) CHECK(got2[r * ld + c] == src[r * ls + c]);
   CHECK_THROWS_AS(cu::copy_2d(f.q, rows, cols, src.data(), 3, ddst2.data(), ld), std::invalid_argument);
+}
+
+namespace {
+// Inputs for conversions into bf16: random values over many binades, random
+// bit patterns (NaNs, infinities, subnormals included), and the edge cases
+// of round-to-nearest-even.
+std::vector<float> float_cast_inputs(std::size_t n) {
+  std::vector<float> v;
+  v.reserve(n + 64);
+  std::uniform_int_distribution<std::uint32_t> any;
+  std::uniform_real_distribution<double> mag(-40.0, 40.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i % 2 == 0)
+      v.push_back(std::bit_cast<float>(any(rng())));
+    else
+      v.push_back(float((i % 4 == 1 ? 1.0 : -1.0) * std::exp2(mag(rng()))));
+  }
+  const std::uint32_t edges[] = {
+      0x00000000u, 0x80000000u,              // +-0
+      0x3f808000u, 0x3f818000u, 0xbf808000u,  // ties: to even (down), to even (up), negative
+      0x3f808001u, 0x3f807fffu,              // just above / below a tie
+      0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0x7f7f8000u,  // overflow to +-Inf, largest bf16, its tie
+      0x7f800000u, 0xff800000u,              // +-Inf
+      0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu,  // quiet and signalling NaNs
+      0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu, 0x00800000u, 0x807f8000u,  // subnormals, tiny ties
+  };
+  for (std::uint32_t b : edges) v.push_back(std::bit_cast<float>(b));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("cast_elements: float, double and bf16 conversions are bit-exact against the host") {
+  fixture f;
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(8), std::size_t(1003), std::size_t(65537),
+                        std::size_t(1000003)}) {
+    const std::string what = " n=" + std::to_string(n);
+    // float -> bf16 (round to nearest even) and back (exact).
+    auto xf = float_cast_inputs(n);
+    const std::size_t m = xf.size();
+    std::vector<bf16> ref_b(m);
+    hb::cast_elements(f.hq, m, xf.data(), ref_b.data());
+    auto dxf = to_dev(f.q, xf);
+    auto db = poisoned<bf16>(f.q, m);
+    cu::cast_elements(f.q, m, static_cast<const float*>(dxf.data()), db.data());
+    const auto got_b = to_host(f.q, db, m);
+    expect_same_bits(got_b, ref_b, "float -> bf16" + what);
+    std::vector<float> ref_f(m);
+    hb::cast_elements(f.hq, m, ref_b.data(), ref_f.data());
+    auto dbin = to_dev(f.q, ref_b);
+    auto df = poisoned<float>(f.q, m);
+    cu::cast_elements(f.q, m, static_cast<const bf16*>(dbin.data()), df.data());
+    expect_same_bits(to_host(f.q, df, m), ref_f, "bf16 -> float" + what);
+    // Misaligned starts take the scalar path.
+    if (m > 2) {
+      std::vector<bf16> ref_o(m - 1);
+      hb::cast_elements(f.hq, m - 1, xf.data() + 1, ref_o.data());
+      auto dbo = poisoned<bf16>(f.q, m);
+      cu::cast_elements(f.q, m - 1, static_cast<const float*>(dxf.data()) + 1, dbo.data() + 1);
+      expect_same_bits(to_host(f.q, dbo.data() + 1, m - 1), ref_o, "float -> bf16 offset" + what);
+      std::vector<float> ref_fo(m - 1);
+      hb::cast_elements(f.hq, m - 1, ref_b.data() + 1, ref_fo.data());
+      auto dfo = poisoned<float>(f.q, m);
+      cu::cast_elements(f.q, m - 1, static_cast<const bf16*>(dbin.data()) + 1, dfo.data() + 1);
+      expect_same_bits(to_host(f.q, dfo.data() + 1, m - 1), ref_fo, "bf16 -> float offset" + what);
+    }
+    // double <-> bf16 and double <-> float.
+    std::vector<double> xd(m);
+    for (std::size_t i = 0; i < m; ++i) xd[i] = double(xf[i]) * (1.0 + std::ldexp(double(i % 5), -30));
+    std::vector<bf16> ref_db(m);
+    std::vector<float> ref_df(m);
+    std::vector<double> ref_bd(m), ref_fd(m);
+    hb::cast_elements(f.hq, m, xd.data(), ref_db.data());
+    hb::cast_elements(f.hq, m, xd.data(), ref_df.data());
+    hb::cast_elements(f.hq, m, ref_b.data(), ref_bd.data());
+    hb::cast_elements(f.hq, m, xf.data(), ref_fd.data());
+    auto dxd = to_dev(f.q, xd);
+    auto d_db = poisoned<bf16>(f.q, m);
+    auto d_df = poisoned<float>(f.q, m);
+    auto d_bd = poisoned<double>(f.q, m), d_fd = poisoned<double>(f.q, m);
+    cu::cast_elements(f.q, m, static_cast<const double*>(dxd.data()), d_db.data());
+    cu::cast_elements(f.q, m, static_cast<const double*>(dxd.data()), d_df.data());
+    cu::cast_elements(f.q, m, static_cast<const bf16*>(dbin.data()), d_bd.data());
+    cu::cast_elements(f.q, m, static_cast<const float*>(dxf.data()), d_fd.data());
+    expect_same_bits(to_host(f.q, d_db, m), ref_db, "double -> bf16" + what);
+    expect_same_bits(to_host(f.q, d_df, m), ref_df, "double -> float" + what);
+    expect_same_bits(to_host(f.q, d_bd, m), ref_bd, "bf16 -> double" + what);
+    expect_same_bits(to_host(f.q, d_fd, m), ref_fd, "float -> double" + what);
+  }
+  // Every bf16 bit pattern to float: exact (the high half of the float).
+  std::vector<bf16> every(65536);
+  for (std::size_t i = 0; i < every.size(); ++i) every[i] = bf16::from_bits(static_cast<std::uint16_t>(i));
+  std::vector<float> ref(every.size());
+  hb::cast_elements(f.hq, every.size(), every.data(), ref.data());
+  auto de = to_dev(f.q, every);
+  auto df = poisoned<float>(f.q, every.size());
+  cu::cast_elements(f.q, every.size(), static_cast<const bf16*>(de.data()), df.data());
+  const auto got = to_host(f.q, df, every.size());
+  bool exact = true;
+  for (std::size_t i = 0; i < got.size(); ++i) exact &= bits_of(got[i]) == (std::uint32_t(i) << 16);
+  CHECK(exact);
+  expect_same_bits(got, ref, "every bf16 -> float");
+  CHECK_THROWS_AS(cu::cast_elements(f.q, 3, static_cast<const float*>(nullptr), static_cast<bf16*>(nullptr)), std::invalid_argument);
+}
+
+TEST_CASE("all_finite, sum and sum_squares on bf16") {
+  fixture f;
+  for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(1000), std::size_t(65537),
+                        std::size_t(3000001)}) {
+    auto x = random_bf16(n);
+    x[0] = bf16::from_bits(0x7f7f);  // the largest finite bf16 is finite
+    auto dx = to_dev(f.q, x);
+    const std::string what = "bf16 n=" + std::to_string(n);
+    INFO(what);
+    CHECK(cu::all_finite(f.q, n, static_cast<const bf16*>(dx.data())));
+    CHECK(cu::all_finite(f.q, n, static_cast<const bf16*>(x.data())));  // pageable host memory
+    CHECK(hb::all_finite(f.hq, n, x.data()));
+    for (std::uint16_t bad : {std::uint16_t(0x7fc0), std::uint16_t(0xffff), std::uint16_t(0x7f80),
+                              std::uint16_t(0xff80), std::uint16_t(0x7f81)}) {
+      auto xb = x;
+      xb[n - 1] = bf16::from_bits(bad);
+      auto dxb = to_dev(f.q, xb);
+      CHECK_FALSE(cu::all_finite(f.q, n, static_cast<const bf16*>(dxb.data())));
+      CHECK_FALSE(cu::all_finite(f.q, n, static_cast<const bf16*>(xb.data())));
+      CHECK_FALSE(hb::all_finite(f.hq, n, xb.data()));
+    }
+    // Sums of the exact float values in double: only the order differs.
+    x[0] = bf16(0.5f);
+    auto dx2 = to_dev(f.q, x);
+    double habs = 0;
+    for (bf16 v : x) habs += std::abs(as_double(v));
+    const double hs = hb::sum(f.hq, n, x.data()), hq2 = hb::sum_squares(f.hq, n, x.data());
+    const double ds = cu::sum(f.q, n, static_cast<const bf16*>(dx2.data()));
+    const double dq2 = cu::sum_squares(f.q, n, static_cast<const bf16*>(dx2.data()));
+    CHECK(std::abs(ds - hs) <= 1e-14 * habs);
+    CHECK(std::abs(dq2 - hq2) <= 1e-14 * hq2);
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // requires: nccl
 // Whole training steps on the CUDA backend against the host backend (same plan, seed
-// and data), graph replay against eager launches, and no cudaMalloc once training runs.
+// and data) in float64, float32 and bf16 mixed precision, graph replay against eager
+// launches, batches already in device memory against host batches, and no cudaMalloc
+// once training runs.
 // Exits 77 (skipped) without a GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -38,25 +40,32 @@ double rel(const std::vector<double>& a, const std::vector<double>& b) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// Trains P for `steps` on the GPU and on the host; returns the worst relative
-// difference of the loss (per step) and of the parameters (at the end).
-template <class P, class T>
+// Trains P for `steps` on the GPU in T and on the host in H (default T); returns the
+// worst relative difference of the loss (per step) and of the parameters (at the end).
+// Both read the same float values (the batch is made in the GPU run's master type).
+template <class P, class T, class H = T>
 std::pair<double, double> gpu_vs_host(optimizer opt, int steps, int vocab = 0, bool graphs = true) {
   auto gw = cuda_local_world();
   auto hw = local_world<Host>();
   auto g = make_trainer<P, T>(gw, opt, 5);
-  auto h = make_trainer<P, T>(hw, opt, 5);
+  auto h = make_trainer<P, H>(hw, opt, 5);
   g.use_graphs(graphs);
   constexpr std::size_t samples = P::micro_batch * P::num_micro_batch;
   constexpr std::size_t in = static_cast<std::size_t>(P::input_shape.numel());
-  const int classes = P::layer_plans[P::num_layers - 1].in.last();
-  std::vector<T> x;
+  const auto& ll = P::layer_plans[P::num_layers - 1];
+  const int classes = ll.in.last();
+  const std::size_t per = static_cast<std::size_t>(ll.in.numel() / ll.in.last());
+  std::vector<master_t<T>> x;
+  std::vector<master_t<H>> xh;
   std::vector<std::int32_t> y;
   double worst_loss = 0;
   for (int s = 0; s < steps; ++s) {
-    make_batch<T>(s, samples, in, classes, vocab, x, y);
-    const auto a = g.step({x.data(), y.data(), samples, in, 1});
-    const auto b = h.step({x.data(), y.data(), samples, in, 1});
+    make_batch<master_t<T>>(s, samples, in, classes, vocab, x, y);
+    y.resize(samples * per);
+    for (std::size_t i = samples; i < y.size(); ++i) y[i] = y[i % samples];
+    xh.assign(x.begin(), x.end());
+    const auto a = g.step({x.data(), y.data(), samples, in, per});
+    const auto b = h.step({xh.data(), y.data(), samples, in, per});
     worst_loss = std::max(worst_loss, std::abs(a.loss - b.loss) / std::abs(b.loss));
   }
   const auto pa = g.gather_parameters(), pb = h.gather_parameters();
@@ -72,6 +81,11 @@ using MLP = Plan<Replicate<1, Linear<32, 64>, ReLU, Linear<64, 64>, GeLU, LayerN
 using CHUNKS = Plan<Pipeline<Replicate<1, Linear<32, 64>, ReLU>, Replicate<1, Linear<64, 10>>>, CE, MicroBatch<8>,
                     NumMicroBatch<4>, Schedule<Interleaved<2>>>;  // two chunks on one GPU
 using EMB = Plan<Replicate<1, Embedding<100, 16>, LayerNorm<16>, Linear<16, 8>>, Input<4>, CE, MicroBatch<8>>;
+// bf16: GeLU rather than ReLU (a gate flipped by a rounding difference moves whole
+// gradient rows in small batches); ids up to 999 are not integers in bf16.
+using MLP_G = Plan<Replicate<1, Linear<32, 64>, GeLU, Linear<64, 64>, GeLU, LayerNorm<64>, Linear<64, 10>>, CE,
+                   MicroBatch<16>, NumMicroBatch<4>>;
+using EMB_BIG = Plan<Replicate<1, Embedding<1000, 16>, LayerNorm<16>, Linear<16, 8>>, Input<4>, CE, MicroBatch<8>>;
 
 }  // namespace
 
@@ -111,6 +125,66 @@ TEST_CASE("replayed graphs compute what eager launches compute, with no cudaMall
     if (s == 2) mallocs_after_warmup = backend::cuda::malloc_count();
   }
   CHECK(backend::cuda::malloc_count() == mallocs_after_warmup);
+}
+
+// bf16 on both sides: the same roundings except where device expf/tanhf and cuBLASLt's
+// FP32 summation order differ by an ulp, which a bf16 rounding can turn into one bf16
+// ulp (2^-8): the runs drift apart at bf16 accuracy, not more. The host bf16 run itself
+// is checked against float64 in tests/unit/test_mixed_precision.cpp.
+TEST_CASE("bf16 mixed-precision steps match the host backend's bf16 steps") {
+  const auto [l, p] = gpu_vs_host<MLP_G, bf16>(Adam{.lr = 1e-3}, 10);
+  MESSAGE("MLP bf16 Adam, GPU vs host bf16: worst loss rel " << l << ", worst param rel " << p);
+  CHECK(l < 5e-3);
+  CHECK(p < 2e-2);
+  const auto [l2, p2] = gpu_vs_host<MLP_G, bf16, double>(SGD{.lr = 0.05, .momentum = 0.9}, 10);
+  MESSAGE("MLP bf16 SGD, GPU vs host float64: worst loss rel " << l2 << ", worst param rel " << p2);
+  CHECK(l2 < 5e-3);
+  CHECK(p2 < 2e-2);
+  const auto [l3, p3] = gpu_vs_host<EMB_BIG, bf16, double>(AdamW{.lr = 1e-3}, 10, 1000);
+  MESSAGE("Embedding<1000> bf16 AdamW, GPU vs host float64: worst loss rel " << l3 << ", worst param rel " << p3);
+  CHECK(l3 < 5e-3);
+  CHECK(p3 < 2e-2);
+  const auto [l4, p4] = gpu_vs_host<CHUNKS, bf16, double>(SGD{.lr = 0.05}, 10);
+  CHECK(l4 < 5e-3);
+  CHECK(p4 < 2e-2);
+}
+
+TEST_CASE("a batch already in device memory trains like the same batch from the host") {
+  auto w = cuda_local_world();
+  auto from_host = make_trainer<MLP, float>(w, SGD{.lr = 0.05}, 5);
+  auto from_device = make_trainer<MLP, float>(w, SGD{.lr = 0.05}, 5);
+  auto mixed = make_trainer<MLP_G, bf16>(w, SGD{.lr = 0.05}, 5);
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  backend::cuda::buffer<float> dx(64 * 32);
+  backend::cuda::buffer<std::int32_t> dy(64);
+  std::size_t mallocs_after_warmup = 0;
+  for (int s = 0; s < 6; ++s) {
+    make_batch<float>(s, 64, 32, 10, 0, x, y);
+    REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) == cudaSuccess);
+    const auto a = from_host.step({x.data(), y.data(), 64, 32, 1});
+    const auto b = from_device.step({dx.data(), dy.data(), 64, 32, 1});
+    CHECK(a.loss == b.loss);  // the same device work on the same values
+    CHECK(a.correct == b.correct);
+    CHECK(std::isfinite(mixed.step({dx.data(), dy.data(), 64, 32, 1}).loss));
+    if (s == 2) mallocs_after_warmup = backend::cuda::malloc_count();
+  }
+  CHECK(backend::cuda::malloc_count() == mallocs_after_warmup);  // bf16 graphs allocate nothing either
+  const auto pa = from_host.gather_parameters(), pb = from_device.gather_parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    for (std::size_t k = 0; k < pa[i].size(); ++k) CHECK(pa[i][k] == pb[i][k]);
+
+  // bad values in a device batch are found before any work, with the host's messages
+  x[100] = std::nanf("");
+  REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK_THROWS_WITH(from_device.step({dx.data(), dy.data(), 64, 32, 1}), doctest::Contains("NaN or Inf"));
+  x[100] = 0.5f;
+  y[7] = 12;
+  REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK_THROWS_WITH(from_device.step({dx.data(), dy.data(), 64, 32, 1}), doctest::Contains("label 12 at position 7"));
+  CHECK_THROWS_WITH(from_device.step({dx.data(), y.data(), 64, 32, 1}), doctest::Contains("both in host memory"));
 }
 
 int main(int argc, char** argv) {

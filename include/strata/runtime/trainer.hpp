@@ -32,6 +32,8 @@ namespace strata {
 
 // A replica's batch for one step (or one evaluation chunk): `samples` rows of the
 // model's input (each input_shape.numel() values) and labels for the loss rows.
+// Host memory, or (backends with device memory) memory already on the device: then
+// the batch is copied device to device and its values are checked there.
 template <class T>
 struct batch_view {
   const T* inputs = nullptr;
@@ -603,10 +605,15 @@ class trainer {
     if (acc_.size() < 3) acc_ = Backend::template allocate<double>(3);
     const std::size_t n = b.samples * b.labels_per_sample;
     if (labels_.size() < n) labels_ = Backend::template allocate<std::int32_t>(n);
-    Backend::upload(q_, b.labels, n, labels_.data());
     const std::size_t x = b.samples * b.input_elems;
     if (inputs_.size() < x) inputs_ = Backend::template allocate<M>(x);
-    Backend::upload(q_, b.inputs, x, inputs_.data());
+    if (on_device(b.inputs)) {  // the graph reads fixed buffers: copy, device to device
+      copy(q_, x, b.inputs, inputs_.data());
+      copy(q_, n, b.labels, labels_.data());
+    } else {
+      Backend::upload(q_, b.labels, n, labels_.data());
+      Backend::upload(q_, b.inputs, x, inputs_.data());
+    }
     if constexpr (embedding_first) {
       if (ids_.size() < x) ids_ = Backend::template allocate<std::int32_t>(x);
       cast_ids(q_, x, inputs_.data(), ids_.data());
@@ -777,6 +784,15 @@ class trainer {
   }
 
   // ---- run-time input checks, agreed on by every rank before any collective ----------------
+  static bool on_device(const void* p) {
+    if constexpr (requires { Backend::device_pointer(p); }) return p && Backend::device_pointer(p);
+    else return false;
+  }
+  // A device batch's labels (and token ids) are small: they are checked on the host;
+  // its inputs' NaN/Inf scan runs on the device.
+  std::vector<std::int32_t> device_labels_;
+  std::vector<M> device_ids_;
+
   void check_batch(const batch_view<M>& b, std::size_t samples, const char* what) {
     const std::size_t per_sample = static_cast<std::size_t>(P::input_shape.numel());
     std::string problem;
@@ -794,7 +810,35 @@ class trainer {
     else if (b.labels_per_sample != labels_per_sample)
       problem = "the batch has " + std::to_string(b.labels_per_sample) + " labels per sample but the loss has " +
                 std::to_string(labels_per_sample) + " rows per sample";
-    else {
+    else if (on_device(b.inputs) != on_device(b.labels))
+      problem = "the batch's inputs and labels must both be in host memory or both on the device";
+    else if (on_device(b.inputs)) {
+      device_labels_.resize(b.samples * b.labels_per_sample);
+      Backend::download(q_, b.labels, device_labels_.size(), device_labels_.data());
+      if constexpr (embedding_first) {
+        device_ids_.resize(b.samples * per_sample);
+        Backend::download(q_, b.inputs, device_ids_.size(), device_ids_.data());
+      }
+      Backend::synchronize(q_);
+      batch_view<M> host = b;
+      host.labels = device_labels_.data();
+      host.inputs = embedding_first ? device_ids_.data() : nullptr;
+      problem = check_values(host, per_sample);
+      if (problem.empty() && !embedding_first && !all_finite(q_, b.samples * per_sample, b.inputs))
+        problem = "the inputs contain NaN or Inf";
+    } else {
+      problem = check_values(b, per_sample);
+      if (problem.empty() && !backend::host::all_finite(host_q_, b.samples * per_sample, b.inputs))
+        problem = "the inputs contain NaN or Inf";
+    }
+    world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+  }
+
+  // Token ids (when an Embedding comes first) and labels of a batch in host memory;
+  // b.inputs may be null when the model reads no ids.
+  std::string check_values(const batch_view<M>& b, std::size_t per_sample) const {
+    std::string problem;
+    {
       const layer_plan& loss = P::layer_plans[static_cast<std::size_t>(NL - 1)];
       const long long classes = loss.in.last();
       // token ids are checked here, on every rank, not only where the embedding runs
@@ -816,10 +860,8 @@ class trainer {
                     " is outside [0, " + std::to_string(classes) + ")";
           break;
         }
-      if (problem.empty() && !backend::host::all_finite(host_q_, b.samples * per_sample, b.inputs))
-        problem = "the inputs contain NaN or Inf";
     }
-    world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+    return problem;
   }
 };
 

@@ -718,6 +718,13 @@ struct Cuda {
   static void upload(queue& q, const T* host, std::size_t n, T* device) {
     cuda::upload(q, host, n, device);
   }
+  // True for memory the device reads directly (cudaMalloc, managed): a batch already
+  // on the GPU is copied device to device and checked by kernels.
+  static bool device_pointer(const void* p) {
+    cudaPointerAttributes a{};
+    STRATA_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  }
   // Asynchronous: synchronize(q) before reading `host`.
   template <class T>
   static void download(queue& q, const T* device, std::size_t n, T* host) {

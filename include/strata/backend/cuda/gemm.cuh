@@ -11,10 +11,10 @@
 // over the rows of Lt's D, which is exactly what Lt's BIAS epilogue adds.
 //
 // Types: float (exact FP32, or TF32 tensor cores when the queue asks for
-// it), double, and bf16 operands with FP32 accumulation writing bf16 or
-// float. Plans (descriptors + heuristic algorithm) are cached per queue, keyed
-// by the whole problem signature including pointer alignment, so steady-state
-// calls cost one cublasLtMatmul.
+// it), double, and bf16 operands (strata::bf16, CUDA_R_16BF) with FP32
+// accumulation writing bf16 or float. Plans (descriptors + heuristic
+// algorithm) are cached per queue, keyed by the whole problem signature
+// including pointer alignment, so steady-state calls cost one cublasLtMatmul.
 //
 // The Linear layer's three products (row-major, X: rows x in, W: in x out):
 //   forward  Y  = X W (+ bias, act)  gemm_bias_act(q, N, N, rows, out, in, 1, X, in, W, out, 0, Y, out, bias, act, pre)
@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cublasLt.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -37,11 +36,14 @@
 #include <type_traits>
 
 #include "cuda.hpp"
+#include "strata/backend/bf16.hpp"
 #include "strata/backend/host/gemm.hpp"  // strata::backend::trans
 
 namespace strata::backend::cuda {
 
-using bf16 = __nv_bfloat16;
+// The backends share one bf16 (strata/backend/bf16.hpp): its bits are what
+// cuBLASLt reads and writes as CUDA_R_16BF.
+using bf16 = strata::bf16;
 
 namespace detail {
 

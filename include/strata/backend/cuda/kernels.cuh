@@ -18,11 +18,24 @@
 // where the loss is read back anyway) throws the same std::out_of_range the
 // host would have. check_ids is the synchronous up-front check.
 //
-// Numerics follow the host backend: elementwise work in T (bf16 computes in
-// float), long reductions (row statistics, softmax denominators, column sums,
-// whole-tensor sums) accumulate in double. The device's expf/tanhf differ
-// from libm by an ulp or two, so results agree with the host to rounding,
-// not bit for bit. FMA contraction is on (nvcc's default).
+// Types. T is the element type of activations and parameters: float,
+// double or bf16 (strata::bf16, shared with the host backend and cuBLASLt's
+// CUDA_R_16BF). bf16 is a storage type: a kernel loads it, computes in float
+// (compute_t<bf16>) and rounds its bf16 outputs to nearest even. Mixed
+// precision gives the per-row statistics (S: softmax max / sum-exp / loss,
+// LayerNorm mean / rstd) and the parameter gradients (G: bias_grad,
+// layernorm dgamma / dbeta, embedding_backward) their own real type, so a
+// bf16 step writes float statistics and float master gradients; for float
+// and double data S = G = T is deduced from the pointers. cast_elements
+// converts between the three (the bf16 copies of the master weights).
+//
+// Numerics follow the host backend: elementwise work in compute_t<T> (T for
+// float/double, float for bf16), long reductions (row statistics, softmax
+// denominators, column sums, whole-tensor sums) accumulate in double. The
+// device's expf/tanhf differ from libm by an ulp or two, so results agree
+// with the host to rounding, not bit for bit (bf16 outputs: to one bf16
+// ulp). Copies and cast_elements are bit-identical to the host (a NaN stays
+// a NaN, its payload may differ). FMA contraction is on (nvcc's default).
 //
 // Determinism: no floating-point atomics. Row reductions use fixed shuffle
 // trees; column reductions (bias_grad, layernorm dgamma/dbeta) write
@@ -38,7 +51,6 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,7 +67,8 @@
 #include <type_traits>
 
 #include "cuda.hpp"
-#include "gemm.cuh"
+#include "gemm.cuh"  // also bf16 (= strata::bf16)
+#include "strata/backend/bf16.hpp"
 #include "strata/backend/host/kernels.hpp"  // strata::backend::activation
 
 namespace strata::backend::cuda {
@@ -167,7 +180,15 @@ __device__ __forceinline__ T d_nan() {
   else if constexpr (std::is_same_v<T, double>)
     return __longlong_as_double(0x7ff8000000000000LL);
   else
-    return __float2bfloat16(__int_as_float(0x7fc00000));
+    return T::from_bits(0x7fc0);  // bf16 quiet NaN
+}
+// +0 as bit pattern for bf16 (its float constructor is an instruction).
+template <class T>
+__device__ __forceinline__ T d_zero() {
+  if constexpr (std::is_same_v<T, bf16>)
+    return T::from_bits(0);
+  else
+    return T(0);
 }
 template <class T>
 __device__ __forceinline__ T d_neg_inf() {
@@ -474,7 +495,7 @@ __global__ void k_activation_backward(activation act, std::size_t n, const T* pr
       if (act == activation::none)
         o[k] = g[k];
       else if (act == activation::relu)
-        o[k] = C(p[k]) > C(0) ? g[k] : T(C(0));
+        o[k] = C(p[k]) > C(0) ? g[k] : d_zero<T>();
       else
         o[k] = T(C(g[k]) * act_derivative(act, C(p[k])));
     }
@@ -540,7 +561,9 @@ inline chunking column_chunks(std::size_t rows, std::size_t cols, std::size_t no
 
 // Pass 1: block (32 x 8) owns 32 columns of one row chunk; each thread sums
 // every 8th row in order, then the 8 row-lanes combine in order. With a
-// single chunk the result goes straight to the outputs.
+// single chunk the result goes straight to the outputs. T here is the
+// OUTPUT (gradient) type, float or double; f reads the inputs, whatever
+// their type, and adds doubles.
 template <class T, int NOUT, class F>
 __global__ void __launch_bounds__(colsum_tx* colsum_ty)
     k_colsum_partial(std::size_t rows, std::size_t cols, std::size_t rows_per_chunk, F f, double* partial, T* out0,
@@ -616,16 +639,18 @@ struct bias_grad_term {
 }  // namespace detail
 
 // dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation, deterministic.
-template <class T>
-void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, T* dbias, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+// T: float, double or bf16 (the activation gradient); G: float or double (the
+// bias gradient, e.g. bf16 dy into a float master gradient). G = T for reals.
+template <class T, class G>
+void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
   if (cols == 0) return;
   detail::need(dbias && (dy || rows == 0), "bias_grad", "null pointer");
   if (rows == 0) {
-    if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(T), q.stream()));
+    if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(G), q.stream()));
     return;
   }
-  detail::column_sums<T, 1>(q, rows, cols, detail::bias_grad_term<T>{dy, cols}, dbias, static_cast<T*>(nullptr),
+  detail::column_sums<G, 1>(q, rows, cols, detail::bias_grad_term<T>{dy, cols}, dbias, static_cast<G*>(nullptr),
                             accumulate);
 }
 
@@ -635,28 +660,34 @@ void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, T* dbi
 
 namespace detail {
 
-template <class T, int TH, int IT, int RPB>
+// T: logits / probs (float, double, bf16), computed in C = compute_t<T>;
+// S: the loss (float or double).
+template <class T, class S, int TH, int IT, int RPB>
 __global__ void __launch_bounds__(TH* RPB)
-    k_softmax_xent_forward(std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels, T* loss,
+    k_softmax_xent_forward(std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels, S* loss,
                            T* probs, device_status* st) {
+  using C = compute_t<T>;
   __shared__ double sd[RPB][TH / 32];
-  __shared__ T sm[RPB][TH / 32];
+  __shared__ C sm[RPB][TH / 32];
   const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
   const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
   const bool active = r < rows;
   const T* x = logits + (active ? r : 0) * cols;
   constexpr int NC = IT > 0 ? IT : 1;
-  T v[NC];
-  T m = d_neg_inf<T>();
+  C v[NC];
+  C m = d_neg_inf<C>();
   if constexpr (IT > 0) {
 #pragma unroll
     for (int k = 0; k < IT; ++k) {
       const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
-      v[k] = (active && j < cols) ? x[j] : d_neg_inf<T>();
+      v[k] = (active && j < cols) ? C(x[j]) : d_neg_inf<C>();
       m = v[k] > m ? v[k] : m;
     }
   } else if (active) {
-    for (std::size_t j = t; j < cols; j += TH) m = x[j] > m ? x[j] : m;
+    for (std::size_t j = t; j < cols; j += TH) {
+      const C xj = C(x[j]);
+      m = xj > m ? xj : m;
+    }
   }
   m = group<TH>::max(m, sm[g]);
   double s = 0;
@@ -665,7 +696,7 @@ __global__ void __launch_bounds__(TH* RPB)
     for (int k = 0; k < IT; ++k)
       if (active && std::size_t(t) + std::size_t(k) * TH < cols) s += double(d_exp(v[k] - m));
   } else if (active) {
-    for (std::size_t j = t; j < cols; j += TH) s += double(d_exp(x[j] - m));
+    for (std::size_t j = t; j < cols; j += TH) s += double(d_exp(C(x[j]) - m));
   }
   s = group<TH>::sum(s, sd[g]);
   if (!active) return;  // no barriers below
@@ -674,34 +705,36 @@ __global__ void __launch_bounds__(TH* RPB)
   if (t == 0) {
     if (ok) {
       // log(s) >= 0 and x[l] - m <= 0: no cancellation between large terms.
-      loss[r] = T(log(s) - double(x[l] - m));
+      loss[r] = S(log(s) - double(C(x[l]) - m));
     } else {
-      loss[r] = d_nan<T>();
+      loss[r] = d_nan<S>();
       report_label(st, kc_softmax_forward, r, l, 0, static_cast<long long>(cols));
     }
   }
   if (probs) {
     T* p = probs + r * cols;
-    const T inv = T(1.0 / s);
+    const C inv = C(1.0 / s);
     if constexpr (IT > 0) {
 #pragma unroll
       for (int k = 0; k < IT; ++k) {
         const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
-        if (j < cols) p[j] = d_exp(v[k] - m) * inv;
+        if (j < cols) p[j] = T(d_exp(v[k] - m) * inv);
       }
     } else {
-      for (std::size_t j = t; j < cols; j += TH) p[j] = d_exp(x[j] - m) * inv;
+      for (std::size_t j = t; j < cols; j += TH) p[j] = T(d_exp(C(x[j]) - m) * inv);
     }
   }
 }
 
 // Both elementwise backward kernels: d[r, j] = s * (p_j - [j == label]), with
 // p either given (softmax backward) or recomputed from logits and the
-// all-reduced row statistics (vocabulary-parallel backward).
-template <class T, int W, bool FromLogits>
+// all-reduced row statistics (vocabulary-parallel backward). T: src and d
+// (computed in C = compute_t<T>); S: row_max / sum_exp.
+template <class T, class S, int W, bool FromLogits>
 __global__ void k_xent_backward(std::size_t rows, std::size_t cols, const T* src, const std::int32_t* labels,
-                                std::size_t col_offset, const T* row_max, const T* sum_exp, T s, T* d,
+                                std::size_t col_offset, const S* row_max, const S* sum_exp, compute_t<T> s, T* d,
                                 device_status* st) {
+  using C = compute_t<T>;
   const std::size_t n = rows * cols;
   const bool small = n <= 0xffffffffull;
   flat_loop<W>(n, [&](std::size_t i, auto w) {
@@ -727,81 +760,84 @@ __global__ void k_xent_backward(std::size_t rows, std::size_t cols, const T* src
         report_label(st, FromLogits ? kc_xent_local_backward : kc_softmax_backward, r, l, 0,
                      FromLogits ? static_cast<long long>(INT32_MAX) : static_cast<long long>(cols));
     } else {
-      T m = T(0), inv = T(0);
+      C m = C(0), inv = C(0);
       if constexpr (FromLogits) {
-        m = row_max[r];
-        inv = T(1.0 / double(sum_exp[r]));
+        m = C(row_max[r]);
+        inv = C(1.0 / double(sum_exp[r]));
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const T p = FromLogits ? d_exp(in[k] - m) * inv : in[k];
-        out[k] = j0 + k == lj ? s * (p - T(1)) : s * p;
+        const C p = FromLogits ? d_exp(C(in[k]) - m) * inv : C(in[k]);
+        out[k] = T(j0 + k == lj ? s * (p - C(1)) : s * p);
       }
     }
     store<V>(d + i, out);
   });
 }
 
-template <class T, bool FromLogits>
+template <class T, class S, bool FromLogits>
 void xent_backward_launch(queue& q, std::size_t rows, std::size_t cols, const T* src, const std::int32_t* labels,
-                          std::size_t col_offset, const T* row_max, const T* sum_exp, T s, T* d) {
+                          std::size_t col_offset, const S* row_max, const S* sum_exp, compute_t<T> s, T* d) {
   constexpr int W = vec_width<T>;
   const std::size_t n = rows * cols;
   if (cols % W == 0 && aligned16(src) && aligned16(d))
-    k_xent_backward<T, W, FromLogits><<<flat_grid(q, n / W), flat_threads, 0, q.stream()>>>(
+    k_xent_backward<T, S, W, FromLogits><<<flat_grid(q, n / W), flat_threads, 0, q.stream()>>>(
         rows, cols, src, labels, col_offset, row_max, sum_exp, s, d, status_word(q));
   else
-    k_xent_backward<T, 1, FromLogits><<<flat_grid(q, n), flat_threads, 0, q.stream()>>>(
+    k_xent_backward<T, S, 1, FromLogits><<<flat_grid(q, n), flat_threads, 0, q.stream()>>>(
         rows, cols, src, labels, col_offset, row_max, sum_exp, s, d, status_word(q));
   STRATA_CUDA_CHECK_LAUNCH("k_xent_backward");
 }
 
-template <class T, int TH, int RPB>
+template <class T, class S, int TH, int RPB>
 __global__ void __launch_bounds__(TH* RPB)
-    k_xent_local_max(std::size_t rows, std::size_t cols, const T* logits, T* row_max) {
-  __shared__ T sm[RPB][TH / 32];
+    k_xent_local_max(std::size_t rows, std::size_t cols, const T* logits, S* row_max) {
+  using C = compute_t<T>;
+  __shared__ C sm[RPB][TH / 32];
   const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
   const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
   const bool active = r < rows;
-  T m = d_neg_inf<T>();
+  C m = d_neg_inf<C>();
   if (active)
     for (std::size_t j = t; j < cols; j += TH) {
-      const T v = logits[r * cols + j];
+      const C v = C(logits[r * cols + j]);
       m = v > m ? v : m;
     }
   m = group<TH>::max(m, sm[g]);
-  if (active && t == 0) row_max[r] = m;
+  if (active && t == 0) row_max[r] = S(m);
 }
 
-template <class T, int TH, int RPB>
+template <class T, class S, int TH, int RPB>
 __global__ void __launch_bounds__(TH* RPB)
-    k_xent_local_sumexp(std::size_t rows, std::size_t cols, const T* logits, const T* row_max, T* sum_exp) {
+    k_xent_local_sumexp(std::size_t rows, std::size_t cols, const T* logits, const S* row_max, S* sum_exp) {
+  using C = compute_t<T>;
   __shared__ double sd[RPB][TH / 32];
   const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
   const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
   const bool active = r < rows;
   double s = 0;
   if (active) {
-    const T m = row_max[r];
-    for (std::size_t j = t; j < cols; j += TH) s += double(d_exp(logits[r * cols + j] - m));
+    const C m = C(row_max[r]);
+    for (std::size_t j = t; j < cols; j += TH) s += double(d_exp(C(logits[r * cols + j]) - m));
   }
   s = group<TH>::sum(s, sd[g]);
-  if (active && t == 0) sum_exp[r] = T(s);
+  if (active && t == 0) sum_exp[r] = S(s);
 }
 
-template <class T>
+template <class T, class S>
 __global__ void k_xent_target_logit(std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                                    std::size_t col_offset, T* target, device_status* st) {
+                                    std::size_t col_offset, S* target, device_status* st) {
+  using C = compute_t<T>;
   for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
        r += std::size_t(gridDim.x) * blockDim.x) {
     const std::int32_t l = labels[r];
     if (l < 0) {
-      target[r] = d_nan<T>();
+      target[r] = d_nan<S>();
       report_label(st, kc_xent_target_logit, r, l, 0, INT32_MAX);
       continue;
     }
     const std::size_t lu = std::size_t(l);
-    target[r] = (lu >= col_offset && lu - col_offset < cols) ? logits[r * cols + (lu - col_offset)] : T(0);
+    target[r] = (lu >= col_offset && lu - col_offset < cols) ? S(C(logits[r * cols + (lu - col_offset)])) : S(0);
   }
 }
 
@@ -815,100 +851,107 @@ __global__ void k_xent_loss(std::size_t rows, const T* row_max, const T* sum_exp
 }  // namespace detail
 
 // loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]]; probs_out (may
-// be null) receives softmax(logits). One thread group per row; exp in T,
-// sums in double. A label outside [0, cols) gives a NaN loss for its row and
-// is reported by raise_device_errors (see the file comment).
-template <class T>
+// be null) receives softmax(logits). One thread group per row; exp in
+// compute_t<T> (float for bf16 logits), sums in double; the loss in S (float
+// or double; S = T for reals), probs in T. A label outside [0, cols) gives a
+// NaN loss for its row and is reported by raise_device_errors (see the file
+// comment).
+template <class T, class S>
 void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols, const T* logits,
-                                   const std::int32_t* labels, T* loss_per_row, T* probs_out) {
-  static_assert(detail::is_real_v<T>);
+                                   const std::int32_t* labels, S* loss_per_row, T* probs_out) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(cols > 0, "softmax_cross_entropy_forward", "cols must be positive");
   detail::need(logits && labels && loss_per_row, "softmax_cross_entropy_forward", "null pointer");
   detail::with_row_config(cols, [&](auto th, auto it, auto rpb) {
     constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
     const unsigned blocks = static_cast<unsigned>((rows + RPB - 1) / RPB);
-    detail::k_softmax_xent_forward<T, TH, IT, RPB><<<blocks, TH * RPB, 0, q.stream()>>>(
+    detail::k_softmax_xent_forward<T, S, TH, IT, RPB><<<blocks, TH * RPB, 0, q.stream()>>>(
         rows, cols, logits, labels, loss_per_row, probs_out, detail::status_word(q));
   });
   STRATA_CUDA_CHECK_LAUNCH("k_softmax_xent_forward");
 }
 
-// dlogits = scale * (probs - onehot(labels)); dlogits may alias probs.
+// dlogits = scale * (probs - onehot(labels)), computed in compute_t<T> with
+// scale rounded to it; dlogits may alias probs. T: float, double, bf16.
 template <class T>
 void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols, const T* probs,
                                     const std::int32_t* labels, double scale, T* dlogits) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
   if (rows * cols == 0) return;
   detail::need(probs && labels && dlogits, "softmax_cross_entropy_backward", "null pointer");
-  detail::xent_backward_launch<T, false>(q, rows, cols, probs, labels, 0, static_cast<const T*>(nullptr),
-                                         static_cast<const T*>(nullptr), T(scale), dlogits);
+  detail::xent_backward_launch<T, C, false>(q, rows, cols, probs, labels, 0, static_cast<const C*>(nullptr),
+                                            static_cast<const C*>(nullptr), C(scale), dlogits);
 }
 
 // --- Vocabulary-parallel cross-entropy (see host/kernels.hpp for the protocol)
+// Logits T (float, double, bf16; arithmetic in compute_t<T>), row statistics
+// S (float or double; S = T for reals), reductions in double.
 
 // row_max[r] = max_j logits[r, j] (-inf for an empty slice).
-template <class T>
-void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, T* row_max) {
-  static_assert(detail::is_real_v<T>);
+template <class T, class S>
+void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, S* row_max) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(row_max && (logits || cols == 0), "xent_local_max", "null pointer");
   detail::with_row_threads(cols, [&](auto th, auto rpb) {
     constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_xent_local_max<T, TH, RPB>
+    detail::k_xent_local_max<T, S, TH, RPB>
         <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, cols, logits, row_max);
   });
   STRATA_CUDA_CHECK_LAUNCH("k_xent_local_max");
 }
 
 // sum_exp[r] = sum_j exp(logits[r, j] - row_max[r]) with the GLOBAL row max.
-template <class T>
-void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const T* row_max,
-                       T* sum_exp) {
-  static_assert(detail::is_real_v<T>);
+template <class T, class S>
+void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const S* row_max,
+                       S* sum_exp) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(row_max && sum_exp && (logits || cols == 0), "xent_local_sumexp", "null pointer");
   detail::with_row_threads(cols, [&](auto th, auto rpb) {
     constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_xent_local_sumexp<T, TH, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
-                                              q.stream()>>>(rows, cols, logits, row_max, sum_exp);
+    detail::k_xent_local_sumexp<T, S, TH, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
+                                                 q.stream()>>>(rows, cols, logits, row_max, sum_exp);
   });
   STRATA_CUDA_CHECK_LAUNCH("k_xent_local_sumexp");
 }
 
 // target[r] = logits[r, labels[r] - col_offset] inside this slice, else 0.
 // A negative label gives NaN and is reported (raise_device_errors).
-template <class T>
+template <class T, class S>
 void xent_target_logit(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                       std::size_t col_offset, T* target) {
-  static_assert(detail::is_real_v<T>);
+                       std::size_t col_offset, S* target) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(labels && target && (logits || cols == 0), "xent_target_logit", "null pointer");
-  detail::k_xent_target_logit<T><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
+  detail::k_xent_target_logit<T, S><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
       rows, cols, logits, labels, col_offset, target, detail::status_word(q));
   STRATA_CUDA_CHECK_LAUNCH("k_xent_target_logit");
 }
 
-// loss[r] = log(sum_exp[r]) + row_max[r] - target[r].
-template <class T>
-void xent_loss(queue& q, std::size_t rows, const T* row_max, const T* sum_exp, const T* target, T* loss) {
-  static_assert(detail::is_real_v<T>);
+// loss[r] = log(sum_exp[r]) + row_max[r] - target[r]. S: float or double.
+template <class S>
+void xent_loss(queue& q, std::size_t rows, const S* row_max, const S* sum_exp, const S* target, S* loss) {
+  static_assert(detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(row_max && sum_exp && target && loss, "xent_loss", "null pointer");
-  detail::k_xent_loss<T>
+  detail::k_xent_loss<S>
       <<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(rows, row_max, sum_exp, target, loss);
   STRATA_CUDA_CHECK_LAUNCH("k_xent_loss");
 }
 
-// This rank's slice of dlogits = scale * (softmax - onehot).
-template <class T>
+// This rank's slice of dlogits = scale * (softmax - onehot), the softmax
+// recomputed in compute_t<T> from the logits and the all-reduced statistics.
+template <class T, class S>
 void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                         std::size_t col_offset, const T* row_max, const T* sum_exp, double scale, T* dlogits) {
-  static_assert(detail::is_real_v<T>);
+                         std::size_t col_offset, const S* row_max, const S* sum_exp, double scale, T* dlogits) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows * cols == 0) return;
   detail::need(logits && labels && row_max && sum_exp && dlogits, "xent_local_backward", "null pointer");
-  detail::xent_backward_launch<T, true>(q, rows, cols, logits, labels, col_offset, row_max, sum_exp, T(scale),
-                                        dlogits);
+  detail::xent_backward_launch<T, S, true>(q, rows, cols, logits, labels, col_offset, row_max, sum_exp,
+                                           detail::compute_t<T>(scale), dlogits);
 }
 
 namespace detail {
@@ -934,7 +977,8 @@ __global__ void __launch_bounds__(256)
 // acc[0] += sum of loss[r], acc[1] += #(target[r] >= row_max[r]), acc[2] +=
 // rows counted, over the first min(rows, valid) rows; acc is 3 doubles of
 // device memory, so the loss books stay on the device (no sync). One block,
-// fixed reduction order: deterministic.
+// fixed reduction order: deterministic. T: the statistics type (float or
+// double, stat_t of the step's precision).
 template <class T>
 void loss_accumulate(queue& q, std::size_t rows, std::size_t valid, const T* loss, const T* target,
                      const T* row_max, double* acc) {
@@ -952,23 +996,26 @@ void loss_accumulate(queue& q, std::size_t rows, std::size_t valid, const T* los
 
 namespace detail {
 
-template <class T, int TH, int IT, int RPB>
+// T: x, gamma, beta, y (cached and read in C = compute_t<T>); S: mean, rstd.
+// Statistics and the normalized output in double, y rounded to T.
+template <class T, class S, int TH, int IT, int RPB>
 __global__ void __launch_bounds__(TH* RPB)
     k_layernorm_forward(std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta, double eps, T* y,
-                        T* mean_out, T* rstd_out) {
+                        S* mean_out, S* rstd_out) {
+  using C = compute_t<T>;
   __shared__ double sd[RPB][TH / 32];
   const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
   const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
   const bool active = r < rows;
   const T* xr = x + (active ? r : 0) * D;
   constexpr int NC = IT > 0 ? IT : 1;
-  T v[NC];
+  C v[NC];
   double s = 0;
   if constexpr (IT > 0) {
 #pragma unroll
     for (int k = 0; k < IT; ++k) {
       const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
-      v[k] = (active && j < D) ? xr[j] : T(0);
+      v[k] = (active && j < D) ? C(xr[j]) : C(0);
       s += double(v[k]);
     }
   } else if (active) {
@@ -994,11 +1041,11 @@ __global__ void __launch_bounds__(TH* RPB)
   if (!active) return;
   const double rstd = 1.0 / sqrt(var + eps);
   if (t == 0) {
-    if (mean_out) mean_out[r] = T(mean);
-    if (rstd_out) rstd_out[r] = T(rstd);
+    if (mean_out) mean_out[r] = S(mean);
+    if (rstd_out) rstd_out[r] = S(rstd);
   }
   T* yr = y + r * D;
-  const auto out = [&](std::size_t j, T xv) {
+  const auto out = [&](std::size_t j, C xv) {
     double o = (double(xv) - mean) * rstd;
     if (gamma) o *= double(gamma[j]);
     if (beta) o += double(beta[j]);
@@ -1011,7 +1058,7 @@ __global__ void __launch_bounds__(TH* RPB)
       if (j < D) out(j, v[k]);
     }
   } else {
-    for (std::size_t j = t; j < D; j += TH) out(j, xr[j]);
+    for (std::size_t j = t; j < D; j += TH) out(j, C(xr[j]));
   }
 }
 
@@ -1020,12 +1067,15 @@ __global__ void __launch_bounds__(TH* RPB)
 // 4096, see with_row_config_backward) every thread also keeps running dgamma/dbeta sums
 // for its columns across the chunk; the block's groups combine them in
 // order and write one partial per chunk (or the result, if one chunk).
+// T: x, gamma, dy, dx (elementwise terms in C = compute_t<T>); S: mean,
+// rstd; G: dgamma, dbeta.
 // (Launch bounds ask for 1024 resident threads per SM: <= 64 registers.)
-template <class T, int TH, int IT, int RPB, bool COLS>
+template <class T, class S, class G, int TH, int IT, int RPB, bool COLS>
 __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * RPB)))
     k_layernorm_backward(std::size_t rows, std::size_t D, std::size_t rows_per_chunk, const T* x, const T* gamma,
-                         const T* mean, const T* rstd, const T* dy, T* dx, double* partial,
-                         T* dgamma, T* dbeta, bool accumulate) {
+                         const S* mean, const S* rstd, const T* dy, T* dx, double* partial,
+                         G* dgamma, G* dbeta, bool accumulate) {
+  using C = compute_t<T>;
   __shared__ double sd[RPB][TH / 32];
   constexpr int NC = IT > 0 ? IT : 1;
   static_assert(!COLS || IT > 0);
@@ -1033,12 +1083,12 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
   __shared__ double cg[CG], cb[CG];
   const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
   const std::size_t r0 = std::size_t(blockIdx.x) * rows_per_chunk, r1 = d_min(rows, r0 + rows_per_chunk);
-  T gm[NC];  // this thread's gamma columns
+  C gm[NC];  // this thread's gamma columns
   double pg[NC], pb[NC];
 #pragma unroll
   for (int k = 0; k < NC; ++k) {
     const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
-    gm[k] = (IT > 0 && gamma && j < D) ? gamma[j] : T(1);
+    gm[k] = (IT > 0 && gamma && j < D) ? C(gamma[j]) : C(1);
     pg[k] = 0;
     pb[k] = 0;
   }
@@ -1046,21 +1096,21 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
     const std::size_t r = base + g;
     const bool active = r < r1;
     const double mu = active ? double(mean[r]) : 0.0, rs = active ? double(rstd[r]) : 0.0;
-    const T mu_t = T(mu), rs_t = T(rs);
+    const C mu_t = C(mu), rs_t = C(rs);
     const T* xr = x + (active ? r : 0) * D;
     const T* dyr = dy + (active ? r : 0) * D;
     double sg = 0, sgx = 0;
-    T xv[NC], dv[NC];
+    C xv[NC], dv[NC];
     if constexpr (IT > 0) {
 #pragma unroll
       for (int k = 0; k < IT; ++k) {
         const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
         const bool in = active && j < D;
-        xv[k] = in ? xr[j] : T(0);
-        dv[k] = in ? dyr[j] : T(0);
-        // Elementwise terms in T, sums in double: doubles for every cached
-        // element would halve occupancy for ~1 ulp of T.
-        const T gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
+        xv[k] = in ? C(xr[j]) : C(0);
+        dv[k] = in ? C(dyr[j]) : C(0);
+        // Elementwise terms in C, sums in double: doubles for every cached
+        // element would halve occupancy for ~1 ulp of C.
+        const C gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
         sg += double(gk);
         sgx += double(gk * xh);
         if constexpr (COLS) {
@@ -1080,15 +1130,15 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
       sgx = group<TH>::sum(sgx, sd[g]) / double(D);
       if (active) {
         T* dxr = dx + r * D;
-        const T sg_t = T(sg), sgx_t = T(sgx);
+        const C sg_t = C(sg), sgx_t = C(sgx);
         (void)sg_t, (void)sgx_t;
         if constexpr (IT > 0) {
 #pragma unroll
           for (int k = 0; k < IT; ++k) {
             const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
             if (j < D) {
-              const T gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
-              dxr[j] = rs_t * (gk - sg_t - xh * sgx_t);
+              const C gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
+              dxr[j] = T(rs_t * (gk - sg_t - xh * sgx_t));
             }
           }
         } else {
@@ -1129,19 +1179,19 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
         partial[(blockIdx.x * std::size_t(2) + 0) * D + j] = pg[k];
         partial[(blockIdx.x * std::size_t(2) + 1) * D + j] = pb[k];
       } else {
-        if (dgamma) dgamma[j] = T((accumulate ? double(dgamma[j]) : 0.0) + pg[k]);
-        if (dbeta) dbeta[j] = T((accumulate ? double(dbeta[j]) : 0.0) + pb[k]);
+        if (dgamma) dgamma[j] = G((accumulate ? double(dgamma[j]) : 0.0) + pg[k]);
+        if (dbeta) dbeta[j] = G((accumulate ? double(dbeta[j]) : 0.0) + pb[k]);
       }
     }
   }
 }
 
-template <class T>
+template <class T, class S>
 struct layernorm_param_terms {
   const T* x;
   const T* dy;
-  const T* mean;
-  const T* rstd;
+  const S* mean;
+  const S* rstd;
   std::size_t D;
   __device__ void operator()(std::size_t r, std::size_t c, double* acc) const {
     const double d = double(dy[r * D + c]);
@@ -1153,37 +1203,41 @@ struct layernorm_param_terms {
 }  // namespace detail
 
 // y = (x - mean) * rstd * gamma + beta per row (biased variance, statistics
-// in double, two-pass); gamma/beta/mean_out/rstd_out may be null; y may
-// alias x.
-template <class T>
+// and the normalization in double, two-pass); gamma/beta/mean_out/rstd_out
+// may be null; y may alias x. T: x, gamma, beta, y (float, double, bf16);
+// S: mean_out, rstd_out (float or double; S = T for reals).
+template <class T, class S>
 void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta,
-                       double eps, T* y, T* mean_out, T* rstd_out) {
-  static_assert(detail::is_real_v<T>);
+                       double eps, T* y, S* mean_out, S* rstd_out) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0) return;
   detail::need(D > 0, "layernorm_forward", "D must be positive");
   detail::need(x && y, "layernorm_forward", "null pointer");
   detail::with_row_config(D, [&](auto th, auto it, auto rpb) {
     constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
-    detail::k_layernorm_forward<T, TH, IT, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
-                                                  q.stream()>>>(rows, D, x, gamma, beta, eps, y, mean_out, rstd_out);
+    detail::k_layernorm_forward<T, S, TH, IT, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
+                                                     q.stream()>>>(rows, D, x, gamma, beta, eps, y, mean_out,
+                                                                   rstd_out);
   });
   STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward");
 }
 
 // dx (overwritten), dgamma/dbeta (=|+= by accumulate), each may be null;
 // same formulas as the host. dgamma/dbeta are deterministic (per-chunk
-// partials, combined in order).
-template <class T>
-void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* mean,
-                        const T* rstd, const T* dy, T* dx, T* dgamma, T* dbeta, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+// partials, combined in order). T: x, gamma, dy, dx (float, double, bf16;
+// elementwise terms in compute_t<T>, row and column sums in double); S: mean,
+// rstd; G: dgamma, dbeta (float or double; S = G = T for reals).
+template <class T, class S, class G>
+void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                        const S* rstd, const T* dy, T* dx, G* dgamma, G* dbeta, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S> && detail::is_real_v<G>);
   if (D == 0) return;
   detail::need(rows == 0 || (x && mean && rstd && dy), "layernorm_backward", "null pointer");
   const bool cols = dgamma || dbeta;
   if (rows == 0) {
     if (cols && !accumulate) {
-      if (dgamma) STRATA_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(T), q.stream()));
-      if (dbeta) STRATA_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(T), q.stream()));
+      if (dgamma) STRATA_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(G), q.stream()));
+      if (dbeta) STRATA_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(G), q.stream()));
     }
     return;
   }
@@ -1201,12 +1255,12 @@ void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, c
           sc = detail::get_scratch(q, ch.chunks * 2 * D * sizeof(double));
           partial = reinterpret_cast<double*>(sc.p);
         }
-        detail::k_layernorm_backward<T, TH, IT, RPB, true>
+        detail::k_layernorm_backward<T, S, G, TH, IT, RPB, true>
             <<<static_cast<unsigned>(ch.chunks), TH * RPB, 0, q.stream()>>>(
                 rows, D, ch.rows_per_chunk, x, gamma, mean, rstd, dy, dx, partial, dgamma, dbeta, accumulate);
         STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
         if (partial) {
-          detail::k_colsum_final<T, 2><<<detail::flat_grid(q, D), detail::flat_threads, 0, q.stream()>>>(
+          detail::k_colsum_final<G, 2><<<detail::flat_grid(q, D), detail::flat_threads, 0, q.stream()>>>(
               ch.chunks, D, partial, dgamma, dbeta, accumulate);
           STRATA_CUDA_CHECK_LAUNCH("k_colsum_final");
         }
@@ -1215,13 +1269,13 @@ void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, c
     }
     separate_cols = cols;
     if (!dx) return;
-    detail::k_layernorm_backward<T, TH, IT, RPB, false>
+    detail::k_layernorm_backward<T, S, G, TH, IT, RPB, false>
         <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(
             rows, D, RPB, x, gamma, mean, rstd, dy, dx, static_cast<double*>(nullptr), dgamma, dbeta, accumulate);
     STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
   });
   if (separate_cols)
-    detail::column_sums<T, 2>(q, rows, D, detail::layernorm_param_terms<T>{x, dy, mean, rstd, D}, dgamma, dbeta,
+    detail::column_sums<G, 2>(q, rows, D, detail::layernorm_param_terms<T, S>{x, dy, mean, rstd, D}, dgamma, dbeta,
                               accumulate);
 }
 
@@ -1262,7 +1316,7 @@ __global__ void k_embedding_forward(std::size_t rows, std::size_t D, const std::
       load<V>(table + (std::size_t(id) - vocab_offset) * D + j, o);
     } else {
 #pragma unroll
-      for (int k = 0; k < V; ++k) o[k] = T(0);
+      for (int k = 0; k < V; ++k) o[k] = d_zero<T>();
     }
     store<V>(out + i, o);
   });
@@ -1289,20 +1343,21 @@ __global__ void k_embedding_keys(std::size_t rows, const I* ids, std::size_t voc
 }
 
 // One block per (sorted position, column tile); only the first position of
-// each id's run works: it adds that id's dout rows in row order (the sort is
-// stable), in T, onto the table row, exactly as the host does.
-template <class T>
+// each id's run works: it adds that id's dout rows (T, converted exactly to
+// G) in row order (the sort is stable), in G, onto the table row, exactly as
+// the host does.
+template <class T, class G>
 __global__ void k_embedding_accumulate(std::size_t rows, std::size_t D, const std::uint32_t* keys,
                                        const std::uint32_t* order, const T* dout, std::uint32_t vocab_local,
-                                       T* dtable) {
+                                       G* dtable) {
   const std::size_t i = blockIdx.x;
   const std::uint32_t key = keys[i];
   if (key >= vocab_local || (i > 0 && keys[i - 1] == key)) return;
   const std::size_t c = blockIdx.y * std::size_t(blockDim.x) + threadIdx.x;
   if (c >= D) return;
-  T* d = dtable + std::size_t(key) * D + c;
-  T acc = *d;
-  for (std::size_t k = i; k < rows && keys[k] == key; ++k) acc += dout[std::size_t(order[k]) * D + c];
+  G* d = dtable + std::size_t(key) * D + c;
+  G acc = *d;
+  for (std::size_t k = i; k < rows && keys[k] == key; ++k) acc += G(dout[std::size_t(order[k]) * D + c]);
   *d = acc;
 }
 
@@ -1346,10 +1401,11 @@ inline void check_ids(queue& q, const std::int32_t* ids, std::size_t n, std::siz
 
 // out[r, :] = table[ids[r] - vocab_offset, :] inside this slice, else 0.
 // A negative id gives a NaN row and is reported (raise_device_errors).
+// T: float, double, bf16 (a copy: exact).
 template <class T>
 void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
                        std::size_t vocab_offset, std::size_t vocab_local, T* out) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   if (rows * D == 0) return;
   detail::need(ids && out && (table || vocab_local == 0), "embedding_forward", "null pointer");
   constexpr int W = detail::vec_width<T>;
@@ -1366,16 +1422,17 @@ void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int
 // of one id added in row order (deterministic, bit-identical to the host):
 // a stable radix sort of (id, row) pairs groups each id's rows, then one
 // block per id and column tile accumulates them. accumulate == false zeroes
-// the vocab_local x D table first.
-template <class T>
+// the vocab_local x D table first. T: dout (float, double, bf16); G: dtable
+// and the accumulation (float or double; G = T for reals).
+template <class T, class G>
 void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
-                        std::size_t vocab_offset, std::size_t vocab_local, T* dtable, bool accumulate) {
-  static_assert(detail::is_real_v<T>);
+                        std::size_t vocab_offset, std::size_t vocab_local, G* dtable, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
   if (D == 0 || vocab_local == 0) return;
   detail::need(dtable && (rows == 0 || (ids && dout)), "embedding_backward", "null pointer");
   detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX) && D <= std::size_t(65535) * 128,
                "embedding_backward", "more than 2^31 rows, 2^32 table rows or 8M columns");
-  if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(T), q.stream()));
+  if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(G), q.stream()));
   if (rows == 0) return;
   const int n = static_cast<int>(rows);
   const int end_bit = detail::bits_for(vocab_local);
@@ -1399,8 +1456,8 @@ void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::in
                                                     q.stream()));
   const unsigned tile = 128;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + tile - 1) / tile));
-  detail::k_embedding_accumulate<T><<<grid, tile, 0, q.stream()>>>(rows, D, keys_out, rows_out, dout,
-                                                                   static_cast<std::uint32_t>(vocab_local), dtable);
+  detail::k_embedding_accumulate<T, G><<<grid, tile, 0, q.stream()>>>(rows, D, keys_out, rows_out, dout,
+                                                                      static_cast<std::uint32_t>(vocab_local), dtable);
   STRATA_CUDA_CHECK_LAUNCH("k_embedding_accumulate");
 }
 
@@ -1492,6 +1549,59 @@ __global__ void k_all_finite(std::size_t n, const T* x, unsigned int* flag) {
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1u;
 }
 
+// W elements of T in 16-byte pieces (one piece when W * sizeof(T) <= 16);
+// p must be aligned to min(W * sizeof(T), 16) bytes.
+template <int W, class T>
+__device__ __forceinline__ void load_wide(const T* p, T (&r)[W]) {
+  constexpr int P = W < vec_width<T> ? W : vec_width<T>;
+  static_assert(W % P == 0);
+#pragma unroll
+  for (int c = 0; c < W; c += P) {
+    T part[P];
+    load<P>(p + c, part);
+#pragma unroll
+    for (int k = 0; k < P; ++k) r[c + k] = part[k];
+  }
+}
+template <int W, class T>
+__device__ __forceinline__ void store_wide(T* p, const T (&r)[W]) {
+  constexpr int P = W < vec_width<T> ? W : vec_width<T>;
+  static_assert(W % P == 0);
+#pragma unroll
+  for (int c = 0; c < W; c += P) {
+    T part[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) part[k] = r[c + k];
+    store<P>(p + c, part);
+  }
+}
+
+// One conversion, as the host's cast_elements: to bf16 through float (a
+// double rounds twice), everything else a plain conversion (exact or IEEE
+// round to nearest).
+template <class To, class From>
+__device__ __forceinline__ To convert_element(From v) {
+  if constexpr (std::is_same_v<To, bf16>)
+    return bf16(static_cast<float>(v));
+  else
+    return static_cast<To>(v);
+}
+
+// W = elements per vector step: 16 bytes of the narrower type (the wider
+// side moves in several 16-byte pieces).
+template <class From, class To, int W>
+__global__ void k_cast_elements(std::size_t n, const From* x, To* y) {
+  flat_loop<W>(n, [&](std::size_t i, auto w) {
+    constexpr int V = decltype(w)::value;
+    From a[V];
+    To b[V];
+    load_wide<V>(x + i, a);
+#pragma unroll
+    for (int k = 0; k < V; ++k) b[k] = detail::convert_element<To>(a[k]);
+    store_wide<V>(y + i, b);
+  });
+}
+
 template <class T>
 __global__ void k_cast_ids(std::size_t n, const T* values, std::int32_t* ids) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
@@ -1504,17 +1614,18 @@ __global__ void k_cast_ids(std::size_t n, const T* values, std::int32_t* ids) {
 
 }  // namespace detail
 
-// Sum of x[0..n) in double. SYNCHRONIZES q (returns a host value).
+// Sum of x[0..n) in double (T: float, double, bf16). SYNCHRONIZES q
+// (returns a host value).
 template <class T>
 double sum(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   return detail::reduce_to_host(q, n, x, detail::to_double{}, "sum");
 }
 
-// Sum of squares of x[0..n) in double. SYNCHRONIZES q.
+// Sum of squares of x[0..n) in double (T: float, double, bf16). SYNCHRONIZES q.
 template <class T>
 double sum_squares(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
+  static_assert(detail::is_elem_v<T>);
   return detail::reduce_to_host(q, n, x, detail::square_double{}, "sum_squares");
 }
 
@@ -1588,13 +1699,36 @@ void fill(queue& q, std::size_t n, T value, T* x) {
   STRATA_CUDA_CHECK_LAUNCH("k_fill");
 }
 
-// True iff no element is NaN or +-Inf (exponent-bit test). SYNCHRONIZES q.
-// Ordinary host memory is accepted and checked on the host.
+namespace detail {
+// Exponent bits of T (all set: NaN or +-Inf), as an unsigned of T's size.
+template <class T>
+struct exponent_mask;
+template <>
+struct exponent_mask<bf16> {
+  using type = std::uint16_t;
+  static constexpr type value = 0x7f80u;
+};
+template <>
+struct exponent_mask<float> {
+  using type = std::uint32_t;
+  static constexpr type value = 0x7f800000u;
+};
+template <>
+struct exponent_mask<double> {
+  using type = std::uint64_t;
+  static constexpr type value = 0x7ff0000000000000ull;
+};
+}  // namespace detail
+
+// True iff no element is NaN or +-Inf (exponent-bit test; T: float, double,
+// bf16). SYNCHRONIZES q. Ordinary host memory is accepted and checked on the
+// host.
 template <class T>
 bool all_finite(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_real_v<T>);
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  constexpr U mask = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  static_assert(detail::is_elem_v<T>);
+  using U = typename detail::exponent_mask<T>::type;
+  constexpr U mask = detail::exponent_mask<T>::value;
+  static_assert(sizeof(U) == sizeof(T));
   if (n == 0) return true;
   detail::need(x != nullptr, "all_finite", "null pointer");
   if (detail::host_only_pointer(x)) {
@@ -1613,6 +1747,26 @@ bool all_finite(queue& q, std::size_t n, const T* x) {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
   q.synchronize();
   return s.host_slots->flag == 0u;
+}
+
+// y[i] = To(x[i]) for From, To in {float, double, bf16}: to bf16 rounds to
+// nearest even (from double via float, as the host: two roundings), bf16 ->
+// float/double and float -> double are exact, double -> float rounds to
+// nearest: the host's bits, except that a NaN's payload may differ. y must
+// not overlap x. Enqueued on q's stream (graph-capturable);
+// 16-byte vector loads and stores when x and y are both 16-byte aligned.
+template <class From, class To>
+void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
+  static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
+  if (n == 0) return;
+  detail::need(x && y, "cast_elements", "null pointer");
+  constexpr int W = int(16 / (sizeof(From) < sizeof(To) ? sizeof(From) : sizeof(To)));
+  if (detail::aligned16(x) && detail::aligned16(y))
+    detail::k_cast_elements<From, To, W>
+        <<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, x, y);
+  else
+    detail::k_cast_elements<From, To, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, x, y);
+  STRATA_CUDA_CHECK_LAUNCH("k_cast_elements");
 }
 
 // ids[i] = values[i] truncated toward zero (ids carried as values of T).

@@ -154,47 +154,41 @@ int bf16_order(bf16 v) {
   return (v.bits & 0x8000) ? -m : m;
 }
 
-// Element by element: NaN/Inf at the same places, finite values within one
-// bf16 ulp or abs_floor of the host's.
-void expect_bf16_close(const std::vector<bf16>& dev, const std::vector<bf16>& ref, double abs_floor,
-                       const std::string& what) {
+// Element by element: NaN/Inf at the same places, finite values accepted by close(i, d, r).
+template <class T, class Close>
+void expect_each(const std::vector<T>& dev, const std::vector<T>& ref, Close close, const std::string& what) {
   INFO(what);
   REQUIRE(dev.size() == ref.size());
   std::size_t bad = 0, first = 0;
   for (std::size_t i = 0; i < dev.size(); ++i) {
     const double d = as_double(dev[i]), r = as_double(ref[i]);
-    bool ok;
-    if (!std::isfinite(r) || !std::isfinite(d))
-      ok = (std::isnan(r) && std::isnan(d)) || r == d;
-    else
-      ok = std::abs(bf16_order(dev[i]) - bf16_order(ref[i])) <= 1 || std::abs(d - r) <= abs_floor;
-    if (!ok && bad++ == 0) first = i;
-  }
-  INFO(bad << " elements differ; first at " << first << ": device "
-            << (bad ? as_double(dev[first]) : 0.0) << ", host " << (bad ? as_double(ref[first]) : 0.0));
-  CHECK(bad == 0);
-}
-
-// Element by element for real outputs: |dev - ref| <= rel * |ref| + abs_floor,
-// NaN/Inf at the same places.
-template <class T>
-void expect_near(const std::vector<T>& dev, const std::vector<T>& ref, double rel, double abs_floor,
-                 const std::string& what) {
-  INFO(what);
-  REQUIRE(dev.size() == ref.size());
-  std::size_t bad = 0, first = 0;
-  for (std::size_t i = 0; i < dev.size(); ++i) {
-    const double d = as_double(dev[i]), r = as_double(ref[i]);
-    bool ok;
-    if (!std::isfinite(r) || !std::isfinite(d))
-      ok = (std::isnan(r) && std::isnan(d)) || r == d;
-    else
-      ok = std::abs(d - r) <= rel * std::abs(r) + abs_floor;
+    const bool ok = (!std::isfinite(r) || !std::isfinite(d)) ? (std::isnan(r) && std::isnan(d)) || r == d
+                                                              : close(i, d, r);
     if (!ok && bad++ == 0) first = i;
   }
   INFO(bad << " elements differ; first at " << first << ": device " << (bad ? as_double(dev[first]) : 0.0)
             << ", host " << (bad ? as_double(ref[first]) : 0.0));
   CHECK(bad == 0);
+}
+
+// bf16 outputs: within one bf16 ulp or abs_floor of the host's.
+void expect_bf16_close(const std::vector<bf16>& dev, const std::vector<bf16>& ref, double abs_floor,
+                       const std::string& what) {
+  expect_each(
+      dev, ref,
+      [&](std::size_t i, double d, double r) {
+        return std::abs(bf16_order(dev[i]) - bf16_order(ref[i])) <= 1 || std::abs(d - r) <= abs_floor;
+      },
+      what);
+}
+
+// Real outputs: |dev - ref| <= rel * |ref| + abs_floor.
+template <class T>
+void expect_near(const std::vector<T>& dev, const std::vector<T>& ref, double rel, double abs_floor,
+                 const std::string& what) {
+  expect_each(
+      dev, ref, [&](std::size_t, double d, double r) { return std::abs(d - r) <= rel * std::abs(r) + abs_floor; },
+      what);
 }
 constexpr double tol_mixed = 1e-5;  // float statistics and gradients of bf16 kernels
 

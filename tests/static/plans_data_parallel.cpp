@@ -46,4 +46,16 @@ static_assert(R4::communication(0).rows[0].bytes == (64LL * 64 + 64 + 64 * 10 + 
 using SUM = Plan<MLP, Loss<SoftmaxCrossEntropy>, GradientReduce<ReduceSum>, Buckets<2>, Element<double>>;
 static_assert(SUM::gradient_reduce == reduce_method::sum && SUM::buckets == 2 && SUM::element_bytes == 8);
 
+// Element<bf16>: mixed precision. Weights as FP32 masters + bf16 copies (6 bytes), gradients
+// and each Adam moment FP32 (4), activations bf16 (2), the gradient all-reduce in FP32.
+using MIX = Plan<MLP, Loss<SoftmaxCrossEntropy>, MicroBatch<32>, NumMicroBatch<2>, Element<bf16>>;
+constexpr long long mlp_params = 784LL * 512 + 512 + 512 * 10 + 10;
+static_assert(MIX::mixed_precision && !DP::mixed_precision && MIX::element_bytes == 2 && MIX::master_bytes == 4);
+static_assert(MIX::parameter_bytes(0) == mlp_params * 6 && MIX::gradient_bytes(0) == mlp_params * 4 &&
+              MIX::adam_state_bytes(0) == mlp_params * 8);
+static_assert(MIX::peak_activation_bytes(0) * 2 == DP::peak_activation_bytes(0));
+static_assert(MIX::communication(0).rows[MIX::communication(0).size - 1].bytes == mlp_params * 4);
+static_assert(DP::communication(0).rows[DP::communication(0).size - 1].bytes == mlp_params * 4);
+static_assert(MIX::peak_memory_bytes(0) == mlp_params * 18 + MIX::peak_activation_bytes(0));
+
 int main() { return 0; }

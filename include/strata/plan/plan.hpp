@@ -5,6 +5,7 @@
 #include <array>
 #include <type_traits>
 
+#include "strata/backend/bf16.hpp"
 #include "strata/layers/layer.hpp"
 #include "strata/plan/diagnosis.hpp"
 #include "strata/plan/model.hpp"
@@ -139,7 +140,12 @@ struct Plan {
   static constexpr reduce_method gradient_reduce =
       detail::pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
   static constexpr int buckets = detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
+  // Element<T> is the training precision (make_trainer's default T): activations and the
+  // weights layers read in T, master weights, gradients and optimizer state in master_t<T>
+  // (float for bf16), so the analyses below count each in its own type.
   static constexpr long long element_bytes = static_cast<long long>(sizeof(element_type));
+  static constexpr long long master_bytes = static_cast<long long>(sizeof(master_t<element_type>));
+  static constexpr bool mixed_precision = is_mixed_v<element_type>;
   static constexpr bool loss_from_option = !std::is_same_v<loss_option_t, NoLoss>;
   static constexpr shape_t input_option =
       detail::pick_t<option_kind::input, Input<>, Options...>::shape;
@@ -435,14 +441,18 @@ struct Plan {
       if (lp.part == part) n += lp.local_param_elems;
     return n;
   }
-  static constexpr long long parameter_bytes(int stage) {
+  static constexpr long long stage_param_elems(int stage) {
     long long n = 0;
     for (int c = 0; c < chunks; ++c) n += part_param_elems(part_of(stage, c));
-    return n * element_bytes;
+    return n;
   }
-  static constexpr long long gradient_bytes(int stage) { return parameter_bytes(stage); }
+  // Weights: the masters, plus the compute-type copies in mixed precision.
+  static constexpr long long parameter_bytes(int stage) {
+    return stage_param_elems(stage) * (mixed_precision ? master_bytes + element_bytes : element_bytes);
+  }
+  static constexpr long long gradient_bytes(int stage) { return stage_param_elems(stage) * master_bytes; }
   // Adam/AdamW keep two moments per parameter; SGD with momentum one.
-  static constexpr long long adam_state_bytes(int stage) { return 2 * parameter_bytes(stage); }
+  static constexpr long long adam_state_bytes(int stage) { return 2 * stage_param_elems(stage) * master_bytes; }
   // Activation bytes one micro-batch leaves stashed on this device for part `part`.
   static constexpr long long stash_bytes(int part) {
     long long n = 0;
@@ -538,7 +548,7 @@ struct Plan {
         if (stage_of_part(lp.part) == stage)
           for (int k = 0; k < lp.desc.num_params; ++k)
             if (lp.grad_group[detail::idx(k)] == g) elems += lp.local_params[detail::idx(k)].numel();
-      if (elems > 0) add(comm_total{collective::all_reduce, g, pass::backward, -1, -1, elems * element_bytes, buckets});
+      if (elems > 0) add(comm_total{collective::all_reduce, g, pass::backward, -1, -1, elems * master_bytes, buckets});
     }
     return t;
   }

@@ -41,6 +41,9 @@ struct step_io {
   // (an Embedding first): cast from the batch's values, never through T (bf16 holds
   // integers exactly only up to 256).
   const std::int32_t* ids = nullptr;
+  // The buffer that holds the layer's input, when the caller hands it over: a layer
+  // that keeps its input for backward takes it instead of copying it.
+  typename Backend::template buffer<T>* input = nullptr;
 };
 
 // Activations and scratch a layer keeps from forward to backward, per micro-batch.
@@ -69,6 +72,19 @@ void ensure(typename Backend::template buffer<T>& b, std::size_t n) {
   if (b.size() < n) b = Backend::template allocate<T>(n);
 }
 
+// Keeps the layer's input x (n values) in `slot` for backward: takes the caller's
+// buffer when it was handed over (no copy, no extra memory), else copies.
+template <class Backend, class T>
+void keep_input(step_io<Backend, T>& io, typename Backend::template buffer<T>& slot, const T* x, std::size_t n) {
+  if (io.input && io.input->data() == x && io.input->size() >= n) {
+    slot = std::move(*io.input);
+    io.input = nullptr;
+    return;
+  }
+  ensure<Backend, T>(slot, n);
+  copy(io.q, n, x, slot.data());
+}
+
 // ---- layer implementations ---------------------------------------------------------------
 
 template <class L>
@@ -79,8 +95,7 @@ struct exec<layers::Linear<In, Out, Bias>> {
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
     using S = gemm_scalar_t<T>;
-    ensure<Backend, T>(s.x, io.rows * io.in_cols);
-    copy(io.q, io.rows * io.in_cols, x, s.x.data());
+    keep_input(io, s.x, x, io.rows * io.in_cols);  // x stays valid: a taken buffer keeps its memory
     // A row-parallel layer's outputs are partial sums: its whole bias is added once.
     const bool add_bias = Bias && (io.plan.sig != signature::row_parallel || io.index == 0);
     const T* bias = nullptr;
@@ -106,9 +121,10 @@ template <activation A>
 struct exec_pointwise {
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
-    const std::size_t n = io.rows * io.in_cols;
-    ensure<Backend, T>(s.x, n);
-    bias_activation_forward(io.q, A, io.rows, io.in_cols, x, static_cast<const T*>(nullptr), s.x.data(), y);
+    // no bias: the pre-activation backward needs is the input itself
+    keep_input(io, s.x, x, io.rows * io.in_cols);
+    bias_activation_forward(io.q, A, io.rows, io.in_cols, s.x.data(), static_cast<const T*>(nullptr),
+                            static_cast<T*>(nullptr), y);
   }
   template <class Backend, class T, class Comm>
   static void backward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* dy, T* dx, Comm&, loss_io<T>*) {
@@ -137,10 +153,9 @@ struct exec<layers::LayerNorm<D>> {
   static constexpr double eps = 1e-5;
   template <class Backend, class T, class Comm>
   static void forward(step_io<Backend, T>& io, stash<Backend, T>& s, const T* x, T* y, Comm&, loss_io<T>*) {
-    ensure<Backend, T>(s.x, io.rows * D);
+    keep_input(io, s.x, x, io.rows * D);
     ensure<Backend, stat_t<T>>(s.a, io.rows);
     ensure<Backend, stat_t<T>>(s.b, io.rows);
-    copy(io.q, io.rows * D, x, s.x.data());
     layernorm_forward(io.q, io.rows, std::size_t(D), x, io.params[0], io.params[1], eps, y, s.a.data(), s.b.data());
   }
   template <class Backend, class T, class Comm>

@@ -547,6 +547,7 @@ class trainer {
       buffer y = Backend::template allocate<T>(std::max<std::size_t>(out_rows * out_cols, 1));
       auto io = io_for(i, rows, in_cols, out_cols);
       if (embedding_first && i == 0) io.ids = input_ids(mb, rows * in_cols);
+      io.input = &x;  // a layer that keeps its input for backward takes this buffer
       runtime::loss_io<T>* L = nullptr;
       if (lp.desc.role == layer_role::loss) L = prepare_loss(lp, mb, rows);
       dispatch_forward(i, io, st[static_cast<std::size_t>(i - first)], x.data(), y.data(), L);
@@ -865,7 +866,8 @@ class trainer {
   }
 };
 
-template <class P, class T = float, class Backend, class Comm>
+// T defaults to the plan's Element<T> (float when the plan names none).
+template <class P, class T = typename P::element_type, class Backend, class Comm>
 trainer<P, T, Backend, Comm> make_trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed) {
   return trainer<P, T, Backend, Comm>(w, opt, seed);
 }

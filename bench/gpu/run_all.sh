@@ -14,6 +14,8 @@
 #   pytorch-launch  pytorch_mlp.py --models launch
 #   pytorch-gemm    pytorch_mlp.py --models gemm
 #   kernels         bench_kernels
+#   mainjob         the Fashion-MNIST main job (examples/fashion_mnist_train.cu) on one GPU,
+#                   3 epochs in float32, then in bf16 mixed precision
 # Each part's failure is recorded and reported; the others still run. Every part's output
 # stays in the work dir ($BUILD_DIR/run_all), and the report is re-assembled after every
 # part from whatever parts are there, so the work can be split over several calls on a warm
@@ -30,7 +32,9 @@
 # (bash scripts/gpu_carry.sh fills it; carry ".carry"). MPI is optional: with mpicxx
 # (Open MPI's --showme) the NCCL world can bootstrap over MPI and test_nccl is built;
 # without it everything runs as a world of one GPU (nccl_communicator::single) and test_nccl
-# is skipped. zlib and the Fashion-MNIST files are not needed here. PyTorch for the baselines.
+# is skipped. The main job also needs zlib (system, or zlib.h and libz.so.1 from .carry/) and
+# the Fashion-MNIST files ($STRATA_FASHION_MNIST_DIR, Debian's dataset-fashion-mnist, or
+# .carry/data). PyTorch for the baselines.
 #
 # Knobs: NVCC, CUDA_ARCH (sm_90), BUILD_DIR (build-bench-gpu/, git-ignored), RESULTS_DIR
 # (bench/results), PYTHON, PART_TIMEOUT (s, default 1800), TEST_TIMEOUT (s, default 900),
@@ -47,7 +51,7 @@ results="${RESULTS_DIR:-$root/bench/results}"
 python="${PYTHON:-$(command -v python3 || command -v python || true)}"
 part_timeout="${PART_TIMEOUT:-1800}"
 test_timeout="${TEST_TIMEOUT:-900}"
-all_parts=(build tests step pytorch-launch pytorch-gemm kernels)
+all_parts=(build tests step pytorch-launch pytorch-gemm kernels mainjob)
 
 usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 only="" quick=0 fresh=0
@@ -188,6 +192,28 @@ for d in "${DOCTEST_INCLUDE:-}" /usr/include /usr/local/include "$root/.carry/in
   doctest_note="$d/doctest/doctest.h"
   break
 done
+# zlib (the main job reads the gzipped IDX files): header and library, system or carried.
+zlib_flags=() zlib_note=""
+for d in /usr/include /usr/local/include "$root/.carry/include"; do
+  [[ -f "$d/zlib.h" ]] || continue
+  for lib in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib "$root/.carry/lib"; do
+    local_link=()
+    if [[ -e "$lib/libz.so" ]]; then local_link=(-lz)
+    elif [[ -e "$lib/libz.so.1" ]]; then local_link=(-l:libz.so.1)
+    else continue; fi
+    zlib_flags=()
+    [[ "$d" != /usr/include ]] && zlib_flags+=(-isystem "$d")
+    zlib_flags+=(-L"$lib" "${local_link[@]}" -Xlinker -rpath -Xlinker "$lib")
+    zlib_note="$d/zlib.h, $lib"
+    break 2
+  done
+done
+fmnist_dir=""
+for d in "${STRATA_FASHION_MNIST_DIR:-}" /usr/share/datasets/fashion-mnist "$root/.carry/data"; do
+  [[ -n "$d" && -f "$d/train-images-idx3-ubyte.gz" ]] && { fmnist_dir="$d"; break; }
+done
+deps_notes+=("zlib: ${zlib_note:-NOT FOUND (bash scripts/gpu_carry.sh carries zlib.h and libz.so.1)}")
+deps_notes+=("Fashion-MNIST: ${fmnist_dir:-NOT FOUND (bash scripts/gpu_carry.sh carries it in .carry/data)}")
 deps_notes+=("Boost.Hana: ${hana_note:-NOT FOUND (run bash scripts/gpu_carry.sh on the build machine and carry .carry)}")
 deps_notes+=("doctest: ${doctest_note:-NOT FOUND (copy /usr/include/doctest to .carry/include/doctest, or set DOCTEST_INCLUDE)}")
 printf '%s\n' "${deps_notes[@]}" >"$work/logs/dependencies.log"
@@ -199,11 +225,12 @@ printf '  %s\n' "${deps_notes[@]}"
 libs=(-lcublasLt -lcublas)
 common=(-std=c++20 -arch="$arch" --expt-relaxed-constexpr -I"$root/include")
 test_flags=(-O2 -Xcompiler -Wall -Werror all-warnings)
-bin_names=(bench_kernels bench_step test_cuda_kernels test_trainer_cuda test_nccl)
+bin_names=(bench_kernels bench_step test_cuda_kernels test_trainer_cuda test_nccl fashion_mnist_train)
 src_of() {
   case "$1" in
     bench_*) echo "$here/$1.cu" ;;
     test_*) echo "$root/tests/gpu/$1.cu" ;;
+    fashion_mnist_train) echo "$root/examples/fashion_mnist_train.cu" ;;
   esac
 }
 # Prints the nvcc command line of a binary, or "MISSING: reason".
@@ -215,6 +242,7 @@ flags_of() {
     test_cuda_kernels) need=(doctest) ;;
     test_trainer_cuda) need=(doctest hana nccl) ;;
     test_nccl) need=(nccl mpi) ;;
+    fashion_mnist_train) need=(hana nccl zlib) ;;
   esac
   local n missing=()
   for n in "${need[@]}"; do
@@ -223,6 +251,7 @@ flags_of() {
       doctest) [[ -n "$doctest_note" ]] || missing+=("doctest headers") ;;
       nccl) [[ ${#nccl_flags[@]} -gt 0 ]] || missing+=("NCCL") ;;
       mpi) [[ $have_mpi == 1 ]] || missing+=("MPI (mpicxx)") ;;
+      zlib) [[ -n "$zlib_note" ]] || missing+=("zlib") ;;
     esac
   done
   if [[ ${#missing[@]} -gt 0 ]]; then echo "MISSING: ${missing[*]}"; return; fi
@@ -233,10 +262,12 @@ flags_of() {
     test_cuda_kernels) f+=("${test_flags[@]}" "${doctest_flags[@]}") ;;
     test_trainer_cuda) f+=("${test_flags[@]}" "${doctest_flags[@]}" "${hana_flags[@]}" "${mpi_cflags[@]}") ;;
     test_nccl) f+=("${test_flags[@]}" "${mpi_cflags[@]}") ;;
+    fashion_mnist_train) f+=(-O3 -Werror all-warnings "${hana_flags[@]}" "${mpi_cflags[@]}") ;;
   esac
   f+=("$(src_of "$name")" -o "$build/$name")
   case "$name" in
     bench_step|test_trainer_cuda|test_nccl) f+=("${nccl_flags[@]}" "${libs[@]}" "${mpi_lflags[@]}") ;;
+    fashion_mnist_train) f+=("${nccl_flags[@]}" "${libs[@]}" "${mpi_lflags[@]}" "${zlib_flags[@]}") ;;
     *) f+=("${libs[@]}") ;;
   esac
   printf '%q ' "${f[@]}"
@@ -483,6 +514,19 @@ for p in tests:
 section("strata training steps (bench_step)", ["bench_step_launch.md", "bench_step_gemm.md"])
 section("PyTorch baselines (pytorch_mlp.py)", ["pytorch_launch.md", "pytorch_gemm.md"])
 section("CUDA kernel benchmarks (bench_kernels)", ["gpu_kernels.md"])
+md.append("## Main job on one GPU (Fashion-MNIST, 3 epochs)")
+md.append("")
+jobs = [p for p in ("fp32", "bf16") if os.path.exists(os.path.join(work, "logs", "mainjob_%s.log" % p))]
+if not jobs:
+    md.append("(not run)")
+for p in jobs:
+    md.append("### %s" % p)
+    md.append("")
+    md.append("```")
+    md.extend([l for l in read(os.path.join(work, "logs", "mainjob_%s.log" % p)).splitlines()
+               if "done in" in l or "accuracy" in l or "strata:" in l or "images" in l][-12:] or ["(no output)"])
+    md.append("```")
+    md.append("")
 
 with open(out_path, "w") as f:
     f.write("\n".join(md) + "\n")
@@ -589,6 +633,25 @@ part_kernels() {
   esac
 }
 
+part_mainjob() {
+  local prec rc start acc
+  if ! ensure_built fashion_mnist_train; then status mainjob "skipped" 0 "fashion_mnist_train not built"; return; fi
+  if [[ -z "$fmnist_dir" ]]; then status mainjob "skipped" 0 "no Fashion-MNIST files"; return; fi
+  if ! nvidia-smi -L >/dev/null 2>&1; then status mainjob "skipped" 0 "no CUDA device"; return; fi
+  for prec in fp32 bf16; do
+    start=$(date +%s)
+    STRATA_FASHION_MNIST_DIR="$fmnist_dir" watched run_limited "$part_timeout" "$build/fashion_mnist_train" 3 "$prec" \
+      >"$work/logs/mainjob_$prec.log" 2>&1
+    rc=$?
+    acc="$(grep -o 'test accuracy: [0-9.]*' "$work/logs/mainjob_$prec.log" | tail -1)"
+    case $rc in
+      0) status "mainjob-$prec" "ok" $(( $(date +%s) - start )) "${acc:-no accuracy printed}" ;;
+      124|137) status "mainjob-$prec" "failed" $(( $(date +%s) - start )) "timed out after $part_timeout s" ;;
+      *) status "mainjob-$prec" "failed" $(( $(date +%s) - start )) "exit $rc, see logs/mainjob_$prec.log" ;;
+    esac
+  done
+}
+
 for p in "${all_parts[@]}"; do
   wants "$p" || continue
   echo "== $p"
@@ -599,6 +662,7 @@ for p in "${all_parts[@]}"; do
     pytorch-launch) part_pytorch launch ;;
     pytorch-gemm) part_pytorch gemm ;;
     kernels) part_kernels ;;
+    mainjob) part_mainjob ;;
   esac
   assemble >/dev/null
 done

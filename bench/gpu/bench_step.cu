@@ -499,10 +499,94 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
+// ---------------------------------------------------------------------------
+// The bf16 step's work besides its GEMMs, pass by pass, with the trainer's kernels
+// and shapes: where a step over its GEMM sum goes (what to fuse next).
+// ---------------------------------------------------------------------------
+
+struct pass_row {
+  std::string name;
+  double bytes = 0;  // memory traffic of one call (reads + writes)
+  int per_step = 1;  // calls in one step
+  stats t;           // per call, ms
+};
+struct pass_table {
+  std::vector<pass_row> rows;
+  double copy_gbs = 0;  // measured device-to-device copy bandwidth, GB/s (read + write)
+  std::string status = "ok";
+};
+
+pass_table time_passes(const options& o, const model_desc& m) {
+  pass_table pt;
+  try {
+    cu::queue q;
+    const std::size_t rows = m.batch, width = m.linears.front().out;
+    std::size_t params = 0;
+    for (const auto& l : m.linears) params += l.in * l.out + l.out;
+    const std::size_t act = rows * width;
+    auto p32 = random_buffer<float>(q, params, 1, 0.01f), g32 = random_buffer<float>(q, params, 2, 1e-3f),
+         v32 = random_buffer<float>(q, params, 3, 1e-3f);
+    cu::buffer<bf16> p16(params);
+    auto a16 = random_buffer<bf16>(q, act, 4, 1.0f), d16 = random_buffer<bf16>(q, act, 5, 1e-3f);
+    cu::buffer<bf16> o16(act);
+    auto x32 = random_buffer<float>(q, rows * m.in_elems, 6, 1.0f);
+    cu::buffer<float> y32(rows * m.in_elems), b32(width);
+    cu::buffer<bf16> x16(rows * m.in_elems);
+    q.synchronize();
+    cu::event start(true), stop(true);
+    const auto timed = [&](const std::function<void()>& f) {
+      std::vector<double> v;
+      for (int w = 0; w < 2; ++w) f();
+      for (int rep = 0; rep < o.repeats; ++rep) {
+        cu::record(q, start);
+        for (int k = 0; k < 10; ++k) f();
+        cu::record(q, stop);
+        cu::synchronize(stop);
+        v.push_back(double(cu::elapsed_ms(start, stop)) / 10);
+      }
+      return summarize(v, 10);
+    };
+    const double b2 = 2, b4 = 4;
+    const std::size_t hidden = m.linears.size() - 1;  // ReLUs
+    pt.rows.push_back({"device-to-device copy of the float batch (device-fed)", b4 * 2 * rows * m.in_elems, 1,
+                       timed([&] { cu::copy(q, rows * m.in_elems, x32.data(), y32.data()); })});
+    pt.copy_gbs = pt.rows.back().bytes / (pt.rows.back().t.median * 1e-3) / 1e9;
+    pt.rows.push_back({"batch float -> bf16 (cast_elements)", (b4 + b2) * rows * m.in_elems, 1,
+                       timed([&] { cu::cast_elements(q, rows * m.in_elems, x32.data(), x16.data()); })});
+    pt.rows.push_back({"zero the FP32 gradients (fill)", b4 * params, 1,
+                       timed([&] { cu::fill(q, params, 0.0f, g32.data()); })});
+    pt.rows.push_back({"ReLU forward (bf16)", b2 * 2 * act, int(hidden), timed([&] {
+                         cu::bias_activation_forward(q, backend::activation::relu, rows, width, a16.data(),
+                                                     static_cast<const bf16*>(nullptr), static_cast<bf16*>(nullptr),
+                                                     o16.data());
+                       })});
+    pt.rows.push_back({"ReLU backward (bf16)", b2 * 3 * act, int(hidden), timed([&] {
+                         cu::activation_backward(q, backend::activation::relu, act, a16.data(), d16.data(), o16.data());
+                       })});
+    // the 4096-wide layers; the last (10 columns) is negligible
+    pt.rows.push_back({"bias gradient, bf16 dY -> FP32 (bias_grad)", b2 * act, int(hidden), timed([&] {
+                         cu::bias_grad(q, rows, width, d16.data(), b32.data(), true);
+                       })});
+    pt.rows.push_back({"SGD momentum on the FP32 masters", b4 * 5 * params, 1, timed([&] {
+                         cu::sgd_momentum_step(q, params, 1e-9, 0.9, 0.0, p32.data(), g32.data(), v32.data());
+                       })});
+    pt.rows.push_back({"bf16 copies of the masters (cast_elements)", (b4 + b2) * params, 1,
+                       timed([&] { cu::cast_elements(q, params, p32.data(), p16.data()); })});
+  } catch (const std::exception& e) {
+    pt.status = std::string("failed: ") + e.what();
+  }
+  double sum = 0;
+  for (const auto& r : pt.rows) sum += r.t.median * r.per_step;
+  std::printf("%-6s non-GEMM passes of a bf16 step: %.4f ms (copy bandwidth %.0f GB/s)  %s\n", m.key.c_str(), sum,
+              pt.copy_gbs, pt.status.c_str());
+  return pt;
+}
+
 struct results {
   std::vector<step_row> steps;
   std::vector<gemm_sum> gemms;
   std::vector<std::pair<std::string, breakdown>> host;
+  std::vector<std::pair<std::string, pass_table>> passes;
 };
 
 const step_row* find_step(const results& r, const std::string& model, const std::string& precision, bool graphs,
@@ -625,6 +709,26 @@ std::string markdown(const options& o, const device_info& d, const std::vector<m
                    << fmt("%.4f", s->t.median - b.check_ms - b.upload_ms) << " ms, "
                    << fmt("%.3f", (s->t.median - b.check_ms - b.upload_ms) / g->sum)
                    << " x its GEMM sum (an estimate; the device-fed row measures it).\n";
+      for (const auto& [key, pt] : res.passes) {
+        if (key != m.key) continue;
+        md << "\nThe bf16 step's other work, pass by pass (the trainer's kernels and shapes, each timed alone, median "
+              "per call; GB/s against the measured device-to-device copy, "
+           << fmt("%.0f", pt.copy_gbs) << " GB/s):\n\n| pass | calls per step | ms per call | GB/s | of copy | ms per step |\n"
+           << "|---|---:|---:|---:|---:|---:|\n";
+        double sum = 0;
+        for (const auto& r : pt.rows) {
+          const double gbs = r.bytes / (r.t.median * 1e-3) / 1e9;
+          sum += r.t.median * r.per_step;
+          md << "| " << r.name << " | " << r.per_step << " | " << fmt("%.4f", r.t.median) << " | " << fmt("%.0f", gbs)
+             << " | " << fmt("%.2f", pt.copy_gbs > 0 ? gbs / pt.copy_gbs : 0.0) << " | "
+             << fmt("%.4f", r.t.median * r.per_step) << " |\n";
+        }
+        md << "| **sum** | | | | | **" << fmt("%.4f", sum) << "** |\n";
+        if (const gemm_sum* g = find_gemm(res, m.key, "bf16"); g && pt.status == "ok")
+          md << "\nGEMM sum + these passes = " << fmt("%.4f", g->sum + sum) << " ms, "
+             << fmt("%.3f", (g->sum + sum) / g->sum) << " x the GEMM sum: the floor for an unfused step.\n";
+        if (pt.status != "ok") md << "\n(" << pt.status << ")\n";
+      }
       md << "\n";
     }
   }
@@ -755,6 +859,7 @@ int main(int argc, char** argv) {
       res.gemms.push_back(time_gemms<float>(o, m, "tf32", o.wide_steps));
       if (o.fp32_wide) res.gemms.push_back(time_gemms<float>(o, m, "fp32", std::max(1, o.wide_steps / 2)));
       res.gemms.push_back(time_gemms<cu::bf16>(o, m, "bf16", o.wide_steps));
+      res.passes.emplace_back(m.key, time_passes(o, m));
     }
     const std::string md = markdown(o, dev, models, res);
     if (!o.out.empty()) {
@@ -773,6 +878,7 @@ int main(int argc, char** argv) {
     for (const auto& s : res.steps) ok = ok && s.status == "ok";
     for (const auto& g : res.gemms) ok = ok && g.status == "ok";
     for (const auto& h : res.host) ok = ok && h.second.status == "ok";
+    for (const auto& pt : res.passes) ok = ok && pt.second.status == "ok";
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_step: %s\n", e.what());

@@ -546,49 +546,6 @@ TEST_CASE_TEMPLATE("softmax cross-entropy forward and backward", T, float, doubl
   }
 }
 
-TEST_CASE_TEMPLATE("vocabulary-parallel cross-entropy pieces", T, float, double) {
-  fixture f;
-  for (const auto& s : shapes)
-    for (std::size_t parts : {std::size_t(1), std::size_t(3)}) {
-      const std::size_t rows = s.rows, local = s.cols, V = local * parts;
-      auto labels = random_ids(rows, 0, std::int32_t(V));
-      auto dlab = to_dev(f.q, labels);
-      for (std::size_t p = 0; p < parts; ++p) {
-        const std::size_t off = p * local;
-        auto logits = random_vec<T>(rows * local, -5, 5);
-        auto dlog = to_dev(f.q, logits);
-        std::vector<T> mx(rows), se(rows), tg(rows), loss(rows), dl(rows * local);
-        hb::xent_local_max(f.hq, rows, local, logits.data(), mx.data());
-        hb::xent_local_sumexp(f.hq, rows, local, logits.data(), mx.data(), se.data());
-        hb::xent_target_logit(f.hq, rows, local, logits.data(), labels.data(), off, tg.data());
-        hb::xent_loss(f.hq, rows, mx.data(), se.data(), tg.data(), loss.data());
-        hb::xent_local_backward(f.hq, rows, local, logits.data(), labels.data(), off, mx.data(), se.data(), 0.5,
-                                dl.data());
-        auto dmx = poisoned<T>(f.q, rows), dse = poisoned<T>(f.q, rows), dtg = poisoned<T>(f.q, rows);
-        auto dloss = poisoned<T>(f.q, rows), ddl = poisoned<T>(f.q, rows * local);
-        cu::xent_local_max(f.q, rows, local, dlog.data(), dmx.data());
-        expect_close(to_host(f.q, dmx, rows), mx, 0.0, "row max");
-        // Feed identical statistics to both sides from here on.
-        auto hmx = to_dev(f.q, mx);
-        cu::xent_local_sumexp(f.q, rows, local, dlog.data(), hmx.data(), dse.data());
-        cu::xent_target_logit(f.q, rows, local, dlog.data(), dlab.data(), off, dtg.data());
-        auto hse = to_dev(f.q, se), htg = to_dev(f.q, tg);
-        cu::xent_loss(f.q, rows, hmx.data(), hse.data(), htg.data(), dloss.data());
-        cu::xent_local_backward(f.q, rows, local, dlog.data(), dlab.data(), off, hmx.data(), hse.data(), 0.5,
-                                ddl.data());
-        const std::string what = std::to_string(rows) + "x" + std::to_string(local) + " part " + std::to_string(p);
-        expect_close(to_host(f.q, dse, rows), se, tol<T>, "sumexp " + what);
-        expect_close(to_host(f.q, dtg, rows), tg, 0.0, "target " + what);
-        expect_close(to_host(f.q, dloss, rows), loss, tol<T>, "loss " + what);
-        expect_close(to_host(f.q, ddl, rows * local), dl, tol<T>, "dlogits " + what);
-      }
-    }
-  // Empty slice: row max is -inf.
-  auto dmx = poisoned<T>(f.q, 4);
-  cu::xent_local_max(f.q, 4, 0, static_cast<const T*>(nullptr), dmx.data());
-  for (T v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<T>::infinity());
-}
-
 TEST_CASE("softmax cross-entropy: bf16 logits and probs, float loss") {
   fixture f;
   for (const auto& s : shapes) {
@@ -624,7 +581,24 @@ TEST_CASE("softmax cross-entropy: bf16 logits and probs, float loss") {
   }
 }
 
-TEST_CASE("vocabulary-parallel cross-entropy pieces: bf16 logits, float statistics") {
+// Logits T, row statistics S: (float, float), (double, double), and bf16 logits with
+// float statistics. Real outputs: norm-wise tol<T> (tol_mixed element-wise for bf16);
+// bf16 dlogits within one ulp (the label column s * (p - 1) may cancel p's ~1e-7).
+template <class T_, class S_>
+struct xent_types {
+  using T = T_;
+  using S = S_;
+};
+TEST_CASE_TEMPLATE("vocabulary-parallel cross-entropy pieces", E, xent_types<float, float>, xent_types<double, double>,
+                   xent_types<bf16, float>) {
+  using T = typename E::T;
+  using S = typename E::S;
+  constexpr bool bf = std::is_same_v<T, bf16>;
+  const auto stats_close = [](const std::vector<S>& dev, const std::vector<S>& ref, double floor,
+                              const std::string& what) {
+    if constexpr (bf) expect_near(dev, ref, tol_mixed, floor, what);
+    else expect_close(dev, ref, tol<T>, what);
+  };
   fixture f;
   for (const auto& s : shapes)
     for (std::size_t parts : {std::size_t(1), std::size_t(3)}) {
@@ -633,45 +607,45 @@ TEST_CASE("vocabulary-parallel cross-entropy pieces: bf16 logits, float statisti
       auto dlab = to_dev(f.q, labels);
       for (std::size_t p = 0; p < parts; ++p) {
         const std::size_t off = p * local;
-        auto logits = random_bf16(rows * local, -5, 5);
+        std::vector<T> logits;
+        if constexpr (bf) logits = random_bf16(rows * local, -5, 5);
+        else logits = random_vec<T>(rows * local, -5, 5);
         auto dlog = to_dev(f.q, logits);
-        const bf16* dl_in = dlog.data();
-        std::vector<float> mx(rows), se(rows), tg(rows), loss(rows);
-        std::vector<bf16> dl(rows * local);
+        const T* dl_in = dlog.data();
+        std::vector<S> mx(rows), se(rows), tg(rows), loss(rows);
+        std::vector<T> dl(rows * local);
         hb::xent_local_max(f.hq, rows, local, logits.data(), mx.data());
         hb::xent_local_sumexp(f.hq, rows, local, logits.data(), mx.data(), se.data());
         hb::xent_target_logit(f.hq, rows, local, logits.data(), labels.data(), off, tg.data());
         hb::xent_loss(f.hq, rows, mx.data(), se.data(), tg.data(), loss.data());
         hb::xent_local_backward(f.hq, rows, local, logits.data(), labels.data(), off, mx.data(), se.data(), 0.5,
                                 dl.data());
-        auto dmx = poisoned<float>(f.q, rows), dse = poisoned<float>(f.q, rows), dtg = poisoned<float>(f.q, rows);
-        auto dloss = poisoned<float>(f.q, rows);
-        auto ddl = poisoned<bf16>(f.q, rows * local);
+        auto dmx = poisoned<S>(f.q, rows), dse = poisoned<S>(f.q, rows), dtg = poisoned<S>(f.q, rows);
+        auto dloss = poisoned<S>(f.q, rows);
+        auto ddl = poisoned<T>(f.q, rows * local);
         cu::xent_local_max(f.q, rows, local, dl_in, dmx.data());
-        // The max of exactly converted bf16 values: exact.
-        expect_close(to_host(f.q, dmx, rows), mx, 0.0, "bf16 row max");
+        expect_close(to_host(f.q, dmx, rows), mx, 0.0, "row max");  // a max of exact values: exact
         // Feed identical statistics to both sides from here on.
-        auto hmx = to_dev(f.q, mx);
-        cu::xent_local_sumexp(f.q, rows, local, dl_in, static_cast<const float*>(hmx.data()), dse.data());
+        auto hmx = to_dev(f.q, mx), hse = to_dev(f.q, se), htg = to_dev(f.q, tg);
+        const S* cmx = hmx.data();
+        const S* cse = hse.data();
+        cu::xent_local_sumexp(f.q, rows, local, dl_in, cmx, dse.data());
         cu::xent_target_logit(f.q, rows, local, dl_in, dlab.data(), off, dtg.data());
-        auto hse = to_dev(f.q, se), htg = to_dev(f.q, tg);
-        cu::xent_loss(f.q, rows, static_cast<const float*>(hmx.data()), static_cast<const float*>(hse.data()),
-                      static_cast<const float*>(htg.data()), dloss.data());
-        cu::xent_local_backward(f.q, rows, local, dl_in, dlab.data(), off, static_cast<const float*>(hmx.data()),
-                                static_cast<const float*>(hse.data()), 0.5, ddl.data());
+        cu::xent_loss(f.q, rows, cmx, cse, static_cast<const S*>(htg.data()), dloss.data());
+        cu::xent_local_backward(f.q, rows, local, dl_in, dlab.data(), off, cmx, cse, 0.5, ddl.data());
         const std::string what = std::to_string(rows) + "x" + std::to_string(local) + " part " + std::to_string(p);
         // sum_exp >= 1 whenever the slice holds the row max; an all-small slice sums to less.
-        expect_near(to_host(f.q, dse, rows), se, tol_mixed, 1e-30, "bf16 sumexp " + what);
-        expect_close(to_host(f.q, dtg, rows), tg, 0.0, "bf16 target " + what);
-        expect_near(to_host(f.q, dloss, rows), loss, tol_mixed, 1e-6, "bf16 loss " + what);
-        // The label column is s * (p - 1): p's float rounding (~1e-7) may cancel.
-        expect_bf16_close(to_host(f.q, ddl, rows * local), dl, 1e-6, "bf16 dlogits " + what);
+        stats_close(to_host(f.q, dse, rows), se, 1e-30, "sumexp " + what);
+        expect_close(to_host(f.q, dtg, rows), tg, 0.0, "target " + what);
+        stats_close(to_host(f.q, dloss, rows), loss, 1e-6, "loss " + what);
+        if constexpr (bf) expect_bf16_close(to_host(f.q, ddl, rows * local), dl, 1e-6, "dlogits " + what);
+        else expect_close(to_host(f.q, ddl, rows * local), dl, tol<T>, "dlogits " + what);
       }
     }
   // Empty slice: row max is -inf.
-  auto dmx = poisoned<float>(f.q, 4);
-  cu::xent_local_max(f.q, 4, 0, static_cast<const bf16*>(nullptr), dmx.data());
-  for (float v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<float>::infinity());
+  auto dmx = poisoned<S>(f.q, 4);
+  cu::xent_local_max(f.q, 4, 0, static_cast<const T*>(nullptr), dmx.data());
+  for (S v : to_host(f.q, dmx, 4)) CHECK(v == -std::numeric_limits<S>::infinity());
 }
 
 TEST_CASE_TEMPLATE("loss_accumulate keeps the loss books on the device", T, float, double) {

@@ -92,6 +92,10 @@ template <class T>
 using master_t = typename precision<T>::master;
 template <class T>
 using stat_t = typename precision<T>::stat;
+// Host scalars (alpha, beta) of a GEMM on T: double for double, float otherwise (bf16
+// GEMMs take float scalars, as cuBLASLt does). Every backend's gemm uses it.
+template <class T>
+using gemm_scalar_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // True when the trainer keeps a separate master copy of the parameters.
 template <class T>
 inline constexpr bool is_mixed_v = !std::is_same_v<typename precision<T>::compute, master_t<T>>;

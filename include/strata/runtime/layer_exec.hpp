@@ -19,11 +19,6 @@ namespace strata::runtime {
 using backend::activation;
 using backend::trans;
 
-// Host scalars of a GEMM on T: double for double, float otherwise (bf16 GEMMs
-// take float alpha/beta, as cuBLASLt does).
-template <class T>
-using gemm_scalar_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 // What a layer sees for one micro-batch: local rows × local columns, row-major.
 // T is the compute type (activations and the parameters layers read); gradients
 // are master_t<T> (float for bf16: mixed precision accumulates them in FP32).

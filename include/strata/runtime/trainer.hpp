@@ -512,9 +512,12 @@ class trainer {
     const std::size_t rows = full_rows(lp.in), cols = std::size_t(lp.in.last());
     const std::size_t per_sample = batch_.input_elems;
     buffer x = Backend::template allocate<T>(rows * cols);
-    const M* src = inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample;
-    if constexpr (std::is_same_v<M, T>) copy(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
-    else if (!embedding_first) cast_elements(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
+    // an Embedding reads this micro-batch's ids from ids_ (io.ids), never x
+    if constexpr (!embedding_first) {
+      const M* src = inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample;
+      if constexpr (std::is_same_v<M, T>) copy(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
+      else cast_elements(q_, std::size_t(P::micro_batch) * per_sample, src, x.data());
+    }
     if (lp.arrives == sbp::split_batch) return convert(std::move(x), sbp::broadcast, sbp::split_batch, rows, cols);
     return x;
   }

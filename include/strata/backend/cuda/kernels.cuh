@@ -91,9 +91,6 @@ struct compute_type<bf16> {
 };
 template <class T>
 using compute_t = typename compute_type<T>::type;
-// Host scalars for GEMM: double for double, float otherwise.
-template <class T>
-using scalar_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 [[noreturn]] inline void fail(const char* kernel, const std::string& what) {
   throw std::invalid_argument(std::string("strata: ") + kernel + ": " + what);
@@ -2045,9 +2042,9 @@ void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, doub
 template <class T>
   requires detail::is_elem_v<T>
 void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                   detail::scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
-                   detail::scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
-  using S = detail::scalar_t<T>;
+                   gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
+                   gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+  using S = gemm_scalar_t<T>;
   if (M == 0 || N == 0) return;
   const bool reads_ab =
       detail::check_gemm_args(trans_a, trans_b, M, N, K, alpha == S(0), A, lda, B, ldb, C, ldc);

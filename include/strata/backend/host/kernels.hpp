@@ -803,9 +803,8 @@ void loss_accumulate(queue&, std::size_t rows, std::size_t valid, const T* loss,
 template <class T>
   requires detail::is_elem_v<T>
 void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                   std::conditional_t<std::is_same_v<T, double>, double, float> alpha, const T* A, std::size_t lda,
-                   const T* B, std::size_t ldb, std::conditional_t<std::is_same_v<T, double>, double, float> beta,
-                   T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+                   gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
+                   gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
   if (M == 0 || N == 0) return;
   if (pre_out == C && act != activation::none) detail::fail("gemm", "pre_out must not alias C when act != none");
   gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libboost-dev doctest-dev
-          libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist)
+          libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist)
 
 missing=()
 for p in "${packages[@]}"; do

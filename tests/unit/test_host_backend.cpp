@@ -1,6 +1,7 @@
 // Host backend plumbing: buffers, views, queues/events, the thread pool.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -127,9 +128,34 @@ TEST_CASE("host backend: STRATA_HOST_THREADS overrides the default thread count"
   CHECK(Host::queue().threads() == 3);
   for (const char* bad : {"0", "-2", "abc", "4x", ""}) {
     ::setenv("STRATA_HOST_THREADS", bad, 1);
-    const unsigned hw = std::thread::hardware_concurrency();
-    CHECK(host::default_threads() == (hw ? hw : 1u));
+    CHECK(host::default_threads() == host::allowed_cpus().size());
   }
+}
+
+TEST_CASE("host backend: the default thread count is the CPUs this process may use") {
+  env_guard g("STRATA_HOST_THREADS");
+  ::unsetenv("STRATA_HOST_THREADS");
+  const auto cpus = host::allowed_cpus();
+  REQUIRE(!cpus.empty());
+  CHECK(cpus.size() <= std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(host::default_threads() == cpus.size());
+}
+
+TEST_CASE("host backend: a rank's share of its node's CPUs") {
+  using V = std::vector<int>;
+  // one process on 2 CPUs uses both
+  CHECK(host::cpu_share(V{0, 1}, {V{0, 1}}) == 2);
+  // 4 ranks unbound on 2 CPUs (srun with task/none, mpirun --oversubscribe): 1 each, never 0
+  CHECK(host::cpu_share(V{0, 1}, {V{0, 1}, V{0, 1}, V{0, 1}, V{0, 1}}) == 1);
+  // 2 ranks bound to a core each: one thread each
+  CHECK(host::cpu_share(V{1}, {V{0}, V{1}}) == 1);
+  // 3 ranks sharing 8 CPUs: 8/3 rounded down, no oversubscription
+  const V all{0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(host::cpu_share(all, {all, all, all}) == 2);
+  // 2 ranks bound to a socket each (4 CPUs), 2 more sharing the whole node
+  const V s0{0, 1, 2, 3}, s1{4, 5, 6, 7};
+  CHECK(host::cpu_share(s0, {s0, s1, all, all}) == 1);  // 4 CPUs shared 3 ways
+  CHECK(host::cpu_share(V{0, 1, 2, 3, 4, 5}, {V{0, 1, 2, 3, 4, 5}, V{6, 7}}) == 6);
 }
 
 TEST_CASE("host backend: parallel_for runs every task exactly once") {

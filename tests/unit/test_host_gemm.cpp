@@ -1,5 +1,7 @@
-// Host GEMM against a plain float64 reference, on every SIMD path the CPU
-// has, several thread counts, all transpose combinations and awkward shapes.
+// Host GEMM (the system's CBLAS) against a plain float64 reference, at several
+// thread counts, all transpose combinations and awkward shapes, plus the edge
+// semantics strata adds around the BLAS call (beta = 0 never reads C, alpha = 0 or
+// K = 0 never reads A/B, invalid arguments throw before C is touched).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -66,25 +68,13 @@ void ref_gemm(trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K, d
   }
 }
 
-// Distinct SIMD paths available here (requests are clamped to the CPU).
-std::vector<host::simd> simd_paths() {
-  std::vector<host::simd> out;
-  for (host::simd s : {host::simd::baseline, host::simd::avx2, host::simd::avx512}) {
-    const host::simd r = host::detail::resolve_simd(s);
-    bool seen = false;
-    for (auto o : out) seen |= (o == r);
-    if (!seen) out.push_back(r);
-  }
-  return out;
-}
-
 struct shape {
   std::size_t M, N, K;
 };
 
-// Runs one configuration for T on all SIMD paths and thread counts and checks
-// accuracy, that C's padding columns are untouched, and that thread counts
-// give bit-identical results.
+// Runs one configuration for T at several thread counts and checks accuracy and
+// that C's padding columns are untouched. (Bit-identical results across thread
+// counts are not checked: the BLAS does not promise them.)
 template <class T>
 void check_gemm(shape s, trans ta, trans tb, double alpha, double beta, std::size_t pad, std::uint32_t seed) {
   const std::size_t M = s.M, N = s.N, K = s.K;
@@ -96,37 +86,28 @@ void check_gemm(shape s, trans ta, trans tb, double alpha, double beta, std::siz
   ref_gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, ref.data(), ldc);
   const auto At = as<T>(A), Bt = as<T>(B);
 
-  for (host::simd path : simd_paths()) {
-    std::vector<T> first;
-    for (unsigned threads : {1u, 2u, 3u}) {
-      CAPTURE(M);
-      CAPTURE(N);
-      CAPTURE(K);
-      CAPTURE(int(ta));
-      CAPTURE(int(tb));
-      CAPTURE(int(path));
-      CAPTURE(threads);
-      host::queue q(threads);
-      q.set_simd_path(path);
-      std::vector<T> C = as<T>(C0);
-      const T sentinel = T(12345.5);
-      for (std::size_t i = 0; i < M; ++i) {
-        for (std::size_t j = N; j < ldc; ++j) C[i * ldc + j] = sentinel;
-        // beta == 0 must not read C: poison it.
-        if (beta == 0)
-          for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = std::numeric_limits<T>::quiet_NaN();
-      }
-      host::gemm<T>(q, ta, tb, M, N, K, T(alpha), At.data(), lda, Bt.data(), ldb, T(beta), C.data(), ldc);
-      CHECK(rel_err(C.data(), ref.data(), M, N, ldc) <= tol<T>);
-      bool pad_ok = true;
-      for (std::size_t i = 0; i < M; ++i)
-        for (std::size_t j = N; j < ldc; ++j) pad_ok &= (C[i * ldc + j] == sentinel);
-      CHECK(pad_ok);
-      if (first.empty())
-        first = C;
-      else
-        CHECK(std::memcmp(first.data(), C.data(), C.size() * sizeof(T)) == 0);  // bit-identical
+  for (unsigned threads : {1u, 2u, 3u}) {
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    CAPTURE(int(ta));
+    CAPTURE(int(tb));
+    CAPTURE(threads);
+    host::queue q(threads);
+    std::vector<T> C = as<T>(C0);
+    const T sentinel = T(12345.5);
+    for (std::size_t i = 0; i < M; ++i) {
+      for (std::size_t j = N; j < ldc; ++j) C[i * ldc + j] = sentinel;
+      // beta == 0 must not read C: poison it.
+      if (beta == 0)
+        for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = std::numeric_limits<T>::quiet_NaN();
     }
+    host::gemm<T>(q, ta, tb, M, N, K, T(alpha), At.data(), lda, Bt.data(), ldb, T(beta), C.data(), ldc);
+    CHECK(rel_err(C.data(), ref.data(), M, N, ldc) <= tol<T>);
+    bool pad_ok = true;
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = N; j < ldc; ++j) pad_ok &= (C[i * ldc + j] == sentinel);
+    CHECK(pad_ok);
   }
 }
 
@@ -151,10 +132,9 @@ TEST_CASE_TEMPLATE("host gemm: beta = 1 accumulates, general alpha/beta, padded 
       }
 }
 
-TEST_CASE_TEMPLATE("host gemm: crosses every cache-block boundary (MC, KC, NC)", T, float, double) {
-  // N > 3072 (NC) with K > 256 (KC: a full slice and a tail), then M > 288
-  // (the largest MC) with two full K slices and a tail. Kept thin so the
-  // test stays quick in unoptimised builds.
+TEST_CASE_TEMPLATE("host gemm: large and thin shapes (the BLAS's blocking and threading paths)", T, float, double) {
+  // Wide N with K past a typical K block, then tall M with a long K: shapes where
+  // the BLAS splits the work over threads and cache blocks.
   check_gemm<T>({7, 3075, 260}, trans::N, trans::N, 1.0, 0.0, 0, 300);
   check_gemm<T>({7, 3075, 260}, trans::T, trans::T, 0.5, 1.0, 1, 301);
   check_gemm<T>({290, 40, 520}, trans::N, trans::T, 1.0, 0.0, 0, 302);
@@ -192,30 +172,6 @@ TEST_CASE("host gemm: invalid arguments throw before touching C") {
   CHECK_THROWS_AS(host::gemm<float>(q, trans::N, trans::N, 4, 4, 4, 1.f, nullptr, 4, B.data(), 4, 0.f, C.data(), 4),
                   std::invalid_argument);
   for (float c : C) CHECK(c == 7.0f);
-}
-
-TEST_CASE_TEMPLATE("host gemm: bit-identical across 1, 2, 3 and 4 threads on multi-task shapes", T, float, double) {
-  // Small M (column-group split), large M (row-block split), and both.
-  const shape shapes[] = {{5, 1500, 300}, {700, 40, 260}, {150, 400, 300}};
-  std::uint32_t seed = 400;
-  for (const shape& s : shapes) {
-    const auto A = as<T>(rand_f(s.M * s.K, seed)), B = as<T>(rand_f(s.K * s.N, seed + 1));
-    const auto C0 = as<T>(rand_f(s.M * s.N, seed + 2));
-    seed += 3;
-    for (host::simd path : simd_paths()) {
-      std::vector<T> ref;
-      for (unsigned threads : {1u, 2u, 3u, 4u}) {
-        host::queue q(threads);
-        q.set_simd_path(path);
-        std::vector<T> C = C0;
-        host::gemm<T>(q, trans::N, trans::N, s.M, s.N, s.K, T(1), A.data(), s.K, B.data(), s.N, T(1), C.data(), s.N);
-        if (ref.empty())
-          ref = C;
-        else
-          CHECK(std::memcmp(ref.data(), C.data(), C.size() * sizeof(T)) == 0);
-      }
-    }
-  }
 }
 
 TEST_CASE_TEMPLATE("host gemm: strided batched equals a loop of gemms", T, float, double) {

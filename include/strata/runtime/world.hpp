@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <thread>
 #include <utility>
+#include <vector>
 
 #include "strata/backend/host/host.hpp"
 #include "strata/comm/communicator.hpp"
@@ -45,17 +45,27 @@ world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
   comm::mpi_communicator* c = &env->world();
   world<Backend, comm::mpi_communicator> w(std::move(env), c);
   if constexpr (requires { w.queue().set_threads(1u); }) {
-    // Processes sharing a node share its cores: each gets an equal slice, so ranks
-    // do not oversubscribe the CPU with their thread pools.
+    // Ranks on one node share its cores: each takes its share of the CPUs it may
+    // run on (backend::host::cpu_share), for strata's pool and the BLAS together.
     MPI_Comm node = MPI_COMM_NULL;
-    int local = 1;
     if (MPI_Comm_split_type(c->native(), MPI_COMM_TYPE_SHARED, c->rank(), MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      int local = 1;
       MPI_Comm_size(node, &local);
+      const std::vector<int> mine = backend::host::allowed_cpus();
+      int count = static_cast<int>(mine.size()), most = 0;
+      MPI_Allreduce(&count, &most, 1, MPI_INT, MPI_MAX, node);
+      std::vector<int> padded(mine);
+      padded.resize(static_cast<std::size_t>(most), -1);
+      std::vector<int> all(static_cast<std::size_t>(most) * static_cast<std::size_t>(local));
+      MPI_Allgather(padded.data(), most, MPI_INT, all.data(), most, MPI_INT, node);
       MPI_Comm_free(&node);
-    }
-    if (std::getenv("STRATA_HOST_THREADS") == nullptr) {
-      const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-      w.queue().set_threads(std::max(1u, hw / static_cast<unsigned>(std::max(local, 1))));
+      std::vector<std::vector<int>> masks(static_cast<std::size_t>(local));
+      for (std::size_t r = 0; r < masks.size(); ++r)
+        for (int k = 0; k < most; ++k)
+          if (const int cpu = all[r * static_cast<std::size_t>(most) + static_cast<std::size_t>(k)]; cpu >= 0)
+            masks[r].push_back(cpu);
+      if (std::getenv("STRATA_HOST_THREADS") == nullptr)
+        w.queue().set_threads(backend::host::cpu_share(mine, masks));
     }
   }
   return w;

@@ -6,6 +6,7 @@
 // types, so generic code can be written once against `Backend::...`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -21,6 +22,10 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace strata::backend::host {
 
@@ -118,22 +123,62 @@ class buffer {
 // Threads
 // ---------------------------------------------------------------------------
 
+// CPUs this process may run on: its affinity mask (what taskset, a launcher's
+// binding or a cgroup cpuset left it), else every CPU the machine reports.
+inline std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+#endif
+  if (cpus.empty()) {
+    const unsigned h = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned c = 0; c < h; ++c) cpus.push_back(static_cast<int>(c));
+  }
+  return cpus;
+}
+
+// Threads for a process allowed on `mine` when the processes of its node (itself
+// included) are allowed on `node[i]`: a CPU open to k of them counts 1/k for each,
+// and the sum is rounded down (at least 1), so ranks bound to their own cores use
+// them all and ranks sharing cores split them without oversubscribing.
+inline unsigned cpu_share(const std::vector<int>& mine, const std::vector<std::vector<int>>& node) {
+  double share = 0.0;
+  for (int c : mine) {
+    int k = 0;
+    for (const auto& other : node) k += std::count(other.begin(), other.end(), c) > 0 ? 1 : 0;
+    share += 1.0 / std::max(k, 1);
+  }
+  return std::max(1u, static_cast<unsigned>(share + 1e-9));
+}
+
 // Thread count for new queues: STRATA_HOST_THREADS if it is a positive
-// integer, else std::thread::hardware_concurrency() (at least 1).
+// integer, else the CPUs this process may run on (at least 1).
 inline unsigned default_threads() {
   if (const char* s = std::getenv("STRATA_HOST_THREADS"); s && *s) {
     char* end = nullptr;
     const long v = std::strtol(s, &end, 10);
     if (end && *end == '\0' && v > 0 && v <= 1024) return static_cast<unsigned>(v);
   }
-  const unsigned h = std::thread::hardware_concurrency();
-  return h ? h : 1u;
+  return static_cast<unsigned>(allowed_cpus().size());
 }
 
 namespace detail {
 // Set while a thread executes pool work, so a nested parallel_for runs inline
 // instead of deadlocking on its own pool.
 inline thread_local bool in_pool_task = false;
+
+// One step of a short busy-wait.
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 }  // namespace detail
 
 // Fork-join pool: run(tasks, f) calls f(i) once for every i in [0, tasks),
@@ -142,8 +187,16 @@ inline thread_local bool in_pool_task = false;
 // kernels give each output element to exactly one task and keep per-element
 // arithmetic independent of the split: results are then bit-identical for
 // any thread count.
+//
+// A training step is a string of short parallel kernels: waking a sleeping
+// worker through the kernel costs tens of microseconds on a VM, as much as a
+// small GEMM. So a worker (and the caller waiting for it) spins for a short
+// while before it sleeps; kernels that follow each other find it awake.
 class thread_pool {
  public:
+  // Busy-wait iterations (a pause each, ~20-40 µs in all) before sleeping.
+  static constexpr int spin_iterations = 2000;
+
   explicit thread_pool(unsigned threads) : threads_(threads ? threads : 1u) {
     workers_.reserve(threads_ - 1);
     for (unsigned i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -151,7 +204,7 @@ class thread_pool {
   ~thread_pool() {
     {
       std::lock_guard<std::mutex> lk(m_);
-      stop_ = true;
+      stop_.store(true);
     }
     start_cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -176,17 +229,18 @@ class thread_pool {
     j.tasks = tasks;
     {
       std::lock_guard<std::mutex> lk(m_);
-      job_ = &j;
-      busy_ = static_cast<unsigned>(workers_.size());
-      ++generation_;
+      job_.store(&j);
+      busy_.store(static_cast<unsigned>(workers_.size()));
+      generation_.fetch_add(1);  // published last: a spinning worker then sees job_
     }
     start_cv_.notify_all();
     execute(j);
-    {
+    for (int i = 0; i < spin_iterations && busy_.load() != 0; ++i) detail::spin_pause();
+    if (busy_.load() != 0) {
       std::unique_lock<std::mutex> lk(m_);
-      done_cv_.wait(lk, [&] { return busy_ == 0; });
-      job_ = nullptr;
+      done_cv_.wait(lk, [&] { return busy_.load() == 0; });
     }
+    job_.store(nullptr);
     if (j.error) std::rethrow_exception(j.error);
   }
 
@@ -218,18 +272,17 @@ class thread_pool {
   void worker_loop() {
     std::uint64_t seen = 0;
     for (;;) {
-      job* j = nullptr;
-      {
+      for (int i = 0; i < spin_iterations && generation_.load() == seen && !stop_.load(); ++i) detail::spin_pause();
+      if (generation_.load() == seen) {
         std::unique_lock<std::mutex> lk(m_);
-        start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        j = job_;
+        start_cv_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
       }
-      execute(*j);
-      {
-        std::lock_guard<std::mutex> lk(m_);
-        if (--busy_ == 0) done_cv_.notify_one();
+      if (stop_.load()) return;
+      seen = generation_.load();
+      execute(*job_.load());
+      if (busy_.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lk(m_);  // the caller may be between its check and its wait
+        done_cv_.notify_one();
       }
     }
   }
@@ -239,23 +292,19 @@ class thread_pool {
   std::mutex run_m_;
   std::mutex m_;
   std::condition_variable start_cv_, done_cv_;
-  job* job_ = nullptr;
-  unsigned busy_ = 0;
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<job*> job_{nullptr};
+  std::atomic<unsigned> busy_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // ---------------------------------------------------------------------------
 // Queues and events
 // ---------------------------------------------------------------------------
 
-// SIMD code path for the GEMM micro-kernel; `automatic` picks the best the
-// CPU supports at run time (override with STRATA_HOST_SIMD=baseline|avx2|avx512).
-enum class simd : unsigned char { automatic, baseline, avx2, avx512 };
-
 // An ordered stream of work. On the host, work runs to completion inside the
 // submitting call, which trivially satisfies in-order semantics; the queue
-// carries the execution resources (thread count, SIMD path) instead.
+// carries the execution resources (its thread count) instead.
 // Not thread-safe: like a CUDA stream handle, give each host thread its own.
 class queue {
  public:
@@ -266,14 +315,13 @@ class queue {
   queue& operator=(const queue&) = delete;
 
   unsigned threads() const noexcept { return threads_; }
-  // Changing the thread count never changes results (see thread_pool).
+  // Changing the thread count never changes strata's own kernels' results (see
+  // thread_pool); BLAS GEMMs make no such promise (see gemm.hpp).
   void set_threads(unsigned t) {
     t = t ? t : 1u;
     if (t != threads_) pool_.reset();
     threads_ = t;
   }
-  simd simd_path() const noexcept { return simd_; }
-  void set_simd_path(simd s) noexcept { simd_ = s; }
 
   // All submitted work has completed by the time submission returns.
   void synchronize() noexcept {}
@@ -291,7 +339,6 @@ class queue {
 
  private:
   unsigned threads_;
-  simd simd_ = simd::automatic;
   std::unique_ptr<thread_pool> pool_;
 };
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The host benchmarks, in one run on this machine:
+#  1. GEMMs: strata's host gemm vs OpenBLAS called directly (1 thread and T threads);
+#  2. the seed MLP's training step (float32, Adam, one process, T threads) at batch 64,
+#     256 and 1024: strata vs PyTorch on the same CPU and thread count.
+# PyTorch is installed with pip into a private venv (STRATA_BENCH_VENV, default
+# .venv-bench, git-ignored); it is never a dependency of strata. The report (ratios,
+# machine, versions, the command) goes to stdout and to bench/results/host_<date>_<cpu>.md.
+#   bash bench/host/run.sh [threads]      (default: every CPU this process may use)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+threads=${1:-$(nproc)}
+
+bash scripts/deps.sh >/dev/null
+cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
+  -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build-bench --target bench_host_gemm bench_host_step >/dev/null
+
+venv=${STRATA_BENCH_VENV:-.venv-bench}
+if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  echo "installing PyTorch into $venv (pip; a few GB, once)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet torch numpy
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "== GEMM, 1 thread"; ./build-bench/bench/bench_host_gemm 1 | tee "$out/gemm1"
+echo "== GEMM, $threads threads"; ./build-bench/bench/bench_host_gemm "$threads" | tee "$out/gemmT"
+echo "== training step"
+# Alternate the two frameworks twice; each keeps its best pass (the other is warm-up for the caches and clocks).
+for pass in 1 2; do
+  ./build-bench/bench/bench_host_step "$threads" | tee -a "$out/strata"
+  "$venv/bin/python" bench/host/pytorch_mlp.py --threads "$threads" | tee -a "$out/torch"
+done
+
+best() {  # best ms/step of framework file $1 at batch $2
+  awk -v b="$2" '$3 == b { if (m == "" || $6 < m) m = $6 } END { print m }' "$1"
+}
+{
+  echo "# Host benchmarks: strata vs OpenBLAS and PyTorch ($(date -u +%Y-%m-%d))"
+  echo
+  echo "- command: \`bash bench/host/run.sh $threads\`"
+  echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs usable;" \
+       "flags: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "- $(head -1 "$out/gemm1")"
+  echo "- PyTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), $("$venv/bin/python" -c 'import torch; c = torch.__config__.show(); print("MKL" if "MKL" in c else "no MKL", "+ oneDNN" if "oneDNN" in c or "mkldnn" in c.lower() else "")')"
+  echo "- strata commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include bench || echo ' (with local changes)')"
+  echo
+  echo "## GEMM (float32, row-major): strata's call / OpenBLAS called directly (goal >= 0.95)"
+  echo
+  for f in gemm1 gemmT; do
+    echo '```'
+    tail -n +2 "$out/$f"
+    echo '```'
+  done
+  echo
+  echo "## Seed MLP training step, $threads threads (goal: strata/PyTorch speed >= 1.0 at every batch)"
+  echo
+  echo "| batch | strata ms/step | PyTorch ms/step | speed ratio strata/PyTorch |"
+  echo "| --- | --- | --- | --- |"
+  for b in 64 256 1024; do
+    s=$(best "$out/strata" "$b"); t=$(best "$out/torch" "$b")
+    echo "| $b | $s | $t | $(awk -v s="$s" -v t="$t" 'BEGIN { printf "%.2f", t / s }') |"
+  done
+} > "$out/report.md"
+echo
+cat "$out/report.md"
+mkdir -p bench/results
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | tr -c 'A-Za-z0-9\n' '_' | tr -s _ | cut -c1-24)
+dest="bench/results/host_$(date -u +%Y-%m-%d)_${cpu}.md"
+cp "$out/report.md" "$dest"
+echo "written to $dest"

@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include <strata/data/fashion_mnist.hpp>
+#include "fashion_mnist/fashion_mnist.hpp"
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
@@ -43,9 +43,9 @@ int run(World& world, int epochs) {
                   P::global_batch(world.size()), P::stages > 1 ? "1F1B, Adam lr 1e-3" : "one device, Adam lr 1e-3",
                   std::is_same_v<T, bf16> ? "bf16 mixed precision (FP32 master weights)" : "float32");
 
-    const auto train_set = data::load_fashion_mnist<float>(data::split::train);
-    const auto test_set = data::load_fashion_mnist<float>(data::split::test);
-    data::sharded_loader loader(train_set, replica, dp, P::micro_batch * P::num_micro_batch, /*seed=*/2024);
+    const auto train_set = fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::train);
+    const auto test_set = fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::test);
+    fashion_mnist::sharded_loader loader(train_set, replica, dp, P::micro_batch * P::num_micro_batch, /*seed=*/2024);
     const auto steps = loader.steps_per_epoch();
 
     for (int e = 0; e < epochs; ++e) {
@@ -72,7 +72,7 @@ int run(World& world, int epochs) {
     }
 
     // Every test image exactly once across the replicas; the last chunk padded.
-    auto eval = data::evaluation_loader(test_set, replica, dp, P::micro_batch * P::num_micro_batch);
+    auto eval = fashion_mnist::evaluation_loader(test_set, replica, dp, P::micro_batch * P::num_micro_batch);
     long long correct = 0, rows = 0;
     for (std::int64_t s = 0; s < eval.steps_per_epoch(); ++s) {
       const auto b = eval.batch(0, s);

@@ -21,10 +21,15 @@ constexpr bool fits() {
 }
 static_assert(fits<OneFOneB, 0, 512 * MiB>() && fits<OneFOneB, 1, 512 * MiB>());
 
-// What the total is made of: parameters + gradients + Adam's two moments + activations.
+// What the total is made of: parameters + gradients + Adam's two moments + every activation
+// buffer the executor allocates (the lowered buffer plan: stash slots, messages, work region).
 static_assert(OneFOneB::peak_memory_bytes(0) ==
               OneFOneB::parameter_bytes(0) + OneFOneB::gradient_bytes(0) + OneFOneB::adam_state_bytes(0) +
-                  OneFOneB::peak_activation_bytes(0));
+                  OneFOneB::activation_arena_bytes(0));
+// The stash is most of it; the rest is one micro-batch's 64 × 4096 activation waiting to be
+// sent to stage 1 (1 MiB), its gradient coming back (1 MiB) and the two transients a layer
+// call uses in turn (2 MiB).
+static_assert(OneFOneB::activation_arena_bytes(0) - OneFOneB::peak_activation_bytes(0) == 4 * MiB);
 static_assert(OneFOneB::adam_state_bytes(0) == 2 * OneFOneB::parameter_bytes(0));
 static_assert(OneFOneB::parameter_bytes(0) == (785LL * 4096 + 4097LL * 4096) * 4);
 

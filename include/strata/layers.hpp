@@ -8,4 +8,4 @@
 #include "strata/layers/linear.hpp"
 #include "strata/layers/loss.hpp"
 #include "strata/layers/moe.hpp"
-#include "strata/layers/shape.hpp"
+#include "strata/core/shape.hpp"

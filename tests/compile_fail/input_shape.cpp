@@ -15,7 +15,7 @@ struct HalvePool {  // a valid Layer: halves the last axis
   static constexpr std::array<param_t, 0> params{};
   static constexpr long long forward_flops(shape_t in) { return in.numel(); }
   static constexpr long long backward_flops(shape_t in) { return in.numel(); }
-  static constexpr long long stash_elems(shape_t in) { return in.numel(); }
+  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true}; }
 };
 static_assert(Layer<HalvePool>);
 

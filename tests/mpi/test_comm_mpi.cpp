@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <strata/comm/mpi.hpp>
+#include <strata/comm/self.hpp>
 
 #include <algorithm>
 #include <climits>

@@ -13,7 +13,7 @@
 #include <exception>
 #include <vector>
 
-#include <strata/data/fashion_mnist.hpp>
+#include "fashion_mnist/fashion_mnist.hpp"
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!std::strcmp(mode, "data")) {
-      auto d = data::load_fashion_mnist<float>(data::split::train, "/nonexistent/fashion-mnist");
+      auto d = fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::train, "/nonexistent/fashion-mnist");
       return 0;
     }
     auto t = make_trainer<DP>(world, SGD{});

@@ -7,7 +7,7 @@
 #include "temp_dir.hpp"
 #include <zlib.h>
 
-#include "strata/data/fashion_mnist.hpp"
+#include "fashion_mnist/fashion_mnist.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -25,7 +25,10 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-namespace sd = strata::data;
+namespace sd {
+using namespace fashion_mnist;
+using namespace strata::data;
+}  // namespace sd
 using bytes = std::vector<std::uint8_t>;
 
 namespace {

@@ -6,7 +6,7 @@
 #include "temp_dir.hpp"
 #include <zlib.h>
 
-#include "strata/data/idx.hpp"
+#include "fashion_mnist/idx.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using strata::data::data_error;
+using fashion_mnist::data_error;
 using bytes = std::vector<std::uint8_t>;
 
 namespace {
@@ -70,7 +70,7 @@ doctest::Contains has(const std::string& s) { return doctest::Contains(s.c_str()
 
 std::string message_of(const std::string& path, int rank) {
   try {
-    strata::data::read_idx_u8(path, rank);
+    fashion_mnist::read_idx_u8(path, rank);
   } catch (const data_error& e) {
     return e.what();
   }
@@ -79,10 +79,10 @@ std::string message_of(const std::string& path, int rank) {
 
 }  // namespace
 
-using strata::data::read_gzip;
-using strata::data::read_idx_images;
-using strata::data::read_idx_labels;
-using strata::data::read_idx_u8;
+using fashion_mnist::read_gzip;
+using fashion_mnist::read_idx_images;
+using fashion_mnist::read_idx_labels;
+using fashion_mnist::read_idx_u8;
 
 TEST_CASE("data_error is a std::runtime_error") {
   const temp_dir t;
@@ -107,7 +107,7 @@ TEST_CASE("well-formed image and label files parse to their dims and payload") {
   const auto lab = read_idx_labels(lp, 10);
   CHECK(lab.dims == std::vector<std::uint32_t>{3});
   CHECK(bytes(lab.values().begin(), lab.values().end()) == bytes{7, 0, 9});
-  CHECK_NOTHROW(strata::data::check_same_count(img, lab));
+  CHECK_NOTHROW(fashion_mnist::check_same_count(img, lab));
 }
 
 TEST_CASE("zero items is a valid, empty file") {
@@ -307,11 +307,11 @@ TEST_CASE("image and label counts must match") {
   write_gz(lp, idx(0x00000801, {3}, {1, 2, 3}));
   const auto img = read_idx_images(ip);
   const auto lab = read_idx_labels(lp, 10);
-  CHECK_THROWS_WITH_AS(strata::data::check_same_count(img, lab),
+  CHECK_THROWS_WITH_AS(fashion_mnist::check_same_count(img, lab),
                        has(lp + ": holds 3 labels but " + ip + " holds 4 images; the counts must match"),
                        data_error);
 }
 
 TEST_CASE("parse_idx_u8 rejects a nonsensical expected rank") {
-  CHECK_THROWS_AS(strata::data::parse_idx_u8({0, 0, 8, 0}, "mem", 0), std::invalid_argument);
+  CHECK_THROWS_AS(fashion_mnist::parse_idx_u8({0, 0, 8, 0}, "mem", 0), std::invalid_argument);
 }

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "strata/backend/host/host.hpp"
+#include "strata/backend/host/backend.hpp"
 
 namespace {
 

@@ -2,31 +2,23 @@
 // differences of its forward, in float64: d(Σ w·y)/dx and d(Σ w·y)/dθ for random w.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
-#include <strata/comm/communicator.hpp>
-#include <strata/runtime/layer_exec.hpp>
+#include <strata/backend/host/backend.hpp>
+#include <strata/comm/self.hpp>
+#include <strata/exec/context.hpp>
 #include <strata/strata.hpp>
 
 using namespace strata;
-using runtime::exec;
 
 namespace {
 
 using B = backend::Host;
-using buffer = B::buffer<double>;
-
-template <class L>
-layer_plan plan_of(shape_t in) {
-  layer_plan lp;
-  lp.desc = describe<L>();
-  lp.in = in;
-  lp.out = L::out_shape(in);
-  for (int k = 0; k < lp.desc.num_params; ++k) lp.local_params[static_cast<std::size_t>(k)] = L::params[static_cast<std::size_t>(k)].shape;
-  return lp;
-}
+using ctx_t = exec::layer_ctx<B, double, comm::self_communicator>;
 
 struct harness {
   B::queue q{1};
@@ -40,56 +32,105 @@ struct harness {
   }
 };
 
+// One call of layer L on one device, with the buffers its memory() asks for, as the
+// executor makes it (a view runs no kernel: its output is its input).
+template <class L>
+struct layer_call {
+  local_dims d;
+  buffer_needs m;
+  std::vector<double> stash_values, stash_stats, scratch_values, scratch_stats;
+  std::vector<std::int32_t> stash_ids;
+  layer_call(shape_t in, std::size_t rows) {
+    d.rows = static_cast<long long>(rows);
+    d.in_cols = in.last();
+    d.in = in;
+    d.out = L::out_shape(in);
+    const bool loss = L::role == layer_role::loss;
+    d.out_rows = loss ? 0 : d.rows * (d.out.numel() / d.out.last()) / (in.numel() / in.last());
+    d.out_cols = loss ? 0 : d.out.last();
+    m = L::memory(d);
+    stash_values.resize(static_cast<std::size_t>(m.stash_values));
+    stash_stats.resize(static_cast<std::size_t>(m.stash_stats));
+    stash_ids.resize(static_cast<std::size_t>(m.stash_ids));
+    scratch_values.resize(static_cast<std::size_t>(m.scratch_values));
+    scratch_stats.resize(static_cast<std::size_t>(m.scratch_stats));
+  }
+  ctx_t context(harness& h, std::vector<std::vector<double>>& params, std::vector<std::vector<double>>& grads) {
+    ctx_t c{h.q, h.self};
+    c.rows = static_cast<std::size_t>(d.rows);
+    c.in_cols = static_cast<std::size_t>(d.in_cols);
+    c.out_cols = static_cast<std::size_t>(d.out_cols);
+    for (std::size_t k = 0; k < params.size(); ++k) c.w[k] = params[k].data(), c.g[k] = grads[k].data();
+    c.stash_values = stash_values.data();
+    c.stash_stats = stash_stats.data();
+    c.stash_ids = stash_ids.data();
+    c.scratch_values = scratch_values.data();
+    c.scratch_stats = scratch_stats.data();
+    return c;
+  }
+  static void forward(ctx_t& c) {
+    if (L::memory(local_dims{}).view) {
+      std::copy(c.x, c.x + c.rows * c.in_cols, c.y);
+      return;
+    }
+    L::forward(c);
+  }
+  static void backward(ctx_t& c) {
+    if (L::memory(local_dims{}).view) {
+      if (c.dx) std::copy(c.dy, c.dy + c.rows * c.in_cols, c.dx);
+      return;
+    }
+    L::backward(c);
+  }
+};
+
 // Checks dx and every parameter gradient of layer L on `rows` × in_shape inputs.
 template <class L>
-void check_layer(shape_t in, std::size_t rows, std::vector<double> x, runtime::loss_io<double>* loss = nullptr,
+void check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss_io<double>* loss = nullptr,
                  bool check_dx = true) {
   harness h;
-  const layer_plan lp = plan_of<L>(in);
-  const std::size_t in_cols = static_cast<std::size_t>(in.last());
-  const std::size_t out_rows = rows * static_cast<std::size_t>(lp.out.numel() / lp.out.last()) /
-                               static_cast<std::size_t>(in.numel() / in.last());
-  const std::size_t out_cols = lp.desc.role == layer_role::loss ? 1 : static_cast<std::size_t>(lp.out.last());
-  const std::size_t nx = rows * in_cols, ny = out_rows * out_cols;
+  const layer_desc desc = describe<L>();
+  layer_call<L> call(in, rows);
+  const std::size_t nx = rows * static_cast<std::size_t>(in.last());
+  const std::size_t ny = static_cast<std::size_t>(call.d.out_rows * call.d.out_cols);
   std::vector<std::vector<double>> params, grads;
-  for (int k = 0; k < lp.desc.num_params; ++k) {
-    const auto n = static_cast<std::size_t>(lp.desc.params[static_cast<std::size_t>(k)].shape.numel());
+  for (int k = 0; k < desc.num_params; ++k) {
+    const auto n = static_cast<std::size_t>(desc.params[static_cast<std::size_t>(k)].shape.numel());
     params.push_back(h.rand(n, 0.5));
     grads.emplace_back(n, 0.0);
   }
   const std::vector<double> w = h.rand(std::max<std::size_t>(ny, 1));
-  auto make_io = [&](runtime::step_io<B, double>& io) {
-    for (auto& p : params) io.params.push_back(p.data());
-    for (auto& gr : grads) io.grads.push_back(gr.data());
-  };
   // objective: Σ w·y, or the loss layer's mean loss
   auto objective = [&]() {
-    runtime::step_io<B, double> io{h.q, lp, rows, in_cols, out_cols, 0, 1, {}, {}};
-    make_io(io);
-    runtime::stash<B, double> st;
+    layer_call<L> fresh(in, rows);
+    std::vector<std::vector<double>> scratch_grads = grads;
+    ctx_t c = fresh.context(h, params, scratch_grads);
     std::vector<double> y(std::max<std::size_t>(ny, 1));
-    if (loss) {
-      runtime::loss_io<double> lio = *loss;
-      double acc[3] = {0, 0, 0};  // Σ loss, correct, rows
-      lio.acc = acc;
-      exec<L>::forward(io, st, x.data(), y.data(), h.self, &lio);
-      return acc[0] * lio.scale;
-    }
-    exec<L>::forward(io, st, x.data(), y.data(), h.self, static_cast<runtime::loss_io<double>*>(nullptr));
+    c.x = x.data();
+    c.y = y.data();
+    exec::loss_io<double> lio = loss ? *loss : exec::loss_io<double>{};
+    double acc[3] = {0, 0, 0};  // Σ loss, correct, rows
+    lio.acc = acc;
+    c.loss = &lio;
+    layer_call<L>::forward(c);
+    if (loss) return acc[0] * lio.scale;
     double s = 0;
     for (std::size_t i = 0; i < ny; ++i) s += w[i] * y[i];
     return s;
   };
   // analytic gradients
-  runtime::step_io<B, double> io{h.q, lp, rows, in_cols, out_cols, 0, 1, {}, {}};
-  make_io(io);
-  runtime::stash<B, double> st;
+  ctx_t c = call.context(h, params, grads);
   std::vector<double> y(std::max<std::size_t>(ny, 1)), dx(nx, 0.0);
-  runtime::loss_io<double> lio = loss ? *loss : runtime::loss_io<double>{};
+  exec::loss_io<double> lio = loss ? *loss : exec::loss_io<double>{};
   double acc[3] = {0, 0, 0};
   lio.acc = acc;
-  exec<L>::forward(io, st, x.data(), y.data(), h.self, loss ? &lio : nullptr);
-  exec<L>::backward(io, st, w.data(), check_dx ? dx.data() : nullptr, h.self, loss ? &lio : nullptr);
+  c.loss = &lio;
+  c.x = x.data();
+  c.y = y.data();
+  layer_call<L>::forward(c);
+  c.dy = w.data();
+  c.dx = check_dx ? dx.data() : nullptr;
+  layer_call<L>::backward(c);
 
   const double eps = 1e-6;
   auto fd = [&](double& v) {
@@ -117,7 +158,7 @@ void check_layer(shape_t in, std::size_t rows, std::vector<double> x, runtime::l
   for (std::size_t k = 0; k < params.size(); ++k) {
     std::vector<double> num(params[k].size());
     for (std::size_t i = 0; i < num.size(); ++i) num[i] = fd(params[k][i]);
-    INFO("parameter " << k << " of " << lp.desc.name);
+    INFO("parameter " << k << " of " << desc.name);
     CHECK(rel_err(grads[k], num) < 1e-6);
   }
 }
@@ -155,7 +196,7 @@ TEST_CASE("Embedding (table gradient)") {
 TEST_CASE("SoftmaxCrossEntropy (mean loss)") {
   harness h;
   std::vector<std::int32_t> labels = {2, 0, 4, 1, 1};
-  runtime::loss_io<double> lio;
+  exec::loss_io<double> lio;
   lio.labels = labels.data();
   lio.scale = 1.0 / 5;
   check_layer<layers::SoftmaxCrossEntropy>(shape_v<5>, 5, h.rand(5 * 5, 2.0), &lio);

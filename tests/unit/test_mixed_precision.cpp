@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <strata/backend/bf16.hpp>
+#include <strata/core/precision.hpp>
 #include <strata/backend/host/kernels.hpp>
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>

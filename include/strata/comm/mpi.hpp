@@ -24,7 +24,7 @@
 #endif
 #include <mpi.h>
 
-#include <strata/comm/communicator.hpp>
+#include "strata/core/communicator.hpp"
 
 #include <algorithm>
 #include <atomic>

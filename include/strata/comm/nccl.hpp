@@ -3,8 +3,8 @@
 #pragma once
 // NCCL backend of the communicator concept: one process per GPU, buffers are
 // device pointers, every operation is enqueued on a CUDA stream the
-// communicator holds. world() bootstraps over MPI and exists when <mpi.h> is on
-// the include path; single() never touches MPI.
+// communicator holds. world() bootstraps over MPI and exists when the build has
+// MPI (STRATA_WITH_MPI, set by CMake's strata::mpi); single() never touches MPI.
 //
 // Semantics on top of communicator.hpp:
 //  * Buffers must be device-accessible memory of this communicator's device
@@ -55,9 +55,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <strata/comm/communicator.hpp>
-#if !defined(STRATA_NO_MPI) && __has_include(<mpi.h>)
-#include <strata/comm/mpi.hpp>
+#include "strata/core/communicator.hpp"
+#if defined(STRATA_WITH_MPI)
+#include "strata/comm/mpi.hpp"
 #define STRATA_NCCL_WITH_MPI 1
 #endif
 

@@ -27,7 +27,7 @@
 //    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
 //    return z ^ (z >> 31);
 // The epoch-e stream starts from state mix64(seed ^ mix64(e + 0x9e3779b97f4a7c15)),
-// where mix64 is the three finaliser lines above. Integers in [0, n) use
+// where mix64 is the three finaliser lines above (strata::splitmix64_mix). Integers in [0, n) use
 // rejection: draw r until r >= (2^64 - n) mod n, return r mod n (unbiased).
 // Fisher-Yates: p = identity; for i = N-1 down to 1: swap(p[i], p[below(i+1)]).
 #ifndef STRATA_DATA_SHARDING_HPP
@@ -41,14 +41,9 @@
 #include <utility>
 #include <vector>
 
-namespace strata::data {
+#include "strata/core/random.hpp"
 
-// The splitmix64 output finaliser: a bijection on 64-bit words.
-constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+namespace strata::data {
 
 // Small, fully specified PRNG, so shuffles are reproducible everywhere.
 class splitmix64 {
@@ -57,7 +52,7 @@ class splitmix64 {
 
   constexpr std::uint64_t next() noexcept {
     state_ += 0x9e3779b97f4a7c15ULL;
-    return mix64(state_);
+    return splitmix64_mix(state_);
   }
 
   // Uniform in [0, n), n >= 1, by rejection (no modulo bias).
@@ -77,7 +72,7 @@ class splitmix64 {
 
 // Independent-looking stream for each (seed, epoch) pair.
 constexpr splitmix64 epoch_generator(std::uint64_t seed, std::uint64_t epoch) noexcept {
-  return splitmix64(mix64(seed ^ mix64(epoch + 0x9e3779b97f4a7c15ULL)));
+  return splitmix64(splitmix64_mix(seed ^ splitmix64_mix(epoch + 0x9e3779b97f4a7c15ULL)));
 }
 
 enum class remainder { drop, pad };

@@ -1,8 +1,9 @@
 #pragma once
-// MultiHeadAttention<D, Heads, Seq>: self-attention over [Seq, D]. Under Split<N>
-// heads are divided among devices: QKV column-parallel, output projection row-parallel.
+// MultiHeadAttention<D, Heads, Seq>: self-attention over [Seq, D]. Under Split<N> heads
+// are divided among devices: QKV column-parallel, output projection row-parallel.
+// Planned and costed; not executable yet.
+#include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
-#include "strata/plan/rules.hpp"
 
 namespace strata::layers {
 
@@ -27,10 +28,24 @@ struct MultiHeadAttention {
     return 2 * s * d * 3 * d + 4 * s * s * d + 2 * s * d * d;
   }
   static constexpr long long backward_flops(shape_t in) { return 2 * forward_flops(in); }
-  // x, q/k/v, attention probabilities per head, context.
-  static constexpr long long stash_elems(shape_t) {
-    const long long s = Seq, d = D;
-    return s * d + 3 * s * d + Heads * s * s + s * d;
+
+  static constexpr shard_choice shard(const shard_query& q) {
+    shard_choice c;
+    c.sig = signature::head_parallel;
+    c.need = sbp::broadcast;
+    c.out = sbp::partial;
+    c.feat_div = q.n;
+    c.flops_div = q.n;
+    c.partial_input_grad = true;
+    c.param_axis = {1, 0, 0, -1, -1, -1};  // QKV on its outputs, the out-projection on its inputs
+    if (Heads % q.n != 0) c.violate(shard_rule::split_heads, Heads);
+    return c;
+  }
+  // x; this device's heads' q/k/v, attention probabilities and context.
+  static constexpr buffer_needs memory(const local_dims& d) {
+    const long long split = d.sig == signature::head_parallel ? d.n : 1;
+    const long long seqs = d.rows / Seq;
+    return {.keep_input = true, .stash_values = 4 * d.rows * D / split + seqs * (Heads / split) * Seq * Seq};
   }
 };
 

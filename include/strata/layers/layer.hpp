@@ -1,10 +1,19 @@
 #pragma once
-// The Layer concept: what a type must expose to be placed, sharded and costed by the planner.
+// The Layer concept: what a type must expose to be placed, sharded, costed and laid
+// out in memory by the planner — and, optionally, run by the executor. A layer is one
+// header: its description, how it shards under Split<N>, the memory its execution
+// needs, and its forward and backward written against the kernel families (found by
+// argument-dependent lookup on the queue, so the same code runs on every backend).
+#include <array>
 #include <concepts>
 #include <cstddef>
+#include <string_view>
 #include <type_traits>
 
-#include "strata/layers/shape.hpp"
+#include "strata/core/kernel_args.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/core/sbp.hpp"
+#include "strata/core/shape.hpp"
 
 namespace strata {
 
@@ -21,25 +30,95 @@ template <class L> concept has_flops = requires(shape_t s) {
   { L::forward_flops(s) } -> std::convertible_to<long long>;
   { L::backward_flops(s) } -> std::convertible_to<long long>;
 };
-template <class L> concept has_stash = requires(shape_t s) { { L::stash_elems(s) } -> std::convertible_to<long long>; };
+template <class L> concept has_memory = requires(local_dims d) { { L::memory(d) } -> std::convertible_to<buffer_needs>; };
+template <class L> concept has_shard = requires(shard_query q) { { L::shard(q) } -> std::convertible_to<shard_choice>; };
+// Stands for the executor's per-layer context when asking whether a layer can run.
+struct exec_probe;
 }  // namespace detail
 
-// A layer is a type with static shapes (per sample), parameters, costs and a role.
+// A layer is a type with static shapes (per sample), parameters, costs, memory and a role.
 //   name            std::string_view
-//   role            layer_role (how it shards; user layers use layer_role::opaque)
-//   in_shape        shape_t; rank 0 = accepts any shape; otherwise the last dim is checked
+//   role            layer_role (the default sharding rule; user layers use layer_role::opaque)
+//   in_shape        shape_t; rank 0 = accepts any shape; otherwise its trailing dims are checked
 //   out_shape(in)   shape_t out for a given per-sample input
 //   params          std::array<param_t, K> (K may be 0)
 //   forward_flops(in), backward_flops(in)   per sample
-//   stash_elems(in) activation elements per sample kept for backward
+//   memory(local_dims)   buffer_needs: what its forward keeps for backward, its scratch
+// Optional:
+//   shard(shard_query)   shard_choice under Split<N>; default: the role's rule (below)
+//   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
                 detail::has_out_shape<L> && detail::has_params<L> && detail::has_flops<L> &&
-                detail::has_stash<L>;
+                detail::has_memory<L>;
+
+// A layer the executor can run: it has forward and backward for any context.
+template <class L>
+concept ExecutableLayer = Layer<L> && requires(detail::exec_probe& c) {
+  L::forward(c);
+  L::backward(c);
+};
+
+// ---- default sharding rules by role (1D tensor parallelism) ----------------------------
+namespace sharding {
+
+constexpr void split_share(shard_choice& c, int n) {
+  if (c.need == sbp::split_feature) c.feat_div = n;
+  if (c.need == sbp::split_batch) c.rows_div = n;
+  c.flops_div = c.rows_div * c.feat_div;
+}
+
+// Pointwise: any split or broadcast layout passes through; a partial sum is reduced first.
+constexpr shard_choice pointwise(const shard_query& q) {
+  shard_choice c;
+  c.sig = signature::pointwise;
+  c.need = c.out = q.arrives == sbp::partial ? sbp::broadcast : q.arrives;
+  split_share(c, q.n);
+  return c;
+}
+
+// Reshape: keeps a row split, and a feature split of a vector input; else whole tensors.
+constexpr shard_choice reshape(const shard_query& q) {
+  shard_choice c;
+  c.sig = signature::pointwise;
+  c.need = c.out = q.arrives == sbp::split_batch                      ? sbp::split_batch
+                   : (q.arrives == sbp::split_feature && q.in.rank <= 1) ? sbp::split_feature
+                                                                        : sbp::broadcast;
+  split_share(c, q.n);
+  return c;
+}
+
+// Whole features (normalisation, user layers that know nothing of sharding): keeps a row
+// split, gathers anything else; parameters stay whole.
+constexpr shard_choice whole_features(const shard_query& q) {
+  shard_choice c;
+  c.sig = signature::replicated;
+  c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : sbp::broadcast;
+  split_share(c, q.n);
+  if (c.need != sbp::split_batch) c.flops_div = 1;  // every device computes the whole layer
+  return c;
+}
+
+constexpr shard_choice by_role(layer_role r, const shard_query& q) {
+  switch (r) {
+    case layer_role::elementwise: return pointwise(q);
+    case layer_role::reshape: return reshape(q);
+    default: return whole_features(q);
+  }
+}
+
+}  // namespace sharding
 
 namespace detail {
 constexpr shape_t same_shape(shape_t s) { return s; }
 constexpr long long no_cost(shape_t) { return 0; }
+constexpr buffer_needs no_memory(const local_dims&) { return {}; }
+constexpr shard_choice whole(const shard_query& q) { return sharding::whole_features(q); }
+template <class L>
+constexpr shard_choice shard_of(const shard_query& q) {
+  if constexpr (has_shard<L>) return L::shard(q);
+  else return sharding::by_role(L::role, q);
+}
 }  // namespace detail
 
 // Every layer the planner sees is turned into this value, so that the rest of the
@@ -52,13 +131,14 @@ struct layer_desc {
   shape_t (*out_shape)(shape_t) = &detail::same_shape;
   long long (*forward_flops)(shape_t) = &detail::no_cost;
   long long (*backward_flops)(shape_t) = &detail::no_cost;
-  long long (*stash_elems)(shape_t) = &detail::no_cost;
-  std::array<param_t, 6> params{};
+  buffer_needs (*memory)(const local_dims&) = &detail::no_memory;
+  shard_choice (*shard)(const shard_query&) = &detail::whole;
+  std::array<param_t, max_layer_params> params{};
   int num_params = 0;
   // The dimension tensor parallelism cuts, for divisibility rules and shard sizes:
   // heads (attention), vocabulary (embedding), experts (moe); linear layers use in/out.
   int split_extent = 0;
-  int top_k = 1;  // copies of each token an expert layer routes
+  bool executable = false;
 };
 
 // Requirement-by-requirement check so a type that is not a layer is told which
@@ -77,8 +157,8 @@ struct layer_requirements {
                 "strata concept Layer: missing 'static constexpr std::array<strata::param_t, K> params'");
   static_assert(detail::has_flops<L>,
                 "strata concept Layer: missing 'forward_flops(shape_t)' / 'backward_flops(shape_t)'");
-  static_assert(detail::has_stash<L>,
-                "strata concept Layer: missing 'static constexpr long long stash_elems(shape_t)'");
+  static_assert(detail::has_memory<L>,
+                "strata concept Layer: missing 'static constexpr strata::buffer_needs memory(const strata::local_dims&)'");
   static constexpr bool value = Layer<L>;
 };
 
@@ -99,12 +179,15 @@ constexpr layer_desc describe() {
   d.out_shape = &L::out_shape;
   d.forward_flops = &L::forward_flops;
   d.backward_flops = &L::backward_flops;
-  d.stash_elems = &L::stash_elems;
+  d.memory = &L::memory;
+  d.shard = &detail::shard_of<L>;
+  static_assert(L::params.size() <= static_cast<std::size_t>(max_layer_params),
+                "strata: a layer has at most 6 parameter tensors");
   d.num_params = static_cast<int>(L::params.size());
   if constexpr (L::params.size() > 0)
     for (std::size_t i = 0; i < L::params.size(); ++i) d.params[i] = L::params[i];
   d.split_extent = detail::split_extent_of<L>();
-  if constexpr (requires { L::top_k; }) d.top_k = L::top_k;
+  d.executable = ExecutableLayer<L>;
   return d;
 }
 

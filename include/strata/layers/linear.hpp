@@ -1,7 +1,10 @@
 #pragma once
 // Linear<In, Out, Bias>: y = x·W + b over the last axis; W is [In, Out] row-major.
+// Under Split<N> it is Megatron's pair: column-parallel (W cut on Out, input whole,
+// output feature-split) and, after a feature-split input, row-parallel (W cut on In,
+// output a partial sum reduced by the planner's conversion).
+#include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
-#include "strata/plan/rules.hpp"
 
 namespace strata::layers {
 
@@ -15,8 +18,6 @@ struct Linear {
   static constexpr bool has_bias = Bias;
   static constexpr shape_t in_shape = shape_v<In>;
   static constexpr shape_t out_shape(shape_t in) { return in.with_last(Out); }
-  // Sharding of W/b is decided by the planner (column: W on axis 1, b split;
-  // row: W on axis 0, b whole and added once after the reduction).
   static constexpr auto params = [] {
     if constexpr (Bias)
       return std::array<param_t, 2>{{{"weight", shape_v<In, Out>, param_role::weight, 1},
@@ -32,7 +33,53 @@ struct Linear {
   static constexpr long long backward_flops(shape_t in) {
     return rows(in) * (4LL * In * Out + (Bias ? Out : 0));
   }
-  static constexpr long long stash_elems(shape_t in) { return in.numel(); }
+
+  static constexpr shard_choice shard(const shard_query& q) {
+    shard_choice c;
+    c.flops_div = q.n;
+    if (q.arrives == sbp::split_feature) {  // after a column-parallel layer: row-parallel
+      c.sig = signature::row_parallel;
+      c.need = sbp::split_feature;
+      c.out = sbp::partial;
+      c.feat_div = q.n;
+      c.param_axis = {0, -1, -1, -1, -1, -1};  // W on In; the bias whole, added once after the reduction
+      if (In % q.n != 0) c.violate(shard_rule::split_features, In);
+    } else {
+      c.sig = signature::column_parallel;
+      c.need = sbp::broadcast;
+      c.out = sbp::split_feature;
+      c.partial_input_grad = true;
+      c.param_axis = {1, 0, -1, -1, -1, -1};  // W and b on Out
+      if (Out % q.n != 0) c.violate(q.next_is_loss ? shard_rule::split_vocab : shard_rule::split_features, Out);
+    }
+    return c;
+  }
+
+  // Backward reads the input again (dW = Xᵀ·dY).
+  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true}; }
+
+  template <class C>
+  static void forward(C& c) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    // A row-parallel layer's outputs are partial sums: its whole bias is added once.
+    const T* bias = nullptr;
+    if constexpr (Bias) bias = c.sig != signature::row_parallel || c.index == 0 ? c.w[1] : nullptr;
+    // the bias rides the GEMM's epilogue where the backend has one (cuBLASLt)
+    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, c.out_cols, c.in_cols, S(1), c.x, c.in_cols,
+                  c.w[0], c.out_cols, S(0), c.y, c.out_cols, bias, backend::activation::none, static_cast<T*>(nullptr));
+  }
+  template <class C>
+  static void backward(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    // dW += Xᵀ dY straight into the (master-precision) gradient
+    gemm(c.q, backend::trans::T, backend::trans::N, c.in_cols, c.out_cols, c.rows, S(1), c.x, c.in_cols, c.dy,
+         c.out_cols, S(1), c.g[0], c.out_cols);
+    if constexpr (Bias) bias_grad(c.q, c.rows, c.out_cols, c.dy, c.g[1], true);
+    if (c.dx)
+      gemm(c.q, backend::trans::N, backend::trans::T, c.rows, c.in_cols, c.out_cols, S(1), c.dy, c.out_cols, c.w[0],
+           c.out_cols, S(0), c.dx, c.in_cols);
+  }
 };
 
 }  // namespace strata::layers

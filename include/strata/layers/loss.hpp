@@ -1,6 +1,9 @@
 #pragma once
-// SoftmaxCrossEntropy: mean cross-entropy of logits [.., C] against integer labels.
-// When the logits arrive split along C it runs vocabulary-parallel.
+// SoftmaxCrossEntropy: mean cross-entropy of logits [.., C] against integer labels,
+// one label per row. When the logits arrive split along C (after a column-parallel
+// Linear) it runs vocabulary-parallel: the row max, Σexp and target logit are
+// all-reduced over the part, and each device keeps its slice of the gradient.
+#include "strata/core/communicator.hpp"
 #include "strata/layers/layer.hpp"
 
 namespace strata::layers {
@@ -13,7 +16,71 @@ struct SoftmaxCrossEntropy {
   static constexpr std::array<param_t, 0> params{};
   static constexpr long long forward_flops(shape_t in) { return 5LL * in.numel(); }
   static constexpr long long backward_flops(shape_t in) { return 2LL * in.numel(); }
-  static constexpr long long stash_elems(shape_t in) { return in.numel(); }  // probabilities
+
+  static constexpr shard_choice shard(const shard_query& q) {
+    shard_choice c;
+    if (q.arrives == sbp::split_feature) {
+      c.sig = signature::vocab_loss;
+      c.need = c.out = sbp::split_feature;
+      c.feat_div = q.n;
+      c.flops_div = q.n;
+      // per row: the max, the sum of exponentials and the target logit
+      const long long rows = q.micro_batch * q.in.numel() / (q.in.last() > 0 ? q.in.last() : 1);
+      c.add(collective::all_reduce, group_axis::part, pass::forward, rows, 3, /*stats=*/true);
+    } else {
+      c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : sbp::broadcast;
+      sharding::split_share(c, q.n);
+      if (c.need != sbp::split_batch) c.flops_div = 1;
+    }
+    return c;
+  }
+
+  // Vocabulary-parallel: the logits slice and each row's max and Σexp (the softmax is
+  // recomputed in backward); else the probabilities. Scratch: per-row target logit,
+  // loss and max.
+  static constexpr buffer_needs memory(const local_dims& d) {
+    if (d.sig == signature::vocab_loss)
+      return {.keep_input = true, .stash_stats = 2 * d.rows, .scratch_stats = 2 * d.rows};
+    return {.stash_values = d.rows * d.in_cols, .scratch_stats = 3 * d.rows};
+  }
+
+  // c.loss: labels (one per local row), the books (Σ loss, correct rows, rows; backend
+  // memory), d(step loss)/d(row loss), which rows count here and how many are data.
+  template <class C>
+  static void forward(C& c) {
+    const std::size_t R = c.rows, K = c.in_cols;
+    auto& L = *c.loss;
+    auto* target = c.scratch_stats;
+    auto* loss = c.scratch_stats + R;
+    if (c.sig == signature::vocab_loss) {
+      auto* row_max = c.stash_stats;
+      auto* sum_exp = c.stash_stats + R;
+      xent_local_max(c.q, R, K, c.x, row_max);
+      c.part.all_reduce(row_max, R, comm::reduce_op::max);
+      xent_local_sumexp(c.q, R, K, c.x, row_max, sum_exp);
+      c.part.all_reduce(sum_exp, R, comm::reduce_op::sum);
+      xent_target_logit(c.q, R, K, c.x, L.labels, K * std::size_t(c.index), target);
+      c.part.all_reduce(target, R, comm::reduce_op::sum);
+      xent_loss(c.q, R, row_max, sum_exp, target, loss);
+      if (L.counts) loss_accumulate(c.q, R, L.valid, loss, target, row_max, L.acc);
+    } else {
+      auto* row_max = c.scratch_stats + 2 * R;
+      softmax_cross_entropy_forward(c.q, R, K, c.x, L.labels, loss, c.stash_values);
+      xent_local_max(c.q, R, K, c.x, row_max);
+      xent_target_logit(c.q, R, K, c.x, L.labels, 0, target);
+      if (L.counts) loss_accumulate(c.q, R, L.valid, loss, target, row_max, L.acc);
+    }
+  }
+  template <class C>
+  static void backward(C& c) {
+    const std::size_t R = c.rows, K = c.in_cols;
+    auto& L = *c.loss;
+    if (c.sig == signature::vocab_loss)
+      xent_local_backward(c.q, R, K, c.x, L.labels, K * std::size_t(c.index), c.stash_stats, c.stash_stats + R,
+                          L.scale, c.dx);
+    else
+      softmax_cross_entropy_backward(c.q, R, K, c.stash_values, L.labels, L.scale, c.dx);
+  }
 };
 
 }  // namespace strata::layers

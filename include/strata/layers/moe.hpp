@@ -1,8 +1,9 @@
 #pragma once
 // MoE<Experts, D, Hidden, TopK>: a gated mixture of two-layer expert MLPs applied per
-// token. Under Split<N> experts are divided among devices and tokens travel by all-to-all.
+// token. Under Split<N> experts are divided among devices and tokens travel by
+// all-to-all. Planned and costed; not executable yet.
+#include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
-#include "strata/plan/rules.hpp"
 
 namespace strata::layers {
 
@@ -28,9 +29,27 @@ struct MoE {
     return tokens(in) * (2LL * D * Experts + TopK * 4LL * D * Hidden);
   }
   static constexpr long long backward_flops(shape_t in) { return 2 * forward_flops(in); }
-  // token, gate probabilities, and each routed copy's hidden activation.
-  static constexpr long long stash_elems(shape_t in) {
-    return tokens(in) * (D + Experts + TopK * (D + Hidden));
+
+  static constexpr shard_choice shard(const shard_query& q) {
+    shard_choice c;
+    c.sig = signature::expert_parallel;
+    c.need = c.out = sbp::split_batch;
+    c.rows_div = q.n;
+    c.flops_div = q.n;
+    c.param_axis = {-1, 0, 0, -1, -1, -1};  // experts divided; the gate whole
+    if (Experts % q.n != 0) c.violate(shard_rule::split_experts, Experts);
+    // every device routes an equal share of the micro-batch's tokens
+    const long long micro_tokens = q.micro_batch * tokens(q.in);
+    if (micro_tokens % q.n != 0) c.violate(shard_rule::split_tokens, static_cast<int>(micro_tokens));
+    // dispatch and combine, each way: this device's tokens × top-k copies of width D
+    const long long routed = micro_tokens / q.n * D * TopK;
+    c.add(collective::all_to_all, group_axis::part, pass::forward, routed, 2);
+    c.add(collective::all_to_all, group_axis::part, pass::backward, routed, 2);
+    return c;
+  }
+  // The tokens, gate probabilities, and each routed copy's hidden activation.
+  static constexpr buffer_needs memory(const local_dims& d) {
+    return {.keep_input = true, .stash_values = d.rows * (Experts + TopK * (D + Hidden))};
   }
 };
 

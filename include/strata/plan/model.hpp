@@ -4,7 +4,7 @@
 // All bookkeeping is constexpr arrays; types are produced only for the layer list.
 #include <array>
 
-#include "strata/plan/typelist.hpp"
+#include "strata/core/typelist.hpp"
 #include "strata/strategy/strategy.hpp"
 
 namespace strata::detail {
@@ -17,6 +17,7 @@ struct item_desc {
   int num_layers = 1;
   int part = 0;                             // pipeline part this item belongs to
   int nested_at = -1;                       // position of a strategy nested inside, or −1
+  bool group = false;                       // a Pipeline/Colocate/Model where an item belongs
 };
 
 template <class T>
@@ -47,7 +48,7 @@ constexpr item_desc describe_item() {
       return -1;
     }(typename item_layers<T>::type{});
   } else if constexpr (is_annotation_v<T>) {
-    d.nested_at = 0;  // a grouping construct where an item was expected
+    d.group = true;  // a grouping construct where an item was expected
   }
   return d;
 }

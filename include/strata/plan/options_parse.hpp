@@ -7,8 +7,8 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
-#include "strata/plan/rules.hpp"
-#include "strata/plan/typelist.hpp"
+#include "strata/core/rules.hpp"
+#include "strata/core/typelist.hpp"
 #include "strata/strategy/options.hpp"
 
 namespace strata::detail {

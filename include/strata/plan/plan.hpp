@@ -1,16 +1,18 @@
 #pragma once
 // Plan<Net, Options...>: the whole parallel training plan, computed and checked at
 // compile time — TaskGraphs, placement, shardings, collectives, schedule, proofs and
-// budgets. An executor for any backend walks the arrays exposed here.
+// budgets — and lowered (plan/lower.hpp) into the action lists and buffer plan an
+// executor for any backend runs.
 #include <array>
 #include <type_traits>
 
-#include "strata/backend/bf16.hpp"
+#include "strata/core/diagnosis.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
-#include "strata/plan/diagnosis.hpp"
+#include "strata/plan/lower.hpp"
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
-#include "strata/plan/rules.hpp"
 #include "strata/plan/schedule.hpp"
 #include "strata/plan/sharding.hpp"
 #include "strata/strategy/options.hpp"
@@ -74,6 +76,12 @@ constexpr bool default_ok() {
   }
 }
 
+template <class T>
+constexpr bool element_ok() {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>) return true;
+  else return rule::element_type_supported<T>::value;
+}
+
 constexpr int max1(int x) { return x > 0 ? x : 1; }
 constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
@@ -125,6 +133,7 @@ struct Plan {
   using default_strategy = typename detail::pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
   using element_type = typename detail::pick_t<option_kind::element, Element<float>, Options...>::type;
   static_assert(detail::default_ok<default_strategy>());
+  static_assert(detail::element_ok<element_type>());
 
   static constexpr int micro_batch = detail::pick_t<option_kind::micro_batch, MicroBatch<1>, Options...>::value;
   static constexpr int num_micro_batch = detail::pick_t<option_kind::num_micro_batch, NumMicroBatch<1>, Options...>::value;
@@ -145,6 +154,7 @@ struct Plan {
   // (float for bf16), so the analyses below count each in its own type.
   static constexpr long long element_bytes = static_cast<long long>(sizeof(element_type));
   static constexpr long long master_bytes = static_cast<long long>(sizeof(master_t<element_type>));
+  static constexpr long long stat_bytes = static_cast<long long>(sizeof(stat_t<element_type>));
   static constexpr bool mixed_precision = is_mixed_v<element_type>;
   static constexpr bool loss_from_option = !std::is_same_v<loss_option_t, NoLoss>;
   static constexpr shape_t input_option =
@@ -197,6 +207,7 @@ struct Plan {
     using enum detail::rule_id;
     for (int i = 0; i < num_items; ++i) {
       const auto& it = item_descs[detail::idx(i)];
+      if (it.group) return detail::diagnosis{nested_group, i};
       if (!it.bare && it.devices < 1) return detail::diagnosis{device_count, it.devices};
       if (it.nested_at >= 0) return detail::diagnosis{nested, it.devices, it.nested_at};
     }
@@ -290,12 +301,14 @@ struct Plan {
       const shape_t in = shapes[detail::idx(i)][0];
       if (d.in_shape.rank > 0 && in.last() != d.in_shape.last())
         return detail::diagnosis{shapes_chain, i, in.last(), d.in_shape.last()};
-      // layers that fix more than the feature axis (attention's sequence) check every axis
+      // layers that fix more than the feature axis (attention's sequence) check every axis,
+      // once the input has as many
+      if (d.in_shape.rank > 1 && in.rank < d.in_shape.rank) return detail::diagnosis{input_rank, i, in.rank, d.in_shape.rank};
       if (d.in_shape.rank > 1)
         for (int a = 0; a < d.in_shape.rank; ++a) {
           const int want = d.in_shape.dim[detail::idx(a)];
-          const int got = a < in.rank ? in.dim[detail::idx(in.rank - d.in_shape.rank + a)] : 0;
-          if (in.rank < d.in_shape.rank || got != want) return detail::diagnosis{shapes_chain, i, got, want};
+          const int got = in.dim[detail::idx(in.rank - d.in_shape.rank + a)];
+          if (got != want) return detail::diagnosis{shapes_chain, i, got, want};
         }
     }
     int losses = 0;
@@ -327,6 +340,12 @@ struct Plan {
       lp[detail::idx(i)].in = shapes[detail::idx(i)][0];
       lp[detail::idx(i)].out = shapes[detail::idx(i)][1];
     }
+    // A model that breaks a structural or shape rule is reported by that rule alone.
+    if (!structure_diag.ok() || !model_diag.ok()) {
+      detail::shard_result<static_cast<std::size_t>(num_layers), static_cast<std::size_t>(num_taskgraphs)> r{};
+      r.layers = lp;
+      return r;
+    }
     return detail::plan_shardings(lp, taskgraphs, detail::shard_inputs{mode, tensor_depth, micro_batch});
   }();
 
@@ -339,6 +358,8 @@ struct Plan {
       case shard_rule::split_vocab: return detail::diagnosis{split_vocab, v.layer, v.value, v.n};
       case shard_rule::split_heads: return detail::diagnosis{split_heads, v.layer, v.value, v.n};
       case shard_rule::split_experts: return detail::diagnosis{split_experts, v.layer, v.value, v.n};
+      case shard_rule::split_tokens: return detail::diagnosis{split_tokens, v.layer, v.value, v.n};
+      case shard_rule::tensor_features: return detail::diagnosis{tensor_features, v.layer, v.value, v.n};
       case shard_rule::tensor_mode_layer: return detail::diagnosis{tensor_mode_layer, v.layer, v.value};
       case shard_rule::tensor_batch: return detail::diagnosis{tensor_batch, v.value, v.n};
     }
@@ -358,8 +379,11 @@ struct Plan {
       return sched::interleaved<stages, num_micro_batch, detail::max1(chunks)>();
     else return schedule_t::template build<stages, num_micro_batch, chunks>();
   }();
-  static constexpr sched::sim_result completeness = sched::check_complete(program);
-  static constexpr sched::sim_result simulation = sched::simulate(program);
+  // The schedule lowered with its buffer slots (sched::assign_slots): the action list the
+  // executor runs, and the one the checks below prove.
+  static constexpr auto lowered_program = sched::assign_slots<num_parts, num_micro_batch>(program);
+  static constexpr sched::sim_result completeness = sched::check_complete(lowered_program.prog);
+  static constexpr sched::sim_result simulation = sched::simulate(lowered_program.prog);
 
  private:
   static constexpr detail::diagnosis schedule_diag = [] {
@@ -453,33 +477,27 @@ struct Plan {
   static constexpr long long gradient_bytes(int stage) { return stage_param_elems(stage) * master_bytes; }
   // Adam/AdamW keep two moments per parameter; SGD with momentum one.
   static constexpr long long adam_state_bytes(int stage) { return 2 * stage_param_elems(stage) * master_bytes; }
-  // Activation bytes one micro-batch leaves stashed on this device for part `part`.
-  static constexpr long long stash_bytes(int part) {
-    long long n = 0;
-    for (const auto& lp : layer_plans)
-      if (lp.part == part) n += lp.local_stash_per_sample;
-    return n * micro_batch * element_bytes;
-  }
-  // Largest activation stash a stage holds while running its program.
+  // ---- memory: read off the lowered buffer plan (plan/lower.hpp) -----------------------
+  // Note the index each function takes: a pipeline *part* (Pipeline<...>'s k-th
+  // argument) or a physical *stage* (with Interleaved<V>, stage s runs parts s,
+  // s + stages, ...).
+  using lowering = lower::lowered<Plan>;
+  // Activation bytes one micro-batch keeps on a device of `part` from its forward to its
+  // backward: the part's input, the inputs its layers keep, their stashed statistics and ids.
+  static constexpr long long stash_bytes(int part) { return lowering::stash_bytes(part, element_bytes, stat_bytes); }
+  // Largest stash a device of `stage` holds: each part's stash times the micro-batches
+  // its program keeps in flight at once.
   static constexpr long long peak_activation_bytes(int stage) {
-    std::array<int, static_cast<std::size_t>(chunks)> live{};
-    long long cur = 0, peak = 0;
-    for (int i = 0; i < program.length[detail::idx(stage)]; ++i) {
-      const auto& x = program.at(stage, i);
-      const long long b = stash_bytes(part_of(stage, x.chunk));
-      if (x.kind == sched::op::forward) {
-        ++live[detail::idx(x.chunk)];
-        cur += b;
-        if (cur > peak) peak = cur;
-      } else if (x.kind == sched::op::backward) {
-        --live[detail::idx(x.chunk)];
-        cur -= b;
-      }
-    }
-    return peak;
+    return lowering::peak_stash_bytes(stage, element_bytes, stat_bytes);
+  }
+  // Every activation buffer a device of `stage` allocates: the stash slots, messages
+  // waiting to be sent or consumed, and the work region (transients, conversion
+  // staging, scratch) — exactly what the executor allocates.
+  static constexpr long long activation_arena_bytes(int stage) {
+    return lowering::arena_bytes(stage, element_bytes, stat_bytes);
   }
   static constexpr long long peak_memory_bytes(int stage) {
-    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage) + peak_activation_bytes(stage);
+    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage) + activation_arena_bytes(stage);
   }
 
   // Model FLOPs of one replica per step (forward + backward, all devices of the replica).
@@ -497,67 +515,92 @@ struct Plan {
     return f * micro_batch * num_micro_batch;
   }
 
-  // Every collective a device of `stage` takes part in per step, with bytes.
-  static constexpr int max_comms = num_layers * max_layer_comms + 4 * num_parts + 4;
+  // Every collective a device of `stage` takes part in per step, with its bytes (the
+  // larger local buffer of each call, as comm_desc counts), read off the lowered
+  // program: the layout conversions and layers' own collectives per micro-batch, the
+  // pipeline messages this stage sends, and the gradient buckets. `dp` is the
+  // data-parallel degree; a reduction over a group of one device is no traffic and is
+  // not listed. With dp = 0 (unknown: the default unless the plan fixes World<N>)
+  // data-group reductions are listed as for any dp > 1.
+  static constexpr int max_comms = 2 * num_layers + max_layer_comms * num_layers + 4 * num_parts + 2 * buckets + 4;
   struct comm_table {
     std::array<comm_total, static_cast<std::size_t>(max_comms)> rows{};
     int size = 0;
   };
-  static constexpr comm_table communication(int stage) {
+  static constexpr int default_dp = fixed_world > 0 ? fixed_world / devices_per_replica : 0;
+  static constexpr comm_table communication(int stage, int dp = default_dp) {
     comm_table t;
     auto add = [&](comm_total c) {
       if (t.size < max_comms) t.rows[detail::idx(t.size++)] = c;
     };
-    for (int i = 0; i < num_layers; ++i) {
-      const auto& lp = layer_plans[detail::idx(i)];
-      if (stage_of_part(lp.part) != stage) continue;
-      for (int k = 0; k < lp.num_comms; ++k) {
-        const comm_desc& c = lp.comms[detail::idx(k)];
-        add(comm_total{c.kind, c.group, c.when, i, lp.part, c.elems * element_bytes * c.calls * num_micro_batch,
-                       c.calls * num_micro_batch});
+    const auto& T = lowering::tables;
+    const int m = num_micro_batch;
+    for (int p = 0; p < num_parts; ++p) {
+      const lower::part_plan& pp = T.parts[detail::idx(p)];
+      if (pp.stage != stage || pp.first < 0) continue;
+      // conversions, in the order the part runs them
+      for (int k = pp.fwd_begin; k < pp.bwd_end; ++k) {
+        const lower::step& st = T.steps[detail::idx(k)];
+        if (st.kind != lower::step_kind::convert) continue;
+        const lower::conversion& c = T.convs[detail::idx(st.index)];
+        if (c.coll == collective::none) continue;
+        add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * element_bytes * m, m});
       }
-    }
-    // Pipeline transfers: activation forward and its gradient backward, per micro-batch.
-    for (int part = 0; part < num_parts; ++part) {
-      if (stage_of_part(part) != stage) continue;
-      int last = -1, first = -1;
-      for (int i = 0; i < num_layers; ++i)
-        if (layer_plans[detail::idx(i)].part == part) {
-          if (first < 0) first = i;
-          last = i;
+      // collectives inside layers (after the conversions the sharding pass listed first)
+      for (int i = pp.first; i <= pp.last; ++i) {
+        const layer_plan& lp = layer_plans[detail::idx(i)];
+        for (int k = lp.num_conversion_comms; k < lp.num_comms; ++k) {
+          const comm_desc& c = lp.comms[detail::idx(k)];
+          const long long eb = c.stats ? stat_bytes : element_bytes;
+          add(comm_total{c.kind, c.group, c.when, i, p, c.elems * eb * c.calls * m, c.calls * m});
         }
-      if (last >= 0 && part + 1 < num_parts && stage_of_part(part + 1) != stage) {
-        const auto& lp = layer_plans[detail::idx(last)];
-        const long long elems = lp.out.numel() * micro_batch / (lp.out_layout == sbp::split_batch ? part_devices : 1) /
-                                (lp.out_layout == sbp::split_feature ? part_devices : 1);
-        add(comm_total{collective::send_recv, group_axis::pipeline, pass::forward, -1, part,
-                       elems * element_bytes * num_micro_batch, num_micro_batch});
-      }
-      if (first >= 0 && part > 0 && stage_of_part(part - 1) != stage) {
-        const auto& lp = layer_plans[detail::idx(first)];
-        const long long elems = lp.in.numel() * micro_batch / (lp.arrives == sbp::split_batch ? part_devices : 1) /
-                                (lp.arrives == sbp::split_feature ? part_devices : 1);
-        add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, part,
-                       elems * element_bytes * num_micro_batch, num_micro_batch});
       }
     }
-    // Gradient reduction, once per step, per reduction group, fused into `buckets`.
-    for (group_axis g : {group_axis::data, group_axis::part_data, group_axis::depth_data, group_axis::col_data}) {
+    // Pipeline messages this stage sends: activations forward, input gradients backward.
+    for (int p = 0; p < num_parts; ++p) {
+      const lower::part_plan& pp = T.parts[detail::idx(p)];
+      if (pp.stage != stage) continue;
+      int acts = 0, grads = 0;
+      for (int i = 0; i < lowering::train.prog.length[detail::idx(stage)]; ++i) {
+        const sched::instr& x = lowering::train.prog.at(stage, i);
+        if (part_of(stage, x.chunk) != p) continue;
+        acts += x.kind == sched::op::send_act;
+        grads += x.kind == sched::op::send_grad;
+      }
+      if (acts > 0)
+        add(comm_total{collective::send_recv, group_axis::pipeline, pass::forward, -1, p,
+                       pp.exit.elems * element_bytes * acts, acts});
+      if (grads > 0)
+        add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, p,
+                       pp.gin.elems * element_bytes * grads, grads});
+    }
+    // Gradient buckets, once per step, in master precision.
+    for (int g = 0; g < 2; ++g) {
+      const int group_size = (dp > 0 ? dp : 2) * (g == 1 ? part_devices : 1);
+      if (group_size == 1) continue;
       long long elems = 0;
-      for (const auto& lp : layer_plans)
-        if (stage_of_part(lp.part) == stage)
-          for (int k = 0; k < lp.desc.num_params; ++k)
-            if (lp.grad_group[detail::idx(k)] == g) elems += lp.local_params[detail::idx(k)].numel();
-      if (elems > 0) add(comm_total{collective::all_reduce, g, pass::backward, -1, -1, elems * master_bytes, buckets});
+      int calls = 0;
+      for (int b = 0; b < T.num_buckets[detail::idx(stage)]; ++b) {
+        const lower::bucket& bk = T.buckets[detail::idx(stage)][detail::idx(b)];
+        if (bk.group != g) continue;
+        elems += bk.count;
+        ++calls;
+      }
+      if (calls > 0)
+        add(comm_total{collective::all_reduce, g == 1 ? group_axis::part_data : group_axis::data, pass::backward, -1,
+                       -1, elems * master_bytes, calls});
     }
     return t;
   }
-  static constexpr long long communication_bytes(int stage) {
-    const comm_table t = communication(stage);
+  static constexpr long long communication_bytes(int stage, int dp = default_dp) {
+    const comm_table t = communication(stage, dp);
     long long b = 0;
     for (int i = 0; i < t.size; ++i) b += t.rows[detail::idx(i)].bytes;
     return b;
   }
+  // The step's loss books (Σ loss, correct rows, rows: 3 doubles) are all-reduced over
+  // the world once per step, beside the traffic above.
+  static constexpr long long loss_books_bytes = 3 * 8;
 };
 
 }  // namespace strata

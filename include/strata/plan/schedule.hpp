@@ -45,6 +45,11 @@ struct instr {
   int chunk = 0;
   int peer = -1;            // pipeline stage on the other side of a send/recv
   bool group_next = false;  // posted together with the next instruction (one NCCL group)
+  // Filled by the lowering (assign_slots): which buffer slots the instruction uses.
+  int slot = -1;      // F/B: the micro-batch's stash slot; send/recv: the message's slot
+  int in_slot = -1;   // B: the slot holding the output's gradient
+  int out_slot = -1;  // F: where the output goes; B: where the input gradient goes
+  bool last = false;  // B: the part's final backward of the step (gradient buckets go out)
 };
 
 constexpr int schedule_capacity(int m, int v) { return 6 * m * v + 4; }
@@ -80,7 +85,8 @@ struct work {
 // send_forward_recv_backward / batched isend-irecv), which is what lets 1F1B and the
 // interleaved schedule make progress under rendezvous send/recv.
 template <int P, int Cap, std::size_t W>
-constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W>& order, int count) {
+constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W>& order, int count,
+                          bool training = true) {
   const int p = P, v = prog.chunks;
   const int last_virtual = p * v - 1;
   const int prev = (s - 1 + p) % p, next = (s + 1) % p;
@@ -124,6 +130,7 @@ constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W
     last_boundary_end = i;
     seg_end = next_end;
   }
+  if (!training) return;
   prog.push(s, instr{op::reduce_grads, 0, 0, -1, false});
   prog.push(s, instr{op::optimizer_step, 0, 0, -1, false});
 }
@@ -196,6 +203,113 @@ constexpr program<P, schedule_capacity(M, V)> interleaved() {
   }
   return prog;
   }
+}
+
+// Forward only, one micro-batch (evaluation): each stage runs its chunks in order,
+// receiving from the previous part and sending to the next.
+template <int P, int V>
+constexpr program<P, schedule_capacity(1, V)> forward_only() {
+  program<P, schedule_capacity(1, V)> prog{};
+  prog.micro_batches = 1;
+  prog.chunks = V;
+  for (int s = 0; s < P; ++s) {
+    std::array<detail::work, static_cast<std::size_t>(V)> order{};
+    for (int c = 0; c < V; ++c) order[static_cast<std::size_t>(c)] = {true, 0, c, false};
+    detail::emit_stage(prog, s, order, V, /*training=*/false);
+  }
+  return prog;
+}
+
+// ---- buffer slots ------------------------------------------------------------------------
+// Each pipeline part keeps per-micro-batch buffers in four pools: act (its input and
+// what its layers stash, from the activation's arrival to the backward), exit (its
+// output until sent), gout (its output's gradient, from arrival to the backward) and
+// gin (its input's gradient until sent). Walking a stage's program in order, each use
+// takes the lowest free slot of its pool and the last use frees it; the counts are
+// the buffers the stage allocates. With one stage, consecutive parts hand over in
+// place: a part's output goes straight into the next part's act slot, a gradient
+// into the previous part's gout slot.
+enum class pool_kind : unsigned char { act, exit, gout, gin };
+inline constexpr int num_pools = 4;
+
+template <int P, int Cap, int Parts>
+struct slotted {
+  program<P, Cap> prog{};
+  std::array<std::array<int, static_cast<std::size_t>(Parts)>, num_pools> slots{};  // per pool, per part
+  constexpr int count(pool_kind k, int part) const {
+    return slots[static_cast<std::size_t>(k)][static_cast<std::size_t>(part)];
+  }
+};
+
+template <int Parts, int M, int P, int Cap>
+constexpr slotted<P, Cap, Parts> assign_slots(const program<P, Cap>& in) {
+  slotted<P, Cap, Parts> r{};
+  r.prog = in;
+  constexpr std::size_t NP = static_cast<std::size_t>(Parts), NM = static_cast<std::size_t>(M);
+  for (int s = 0; s < P; ++s) {
+    std::array<std::array<int, NP * NM>, num_pools> held{};  // slot of (part, mb), −1 none
+    std::array<std::array<bool, NP * NM>, num_pools> used{};  // (part, slot) taken
+    for (auto& h : held)
+      for (int& x : h) x = -1;
+    auto key = [](int part, int mb) { return static_cast<std::size_t>(part) * NM + static_cast<std::size_t>(mb); };
+    auto alloc = [&](pool_kind k, int part, int mb) {
+      auto& h = held[static_cast<std::size_t>(k)][key(part, mb)];
+      if (h >= 0) return h;
+      auto& u = used[static_cast<std::size_t>(k)];
+      int slot = 0;
+      while (slot + 1 < M && u[key(part, slot)]) ++slot;
+      u[key(part, slot)] = true;
+      h = slot;
+      int& c = r.slots[static_cast<std::size_t>(k)][static_cast<std::size_t>(part)];
+      if (slot + 1 > c) c = slot + 1;
+      return slot;
+    };
+    auto find = [&](pool_kind k, int part, int mb) { return held[static_cast<std::size_t>(k)][key(part, mb)]; };
+    auto release = [&](pool_kind k, int part, int mb) {
+      auto& h = held[static_cast<std::size_t>(k)][key(part, mb)];
+      if (h >= 0) used[static_cast<std::size_t>(k)][key(part, h)] = false;
+      h = -1;
+    };
+    std::array<int, NP> last_backward{};
+    for (int& x : last_backward) x = -1;
+    for (int i = 0; i < r.prog.length[static_cast<std::size_t>(s)]; ++i) {
+      instr& x = r.prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+      const int part = x.chunk * P + s;
+      if (part < 0 || part >= Parts || x.mb < 0 || x.mb >= M) continue;  // reported by check_complete
+      const bool same_stage_next = P == 1 && part + 1 < Parts, same_stage_prev = P == 1 && part > 0;
+      switch (x.kind) {
+        case op::recv_act: x.slot = alloc(pool_kind::act, part, x.mb); break;
+        case op::forward:
+          x.slot = alloc(pool_kind::act, part, x.mb);
+          if (part + 1 < Parts)
+            x.out_slot = same_stage_next ? alloc(pool_kind::act, part + 1, x.mb) : alloc(pool_kind::exit, part, x.mb);
+          break;
+        case op::send_act:
+          x.slot = find(pool_kind::exit, part, x.mb);
+          release(pool_kind::exit, part, x.mb);
+          break;
+        case op::recv_grad: x.slot = alloc(pool_kind::gout, part, x.mb); break;
+        case op::backward:
+          x.slot = find(pool_kind::act, part, x.mb);
+          x.in_slot = find(pool_kind::gout, part, x.mb);
+          if (part > 0)
+            x.out_slot = same_stage_prev ? alloc(pool_kind::gout, part - 1, x.mb) : alloc(pool_kind::gin, part, x.mb);
+          release(pool_kind::act, part, x.mb);
+          release(pool_kind::gout, part, x.mb);
+          last_backward[static_cast<std::size_t>(part)] = i;
+          break;
+        case op::send_grad:
+          x.slot = find(pool_kind::gin, part, x.mb);
+          release(pool_kind::gin, part, x.mb);
+          break;
+        default: break;
+      }
+    }
+    for (int part = 0; part < Parts; ++part)
+      if (const int i = last_backward[static_cast<std::size_t>(part)]; i >= 0)
+        r.prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)].last = true;
+  }
+  return r;
 }
 
 // ---- checking and simulation -----------------------------------------------------------
@@ -382,8 +496,19 @@ constexpr int peak_in_flight(const program<P, Cap>& prog, int s) {
   return peak;
 }
 
+// A fraction in lowest terms (the constructor reduces it).
 struct fraction {
   long long num = 0, den = 1;
+  constexpr fraction() = default;
+  constexpr fraction(long long n, long long d) : num(n), den(d) {
+    long long a = n < 0 ? -n : n, b = d < 0 ? -d : d;
+    while (b != 0) {
+      const long long t = a % b;
+      a = b;
+      b = t;
+    }
+    if (a > 1) num /= a, den /= a;
+  }
   constexpr double value() const { return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
   friend constexpr bool operator==(fraction a, fraction b) { return a.num * b.den == b.num * a.den; }
 };

@@ -5,139 +5,11 @@
 #include <array>
 #include <string_view>
 
+#include "strata/core/sbp.hpp"
 #include "strata/layers/layer.hpp"
 #include "strata/strategy/options.hpp"
 
 namespace strata {
-
-// Layout of an activation over the devices of one pipeline part.
-enum class sbp : unsigned char {
-  broadcast,      // B: every device holds the whole tensor
-  split_batch,    // S(0): rows (samples/tokens) divided among devices
-  split_feature,  // S(-1): the last axis divided among devices
-  partial,        // P: every device holds a partial sum of the whole tensor
-  block           // 2D/2.5D/3D: rows and features divided over the tensor mesh
-};
-
-enum class collective : unsigned char {
-  none,
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  all_to_all,
-  broadcast,
-  send_recv
-};
-
-// Which ranks take part, relative to the caller.
-enum class group_axis : unsigned char {
-  part,        // the devices of this pipeline part (size n)
-  data,        // same position in every data-parallel replica
-  pipeline,    // neighbouring pipeline stage
-  part_data,   // part × data: replicated parameters that saw different samples
-  mesh_row,    // 2D/2.5D/3D sub-axes of the tensor mesh
-  mesh_col,
-  mesh_depth,
-  depth_data,  // 2.5D: weights replicated over depth layers and replicas
-  col_data     // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
-};
-
-enum class signature : unsigned char {
-  replicated,       // whole tensors, whole parameters (one device, or redundant compute)
-  data_parallel,    // Replicate<N>, N > 1: rows split, parameters replicated
-  pointwise,        // layout passes through
-  column_parallel,  // Megatron: W split by output features, input broadcast
-  row_parallel,     // Megatron: W split by input features, output partial
-  vocab_embedding,  // table split by vocabulary, output partial
-  head_parallel,    // attention heads split; out-projection row-parallel
-  expert_parallel,  // experts split, tokens exchanged by all-to-all
-  vocab_loss,       // cross-entropy over vocabulary-split logits
-  summa_2d,         // Colossal-AI 2D (SUMMA)
-  tesseract_2p5d,   // Colossal-AI 2.5D
-  cube_3d           // Colossal-AI 3D
-};
-
-enum class pass : unsigned char { forward, backward };
-
-constexpr std::string_view to_string(sbp s) {
-  switch (s) {
-    case sbp::broadcast: return "B";
-    case sbp::split_batch: return "S(0)";
-    case sbp::split_feature: return "S(-1)";
-    case sbp::partial: return "P";
-    case sbp::block: return "S(0,-1)";
-  }
-  return "?";
-}
-constexpr std::string_view to_string(collective c) {
-  switch (c) {
-    case collective::none: return "none";
-    case collective::all_reduce: return "all-reduce";
-    case collective::all_gather: return "all-gather";
-    case collective::reduce_scatter: return "reduce-scatter";
-    case collective::all_to_all: return "all-to-all";
-    case collective::broadcast: return "broadcast";
-    case collective::send_recv: return "send/recv";
-  }
-  return "?";
-}
-constexpr std::string_view to_string(group_axis g) {
-  switch (g) {
-    case group_axis::part: return "part";
-    case group_axis::data: return "data";
-    case group_axis::pipeline: return "pipeline";
-    case group_axis::part_data: return "part×data";
-    case group_axis::mesh_row: return "mesh-row";
-    case group_axis::mesh_col: return "mesh-col";
-    case group_axis::mesh_depth: return "mesh-depth";
-    case group_axis::depth_data: return "depth×data";
-    case group_axis::col_data: return "col×data";
-  }
-  return "?";
-}
-constexpr std::string_view to_string(signature s) {
-  switch (s) {
-    case signature::replicated: return "replicated";
-    case signature::data_parallel: return "data-parallel";
-    case signature::pointwise: return "pointwise";
-    case signature::column_parallel: return "column-parallel";
-    case signature::row_parallel: return "row-parallel";
-    case signature::vocab_embedding: return "vocab-parallel-embedding";
-    case signature::head_parallel: return "head-parallel";
-    case signature::expert_parallel: return "expert-parallel";
-    case signature::vocab_loss: return "vocab-parallel-loss";
-    case signature::summa_2d: return "2d-summa";
-    case signature::tesseract_2p5d: return "2.5d-tesseract";
-    case signature::cube_3d: return "3d-cube";
-  }
-  return "?";
-}
-
-// One collective a layer issues per micro-batch. `elems` is the buffer each device
-// passes (elements of the full local buffer); `calls` how many times per micro-batch.
-struct comm_desc {
-  collective kind = collective::none;
-  group_axis group = group_axis::part;
-  pass when = pass::forward;
-  long long elems = 0;
-  int calls = 1;
-  int layer = -1;
-};
-
-// Where the sharding pass found a broken rule; the Plan turns it into a static_assert.
-enum class shard_rule : unsigned char {
-  ok,
-  split_features,
-  split_vocab,
-  split_heads,
-  split_experts,
-  tensor_mode_layer,
-  tensor_batch
-};
-struct shard_violation {
-  shard_rule rule = shard_rule::ok;
-  int layer = 0, value = 0, n = 1;
-};
 
 struct taskgraph_desc {
   strategy_kind kind = strategy_kind::replicate;
@@ -147,9 +19,6 @@ struct taskgraph_desc {
   int num_layers = 0;
   bool is_default = false;
 };
-
-inline constexpr int max_layer_params = 6;
-inline constexpr int max_layer_comms = 8;
 
 struct layer_plan {
   layer_desc desc{};
@@ -162,13 +31,14 @@ struct layer_plan {
   signature sig = signature::replicated;
   std::array<comm_desc, max_layer_comms> comms{};
   int num_comms = 0;
+  int num_conversion_comms = 0;  // comms[0, this) convert layouts; the rest are the layer's own
   std::array<shape_t, max_layer_params> local_params{};
   std::array<group_axis, max_layer_params> grad_group{};
   long long local_param_elems = 0;
   int rows_div = 1;      // local rows = micro-batch rows / rows_div
-  int features_div = 1;  // local activation share of the stashed elements
-  long long local_stash_per_sample = 0;  // elements per sample of the micro-batch, this device
-  long long local_flops_per_sample = 0;  // forward + backward
+  int features_div = 1;  // local share of the features
+  bool partial_input_grad = false;  // the input's gradient comes out as a partial sum
+  long long local_flops_per_sample = 0;  // forward + backward, this device's share
 };
 
 namespace detail {
@@ -193,10 +63,10 @@ constexpr collective convert(sbp from, sbp to) {
   return collective::none;
 }
 
-// Signatures whose backward makes the gradient of a broadcast input a partial sum
-// (each device only sees its shard of the weights): Megatron's "f" operator.
-constexpr bool tensor_parallel_consumer(signature s) {
-  return s == signature::column_parallel || s == signature::head_parallel || s == signature::vocab_embedding;
+// The layout of the gradient a layer produces for its input: a partial sum when its
+// sharded weights read a broadcast input (Megatron's "f"), else its input's layout.
+constexpr sbp input_grad_layout(const layer_plan& lp) {
+  return lp.partial_input_grad && lp.in_layout == sbp::broadcast ? sbp::partial : lp.in_layout;
 }
 
 struct shard_inputs {
@@ -236,41 +106,48 @@ struct shard_result {
   shard_violation violation{};
 };
 
-constexpr void add_comm(layer_plan& lp, collective c, group_axis g, pass p, long long elems, int calls = 1) {
+constexpr void add_comm(layer_plan& lp, collective c, group_axis g, pass p, long long elems, int calls = 1,
+                        bool stats = false) {
   if (c == collective::none || lp.num_comms >= max_layer_comms) return;
-  lp.comms[static_cast<std::size_t>(lp.num_comms++)] = comm_desc{c, g, p, elems, calls, -1};
+  lp.comms[static_cast<std::size_t>(lp.num_comms++)] = comm_desc{c, g, p, elems, calls, -1, stats};
 }
 
-// Local share of one parameter under a signature.
-constexpr shape_t shard_param(const param_t& prm, signature sig, int n, const mesh_factors& m) {
+// Local share of one parameter: cut `by` ways on `axis` (−1: whole).
+constexpr shape_t cut_param(shape_t s, int axis, int by) {
+  if (axis >= 0 && axis < s.rank && by > 0) s.dim[static_cast<std::size_t>(axis)] /= by;
+  return s;
+}
+
+// N-D tensor modes (Colossal-AI): weights cut over the mesh, biases over its columns.
+constexpr shape_t nd_param(const param_t& prm, signature sig, const mesh_factors& m) {
   shape_t s = prm.shape;
-  auto cut = [&](int axis, int by) {
-    if (axis >= 0 && axis < s.rank && by > 0) s.dim[static_cast<std::size_t>(axis)] /= by;
-  };
-  switch (sig) {
-    case signature::column_parallel:  // weight [In, Out] on Out; bias on Out
-      cut(prm.role == param_role::weight ? 1 : (prm.role == param_role::bias ? 0 : -1), n);
-      break;
-    case signature::row_parallel:  // weight on In; bias whole (added once after the reduction)
-      if (prm.role == param_role::weight) cut(0, n);
-      break;
-    case signature::vocab_embedding:
-    case signature::head_parallel:
-    case signature::expert_parallel:
-      if (prm.role != param_role::replicated) cut(prm.split_axis, n);
-      break;
-    case signature::summa_2d:
-    case signature::tesseract_2p5d:
-      if (prm.role == param_role::weight) { cut(0, m.features); cut(1, m.features); }
-      else if (prm.role == param_role::bias) cut(0, m.features);
-      break;
-    case signature::cube_3d:
-      if (prm.role == param_role::weight) { cut(0, m.features * m.features); cut(1, m.features); }
-      else if (prm.role == param_role::bias) cut(0, m.features);
-      break;
-    default: break;
+  if (prm.role == param_role::weight) {
+    s = cut_param(s, 0, sig == signature::cube_3d ? m.features * m.features : m.features);
+    s = cut_param(s, 1, m.features);
+  } else if (prm.role == param_role::bias) {
+    s = cut_param(s, 0, m.features);
   }
   return s;
+}
+
+// Elements of one collective as comm_desc counts them, for a conversion of a tensor of
+// `whole` elements over n devices: all-to-all passes this device's share, the others
+// the whole tensor (the all-reduce buffer, the reduce-scatter input, the all-gather output).
+constexpr long long conversion_elems(collective c, long long whole, int n) {
+  return c == collective::all_to_all ? whole / (n > 0 ? n : 1) : whole;
+}
+
+// Whether layer i's input gradient is computed: a layer before it has parameters, or
+// it must flow back to an earlier pipeline part (whose program waits for it).
+template <std::size_t NL>
+constexpr std::array<bool, NL> input_grads_needed(const std::array<layer_plan, NL>& lp) {
+  std::array<bool, NL> need{};
+  bool params_before = false;
+  for (std::size_t i = 0; i < NL; ++i) {
+    need[i] = params_before || lp[i].part > 0;
+    params_before = params_before || lp[i].desc.num_params > 0;
+  }
+  return need;
 }
 
 // The sharding pass over all layers, TaskGraph by TaskGraph, part by part.
@@ -283,6 +160,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   auto fail = [&](shard_rule rule, int layer, int value, int n) {
     if (r.violation.rule == shard_rule::ok) r.violation = shard_violation{rule, layer, value, n};
   };
+  const std::array<bool, NL> need_dx = input_grads_needed(r.layers);
   sbp cur = sbp::broadcast;
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
@@ -305,160 +183,98 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       const bool next_is_loss = li + 1 < static_cast<int>(NL) &&
                                 r.layers[static_cast<std::size_t>(li + 1)].desc.role == layer_role::loss &&
                                 r.layers[static_cast<std::size_t>(li + 1)].taskgraph == static_cast<int>(t);
-      sbp need = cur, out = cur;
-      signature sig = signature::replicated;
-      int rows_div = 1, feat_div = 1;
+      shard_choice c;
+      std::array<shape_t, max_layer_params> local{};
+      for (int pi = 0; pi < d.num_params; ++pi) local[static_cast<std::size_t>(pi)] = d.params[static_cast<std::size_t>(pi)].shape;
       if (n == 1) {
-        need = out = sbp::broadcast;
+        c.need = c.out = sbp::broadcast;
       } else if (!split) {  // Replicate<N>, N > 1: every layer data-parallel over the part
-        need = out = sbp::split_batch;
-        sig = signature::data_parallel;
-        rows_div = n;
+        c.sig = signature::data_parallel;
+        c.need = c.out = sbp::split_batch;
+        c.rows_div = c.flops_div = n;
       } else if (nd) {
         const int mode_code = static_cast<int>(ctx.mode);
-        need = out = sbp::block;
-        rows_div = mesh.rows;
-        feat_div = mesh.features;
+        c.need = c.out = sbp::block;
+        c.rows_div = mesh.rows;
+        c.feat_div = mesh.features;
+        c.flops_div = mesh.rows * mesh.features;
         switch (d.role) {
           case layer_role::linear:
-            sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
-                  : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
+            c.sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
+                    : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
             if (d.in_shape.last() % mesh.features != 0)
               fail(shard_rule::split_features, li, d.in_shape.last(), mesh.features);
             else if (d.out_shape(d.in_shape).last() % mesh.features != 0)
               fail(shard_rule::split_features, li, d.out_shape(d.in_shape).last(), mesh.features);
+            for (int pi = 0; pi < d.num_params; ++pi)
+              local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
             break;
-          case layer_role::elementwise: sig = signature::pointwise; break;
-          case layer_role::layernorm: sig = signature::pointwise; break;
-          case layer_role::loss: sig = signature::vocab_loss; break;
+          case layer_role::elementwise: c.sig = signature::pointwise; break;
+          case layer_role::layernorm:
+            c.sig = signature::pointwise;
+            // the features of a row are spread over a mesh row
+            if (lp.in.last() % mesh.features != 0) fail(shard_rule::tensor_features, li, lp.in.last(), mesh.features);
+            break;
+          case layer_role::loss: c.sig = signature::vocab_loss; break;
           default: fail(shard_rule::tensor_mode_layer, li, mode_code, n); break;
         }
       } else {
-        switch (d.role) {
-          case layer_role::linear: {
-            const int in_f = d.in_shape.last();
-            const int out_f = d.out_shape(d.in_shape).last();
-            if (cur == sbp::split_feature) {  // Megatron pairing: previous was column-parallel
-              sig = signature::row_parallel;
-              need = sbp::split_feature;
-              out = sbp::partial;
-              feat_div = n;
-              if (in_f % n != 0) fail(shard_rule::split_features, li, in_f, n);
-            } else {
-              sig = signature::column_parallel;
-              need = sbp::broadcast;
-              out = sbp::split_feature;
-              if (out_f % n != 0) fail(next_is_loss ? shard_rule::split_vocab : shard_rule::split_features, li, out_f, n);
-            }
-            break;
-          }
-          case layer_role::elementwise:
-            sig = signature::pointwise;
-            need = out = (cur == sbp::partial ? sbp::broadcast : cur);
-            if (need == sbp::split_feature) feat_div = n;
-            if (need == sbp::split_batch) rows_div = n;
-            break;
-          case layer_role::reshape:
-            sig = signature::pointwise;
-            need = out = (cur == sbp::split_batch ? sbp::split_batch
-                          : (cur == sbp::split_feature && lp.in.rank <= 1) ? sbp::split_feature
-                                                                           : sbp::broadcast);
-            if (need == sbp::split_feature) feat_div = n;
-            if (need == sbp::split_batch) rows_div = n;
-            break;
-          case layer_role::embedding:
-            sig = signature::vocab_embedding;
-            need = sbp::broadcast;
-            out = sbp::partial;
-            if (d.split_extent % n != 0) fail(shard_rule::split_vocab, li, d.split_extent, n);
-            break;
-          case layer_role::attention:
-            sig = signature::head_parallel;
-            need = sbp::broadcast;
-            out = sbp::partial;
-            feat_div = n;
-            if (d.split_extent % n != 0) fail(shard_rule::split_heads, li, d.split_extent, n);
-            break;
-          case layer_role::moe:
-            sig = signature::expert_parallel;
-            need = out = sbp::split_batch;
-            rows_div = n;
-            if (d.split_extent % n != 0) fail(shard_rule::split_experts, li, d.split_extent, n);
-            break;
-          case layer_role::loss:
-            if (cur == sbp::split_feature) {
-              sig = signature::vocab_loss;
-              need = sbp::split_feature;
-              feat_div = n;
-            } else {
-              need = (cur == sbp::split_batch ? sbp::split_batch : sbp::broadcast);
-              if (need == sbp::split_batch) rows_div = n;
-            }
-            out = need;
-            break;
-          case layer_role::layernorm:
-          case layer_role::opaque:
-            need = out = (cur == sbp::split_batch ? sbp::split_batch : sbp::broadcast);
-            if (need == sbp::split_batch) rows_div = n;
-            break;
-        }
+        c = d.shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch, next_is_loss});
+        if (c.violated != shard_rule::ok) fail(c.violated, li, c.violated_value, n);
+        for (int pi = 0; pi < d.num_params; ++pi)
+          local[static_cast<std::size_t>(pi)] =
+              cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
       }
       lp.arrives = cur;
-      lp.in_layout = need;
-      lp.out_layout = out;
-      lp.sig = sig;
-      lp.rows_div = rows_div;
-      lp.features_div = feat_div;
+      lp.in_layout = c.need;
+      lp.out_layout = c.out;
+      lp.sig = c.sig;
+      lp.rows_div = c.rows_div;
+      lp.features_div = c.feat_div;
+      lp.partial_input_grad = c.partial_input_grad;
 
-      // Elements of a full-layout buffer for this edge, per micro-batch (the whole
-      // micro-batch unless rows are split).
-      const long long mb = ctx.micro_batch;
-      const long long in_elems = lp.in.numel();
-      // Forward conversion into the layer, and its backward dual.
+      // The whole tensor a conversion into this layer assembles, per micro-batch.
+      const long long edge = ctx.micro_batch * lp.in.numel();
       if (n > 1) {
-        const collective fwd = convert(cur, need);
-        const long long edge = mb * in_elems;  // the whole tensor a gather/reduce assembles
-        add_comm(lp, fwd, group_axis::part, pass::forward, edge);
-        // The gradient reaching this layer's input: partial when the layer's weights
-        // are sharded and it read a broadcast input; otherwise the same layout.
-        // The model's input needs no gradient, so layer 0 has no backward conversion.
-        const sbp g_in = (tensor_parallel_consumer(sig) && need == sbp::broadcast) ? sbp::partial : need;
-        const sbp g_want = grad_of(cur);
-        if (li > 0) add_comm(lp, convert(g_in, g_want), group_axis::part, pass::backward, edge);
+        const collective fwd = convert(cur, c.need);
+        add_comm(lp, fwd, group_axis::part, pass::forward, conversion_elems(fwd, edge, n));
+        // Backward: the gradient this layer produces for its input, back into the
+        // layout its producer holds (only where the input gradient is computed).
+        if (need_dx[static_cast<std::size_t>(li)]) {
+          const collective bwd = convert(input_grad_layout(lp), grad_of(cur));
+          add_comm(lp, bwd, group_axis::part, pass::backward, conversion_elems(bwd, edge, n));
+        }
       }
+      lp.num_conversion_comms = lp.num_comms;
       // Collectives inside the layer.
-      if (sig == signature::expert_parallel) {
-        // dispatch and combine, each way: tokens × top-k copies of width D
-        const long long tokens = mb * in_elems / d.in_shape.last() / n;
-        const long long routed = tokens * d.in_shape.last() * d.top_k;
-        add_comm(lp, collective::all_to_all, group_axis::part, pass::forward, routed, 2);
-        add_comm(lp, collective::all_to_all, group_axis::part, pass::backward, routed, 2);
-      } else if (sig == signature::vocab_loss) {
-        // per row: the max, the sum of exponentials and the target logit
-        const long long rows = mb * in_elems / (in_elems > 0 ? lp.in.last() : 1) / rows_div;
-        // features are split along a mesh row in 2D/2.5D/3D, across the part in 1D
-        add_comm(lp, collective::all_reduce, nd ? group_axis::mesh_row : group_axis::part, pass::forward, rows, 3);
-      } else if (nd && d.role == layer_role::layernorm) {
+      for (int k = 0; k < c.num_comms; ++k) {
+        const comm_desc& x = c.comms[static_cast<std::size_t>(k)];
+        add_comm(lp, x.kind, x.group, x.when, x.elems, x.calls, x.stats);
+      }
+      if (nd && d.role == layer_role::layernorm) {
         // mean and variance of rows whose features are spread over a mesh row, both ways
-        const long long rows = mb / mesh.rows * (lp.in.numel() / lp.in.last());
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, 2 * rows);
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::backward, 2 * rows);
-      } else if (sig == signature::summa_2d || sig == signature::tesseract_2p5d) {
+        const long long rows = ctx.micro_batch / mesh.rows * (lp.in.numel() / lp.in.last());
+        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, 2 * rows, 1, true);
+        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::backward, 2 * rows, 1, true);
+      } else if (nd && c.sig == signature::vocab_loss) {
+        const long long rows = ctx.micro_batch * lp.in.numel() / lp.in.last() / mesh.rows;
+        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, rows, 3, true);
+      } else if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) {
         // SUMMA: q steps, each broadcasting an input block along the row and a weight
         // block along the column; backward does it twice (dX and dW).
         const int q = mesh.features;
-        const long long x_block = mb / mesh.rows * lp.in.numel() / q;
+        const long long x_block = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
         const long long w_block = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q);
         add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
         add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
         add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, 2 * q);
         add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, 2 * q);
-      } else if (sig == signature::cube_3d) {
+      } else if (c.sig == signature::cube_3d) {
         // 3D: gather inputs along one axis and weights along another, reduce-scatter outputs
         const int q = mesh.features;
-        const long long x_local = mb / mesh.rows * lp.in.numel() / q;
+        const long long x_local = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
         const long long w_local = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q * q);
-        const long long y_local = mb / mesh.rows * lp.out.numel() / q;
+        const long long y_local = ctx.micro_batch / mesh.rows * lp.out.numel() / q;
         add_comm(lp, collective::all_gather, group_axis::mesh_depth, pass::forward, x_local * q);
         add_comm(lp, collective::all_gather, group_axis::mesh_row, pass::forward, w_local * q);
         add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::forward, y_local * q);
@@ -471,27 +287,20 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       lp.local_param_elems = 0;
       for (int pi = 0; pi < d.num_params; ++pi) {
         const param_t& prm = d.params[static_cast<std::size_t>(pi)];
-        const shape_t local = shard_param(prm, sig, n, mesh);
-        lp.local_params[static_cast<std::size_t>(pi)] = local;
-        lp.local_param_elems += local.numel();
-        const bool whole = local == prm.shape;
+        const shape_t sh = local[static_cast<std::size_t>(pi)];
+        lp.local_params[static_cast<std::size_t>(pi)] = sh;
+        lp.local_param_elems += sh.numel();
+        const bool whole = sh == prm.shape;
         group_axis g = group_axis::data;
-        if (n > 1 && whole && need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
-        if (sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
+        if (n > 1 && whole && c.need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
+        if (c.sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
         // N-D biases are cut by columns only: the rows and depths of a column saw other samples
         if (nd && prm.role == param_role::bias && !whole) g = group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }
-      lp.local_stash_per_sample = d.stash_elems(lp.in) / (rows_div * feat_div);
-      // a device does its share of the work: the weight split for sharded layers (a
-      // column-parallel layer reads whole rows but only n-th of the weights), else the
-      // share of rows and features it holds
-      const bool weight_split = sig == signature::column_parallel || sig == signature::row_parallel ||
-                                sig == signature::vocab_embedding || sig == signature::expert_parallel;
-      const int share = weight_split ? n : (sig == signature::replicated ? 1 : rows_div * feat_div);
-      lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) / (share > 0 ? share : 1);
-      cur = out;
+      lp.local_flops_per_sample = (d.forward_flops(lp.in) + d.backward_flops(lp.in)) / (c.flops_div > 0 ? c.flops_div : 1);
+      cur = c.out;
     }
   }
   return r;

@@ -9,7 +9,7 @@
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/kernels.cuh"
 #include "strata/comm/nccl.hpp"
-#include "strata/runtime/world.hpp"
+#include "strata/exec/world.hpp"
 
 namespace strata {
 

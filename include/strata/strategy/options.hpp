@@ -2,7 +2,7 @@
 // Plan options as types. Each option belongs to one category and may be given once.
 #include <concepts>
 
-#include "strata/layers/shape.hpp"
+#include "strata/core/shape.hpp"
 #include "strata/strategy/strategy.hpp"
 
 namespace strata {

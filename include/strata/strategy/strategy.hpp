@@ -1,13 +1,9 @@
 #pragma once
 // Strategy annotations (EPL's replicate / split / pipeline / colocate). Pure types:
 // the planner reads them, nothing here runs.
+#include "strata/core/typelist.hpp"
 
 namespace strata {
-
-template <class... T>
-struct type_list {
-  static constexpr int size = static_cast<int>(sizeof...(T));
-};
 
 enum class strategy_kind : unsigned char { replicate, split };
 

@@ -7,18 +7,11 @@
 // first and raw device pointers, and are found by argument-dependent lookup.
 //
 // Memory model. Device memory is not host-accessible (Cuda::host_accessible
-// is false); data moves by explicit upload / download. Allocation normally
-// comes from an `arena`: one cudaMalloc of a caller-chosen size (the plan's
-// compile-time memory analysis) carved into 256-byte aligned blocks, so a
-// training step performs no cudaMalloc/cudaFree (both synchronise the device)
-// and, because placement is a pure function of the set of live blocks, a step
-// that allocates the same sequence every time gets the same addresses every
-// time: the property CUDA Graph capture and replay of a whole step needs.
-//
-// Streams. Arena blocks are reused in the order frees happen on the host;
-// that is safe for work ordered on one queue (like a stream-ordered
-// allocator). Work on a second queue that uses a block must be joined with
-// record/wait before the block's buffer is destroyed.
+// is false); data moves by explicit upload / download. A buffer is one
+// cudaMalloc; the executor makes all of a plan's buffers once, at exactly the
+// sizes of the lowered buffer plan, so a training step performs no
+// cudaMalloc/cudaFree (both synchronise the device) and its addresses never
+// change: the property CUDA Graph capture and replay of a whole step needs.
 #pragma once
 
 #include <cublasLt.h>
@@ -75,236 +68,10 @@ inline void device_free(void* p) noexcept {
 inline std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
 }  // namespace detail
 
-// Number of cudaMalloc calls strata has made in this process (arenas,
-// queue workspaces, buffers allocated outside an arena). Libraries' own
+// Number of cudaMalloc calls strata has made in this process (buffers and
+// queue workspaces). Libraries' own
 // allocations (cuBLASLt's handle) happen when a queue is made, not here.
 inline std::uint64_t malloc_count() noexcept { return detail::malloc_counter().load(std::memory_order_relaxed); }
-
-// ---------------------------------------------------------------------------
-// Arena
-// ---------------------------------------------------------------------------
-
-// Thrown when an arena cannot satisfy a request (a std::bad_alloc, like
-// running out of device memory with plain cudaMalloc).
-class arena_exhausted : public std::bad_alloc {
- public:
-  explicit arena_exhausted(std::string msg) : msg_(std::move(msg)) {}
-  const char* what() const noexcept override { return msg_.c_str(); }
-
- private:
-  std::string msg_;
-};
-
-namespace detail {
-
-// Placement over byte offsets, no CUDA involved. Best fit, lowest offset on
-// ties, free neighbours coalesced: the free list is the complement of the
-// live set, so where a request lands depends only on which blocks are live.
-class block_allocator {
- public:
-  struct live_block {
-    std::size_t size;
-    std::uint64_t serial;  // allocation order, for arena::reset's checks
-  };
-
-  explicit block_allocator(std::size_t capacity) : capacity_(capacity) {
-    if (capacity) free_.emplace(0, capacity);
-  }
-
-  // Offset of a new block of `bytes` (a multiple of the alignment), or
-  // capacity() when nothing fits.
-  std::size_t allocate(std::size_t bytes, std::uint64_t serial) {
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
-    if (best == free_.end()) return capacity_;
-    const std::size_t off = best->first, size = best->second;
-    free_.erase(best);
-    if (size > bytes) free_.emplace(off + bytes, size - bytes);
-    live_.emplace(off, live_block{bytes, serial});
-    in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
-    return off;
-  }
-
-  // Size of the released block, 0 if `off` is not a live block.
-  std::size_t release(std::size_t off) {
-    auto it = live_.find(off);
-    if (it == live_.end()) return 0;
-    std::size_t start = off, size = it->second.size;
-    live_.erase(it);
-    in_use_ -= size;
-    auto next = free_.lower_bound(start);
-    if (next != free_.end() && next->first == start + size) {
-      size += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        size += prev->second;
-        free_.erase(prev);
-      }
-    }
-    free_.emplace(start, size);
-    return size;
-  }
-
-  std::size_t capacity() const noexcept { return capacity_; }
-  std::size_t in_use() const noexcept { return in_use_; }
-  std::size_t peak() const noexcept { return peak_; }
-  void reset_peak() noexcept { peak_ = in_use_; }
-  std::size_t largest_free() const noexcept {
-    std::size_t m = 0;
-    for (const auto& f : free_) m = std::max(m, f.second);
-    return m;
-  }
-  const std::map<std::size_t, live_block>& live() const noexcept { return live_; }
-
- private:
-  std::size_t capacity_;
-  std::size_t in_use_ = 0, peak_ = 0;
-  std::map<std::size_t, std::size_t> free_;  // offset -> size
-  std::map<std::size_t, live_block> live_;   // offset -> block
-};
-
-// Shared by the arena handle and every buffer carved from it, so the device
-// memory lives until the last of them is gone, whatever the destruction order.
-struct arena_state {
-  explicit arena_state(std::size_t bytes) : blocks(bytes) {
-    if (bytes) base = static_cast<unsigned char*>(device_malloc(bytes));
-  }
-  ~arena_state() { device_free(base); }
-  arena_state(const arena_state&) = delete;
-  arena_state& operator=(const arena_state&) = delete;
-
-  void* allocate(std::size_t bytes) {
-    const std::size_t want = round_up(bytes ? bytes : 1, alignment);
-    std::lock_guard<std::mutex> lk(m);
-    const std::size_t off = blocks.allocate(want, next_serial);
-    if (off == blocks.capacity())
-      throw arena_exhausted("strata: CUDA arena exhausted on rank " + std::to_string(process_rank()) +
-                            ": requested " + std::to_string(want) + " bytes, " + std::to_string(blocks.in_use()) +
-                            " of " + std::to_string(blocks.capacity()) +
-                            " in use, largest free block " + std::to_string(blocks.largest_free()) +
-                            " (size the arena from the plan's memory analysis plus fragmentation headroom)");
-    ++next_serial;
-    return base + off;
-  }
-  void deallocate(void* p) noexcept {
-    if (!p) return;
-    std::lock_guard<std::mutex> lk(m);
-    (void)blocks.release(static_cast<std::size_t>(static_cast<unsigned char*>(p) - base));
-  }
-
-  std::mutex m;
-  unsigned char* base = nullptr;
-  block_allocator blocks;
-  std::uint64_t next_serial = 1;
-};
-
-}  // namespace detail
-
-class arena;
-namespace detail {
-inline thread_local arena* current_arena = nullptr;
-}
-
-// One device reservation handed out as 256-byte aligned blocks. buffer<T>
-// created while an arena is current on the thread (arena::scope) come from
-// it. Move-only handle; buffers keep the reservation alive.
-class arena {
- public:
-  // Reserves `bytes` (rounded up to 256) with a single cudaMalloc.
-  explicit arena(std::size_t bytes)
-      : state_(std::make_shared<detail::arena_state>(detail::round_up(bytes, alignment))) {}
-  arena(arena&&) noexcept = default;
-  arena& operator=(arena&&) noexcept = default;
-  arena(const arena&) = delete;
-  arena& operator=(const arena&) = delete;
-
-  void* allocate(std::size_t bytes) { return state_->allocate(bytes); }
-  void deallocate(void* p) noexcept { state_->deallocate(p); }
-
-  std::size_t capacity() const noexcept { return state_->blocks.capacity(); }
-  std::size_t in_use() const {
-    std::lock_guard<std::mutex> lk(state_->m);
-    return state_->blocks.in_use();
-  }
-  // Highest in_use() since construction or the last reset().
-  std::size_t peak() const {
-    std::lock_guard<std::mutex> lk(state_->m);
-    return state_->blocks.peak();
-  }
-  std::size_t live_blocks() const {
-    std::lock_guard<std::mutex> lk(state_->m);
-    return state_->blocks.live().size();
-  }
-  std::size_t largest_free_block() const {
-    std::lock_guard<std::mutex> lk(state_->m);
-    return state_->blocks.largest_free();
-  }
-
-  // --- resettable mode ------------------------------------------------------
-  // m = mark() after warm-up (persistent buffers allocated); run a step;
-  // reset(m). reset checks that the arena is back in the marked state: every
-  // block allocated after the mark has been freed and every block live at the
-  // mark still is. Placement depends only on the live set, so the next step
-  // that repeats the same allocation sequence gets the same addresses (what a
-  // captured CUDA Graph bakes in). A violation throws std::logic_error naming
-  // what leaked, instead of letting a graph replay scribble on moved buffers.
-  struct mark_type {
-    std::uint64_t serial = 0;     // blocks allocated after the mark have larger serials
-    std::size_t live_blocks = 0;  // blocks live at the mark
-  };
-  mark_type mark() const {
-    std::lock_guard<std::mutex> lk(state_->m);
-    return {state_->next_serial - 1, state_->blocks.live().size()};
-  }
-  void reset(const mark_type& m) {
-    std::lock_guard<std::mutex> lk(state_->m);
-    std::size_t newer = 0, newer_bytes = 0, older = 0;
-    for (const auto& [off, b] : state_->blocks.live()) {
-      (void)off;
-      if (b.serial > m.serial) {
-        ++newer;
-        newer_bytes += b.size;
-      } else {
-        ++older;
-      }
-    }
-    if (newer)
-      throw std::logic_error("strata: arena::reset: " + std::to_string(newer) + " block(s) (" +
-                             std::to_string(newer_bytes) +
-                             " bytes) allocated after the mark are still alive; a step must free what it "
-                             "allocates, or later steps get different addresses");
-    if (older != m.live_blocks)
-      throw std::logic_error("strata: arena::reset: " + std::to_string(m.live_blocks - older) +
-                             " block(s) live at the mark were freed during the step; their replacements may "
-                             "not land at the same addresses (allocate persistent buffers before the mark)");
-    state_->blocks.reset_peak();
-  }
-
-  // Makes this arena the source of buffer<T>(n) on the calling thread for
-  // the scope's lifetime (nests; restores the previous one).
-  class scope {
-   public:
-    explicit scope(arena& a) noexcept : prev_(std::exchange(detail::current_arena, &a)) {}
-    ~scope() { detail::current_arena = prev_; }
-    scope(const scope&) = delete;
-    scope& operator=(const scope&) = delete;
-
-   private:
-    arena* prev_;
-  };
-  static arena* current() noexcept { return detail::current_arena; }
-
-  const std::shared_ptr<detail::arena_state>& state() const noexcept { return state_; }
-
- private:
-  std::shared_ptr<detail::arena_state> state_;
-};
 
 // ---------------------------------------------------------------------------
 // view / buffer
@@ -332,11 +99,10 @@ struct view {
   }
 };
 
-// Owning, uninitialised, 256-byte aligned device array. Comes from the
-// thread's current arena if there is one, else from its own cudaMalloc.
-// Move-only. Destruction returns the block to the arena at once (safe for
-// work on the same queue, see the file comment) or cudaFree()s it (which
-// waits for the device).
+// Owning, uninitialised, 256-byte aligned device array: its own cudaMalloc.
+// Move-only; destruction cudaFree()s it (which waits for the device). The
+// executor allocates every buffer of a plan once, at construction (the
+// lowered buffer plan's exact sizes), so a training step allocates nothing.
 template <class T>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
@@ -344,20 +110,21 @@ class buffer {
 
  public:
   buffer() noexcept = default;
-  explicit buffer(std::size_t n) : buffer(n, arena::current()) {}
-  buffer(std::size_t n, arena& a) : buffer(n, &a) {}
+  explicit buffer(std::size_t n) : n_(n) {
+    if (n == 0) return;
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    ptr_ = static_cast<T*>(detail::device_malloc(n * sizeof(T)));
+  }
   ~buffer() { release(); }
 
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  buffer(buffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)), arena_(std::move(o.arena_)) {}
+  buffer(buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   buffer& operator=(buffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
       n_ = std::exchange(o.n_, 0);
-      arena_ = std::move(o.arena_);
     }
     return *this;
   }
@@ -367,7 +134,6 @@ class buffer {
   std::size_t size() const noexcept { return n_; }
   bool empty() const noexcept { return n_ == 0; }
   std::size_t bytes() const noexcept { return n_ * sizeof(T); }
-  bool from_arena() const noexcept { return arena_ != nullptr; }
 
   cuda::view<T> view() noexcept { return {ptr_, n_}; }
   cuda::view<const T> view() const noexcept { return {ptr_, n_}; }
@@ -375,30 +141,13 @@ class buffer {
   operator cuda::view<const T>() const noexcept { return view(); }
 
  private:
-  buffer(std::size_t n, arena* a) : n_(n) {
-    if (n == 0) return;
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    if (a) {
-      arena_ = a->state();
-      ptr_ = static_cast<T*>(arena_->allocate(n * sizeof(T)));
-    } else {
-      ptr_ = static_cast<T*>(detail::device_malloc(n * sizeof(T)));
-    }
-  }
   void release() noexcept {
-    if (ptr_) {
-      if (arena_)
-        arena_->deallocate(ptr_);
-      else
-        detail::device_free(ptr_);
-    }
+    if (ptr_) detail::device_free(ptr_);
     ptr_ = nullptr;
     n_ = 0;
-    arena_.reset();
   }
   T* ptr_ = nullptr;
   std::size_t n_ = 0;
-  std::shared_ptr<detail::arena_state> arena_;
 };
 
 // ---------------------------------------------------------------------------
@@ -700,12 +449,10 @@ struct Cuda {
   using queue = cuda::queue;
   using event = cuda::event;
 
-  // From the thread's current arena if any (see cuda::arena::scope).
   template <class T>
   static buffer<T> allocate(std::size_t n) {
     return buffer<T>(n);
   }
-  using arena = cuda::arena;
   using graph = cuda::graph;
   static event record(queue& q) { return cuda::record(q); }
   static void wait(queue& q, const event& e) { cuda::wait(q, e); }

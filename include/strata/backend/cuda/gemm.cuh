@@ -35,13 +35,13 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda.hpp"
-#include "strata/backend/bf16.hpp"
-#include "strata/backend/host/gemm.hpp"  // strata::backend::trans
+#include "strata/backend/cuda/cuda.hpp"
+#include "strata/core/kernel_args.hpp"
+#include "strata/core/precision.hpp"
 
 namespace strata::backend::cuda {
 
-// The backends share one bf16 (strata/backend/bf16.hpp): its bits are what
+// The backends share one bf16 (strata/core/precision.hpp): its bits are what
 // cuBLASLt reads and writes as CUDA_R_16BF.
 using bf16 = strata::bf16;
 

@@ -26,15 +26,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "host.hpp"
-#include "strata/backend/bf16.hpp"
-
-namespace strata::backend {
-
-// op(X) for gemm. Shared by all backends (maps to CUBLAS_OP_N / CUBLAS_OP_T).
-enum class trans : unsigned char { N, T };
-
-}  // namespace strata::backend
+#include "strata/backend/host/elementwise.hpp"
+#include "strata/backend/host/host.hpp"
+#include "strata/core/kernel_args.hpp"
+#include "strata/core/precision.hpp"
 
 namespace strata::backend::host {
 
@@ -235,5 +230,26 @@ inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::siz
     for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = bf16(c[r * N + j]);
   });
 }
+
+// ---- GEMM with a fused bias and activation -----------------------------------
+// C = act(alpha * op(A) op(B) + beta * C + bias) with pre_out (may be null)
+// receiving the pre-activation: the host form of the CUDA backend's fused
+// cuBLASLt epilogue (bias length N may be null). T: float, double, bf16 (alpha
+// and beta in float for bf16, whose product is rounded to bf16 before the bias,
+// as the unfused CUDA path does).
+template <class T>
+  requires detail::is_elem_v<T>
+void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                   gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
+                   gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+  if (M == 0 || N == 0) return;
+  if (pre_out == C && act != activation::none) detail::fail("gemm", "pre_out must not alias C when act != none");
+  gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (!bias && act == activation::none && !pre_out) return;
+  detail::for_rows(q, M, N, [&](std::size_t r) {
+    bias_activation_forward(q, act, 1, N, C + r * ldc, bias, pre_out ? pre_out + r * ldc : nullptr, C + r * ldc);
+  });
+}
+
 
 }  // namespace strata::backend::host

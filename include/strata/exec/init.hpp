@@ -2,26 +2,13 @@
 // Parameter initialisation that depends only on the logical parameter (layer, tensor,
 // element), never on how a plan shards it: every plan starts from the same model.
 #include <cmath>
+#include <array>
 #include <cstdint>
 
+#include "strata/core/random.hpp"
 #include "strata/layers/layer.hpp"
 
-namespace strata::runtime {
-
-// splitmix64: a counter-based generator, so element i is computed without a stream.
-constexpr std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [-1, 1) from (seed, layer, tensor, element), 53 random bits.
-constexpr double unit_uniform(std::uint64_t seed, int layer, int tensor, std::uint64_t element) {
-  std::uint64_t h = mix64(seed ^ mix64(static_cast<std::uint64_t>(layer) * 0x100000001b3ULL + static_cast<std::uint64_t>(tensor)));
-  h = mix64(h ^ element);
-  return static_cast<double>(h >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+namespace strata::exec {
 
 // The initial value of logical element `element` of parameter `tensor` of layer `layer`.
 // Linear/attention/MoE weights and biases: U(−1/√fan_in, 1/√fan_in) (PyTorch's Linear
@@ -54,4 +41,4 @@ inline std::uint64_t logical_index(const shape_t& logical, const shape_t& local,
   return g;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::exec

@@ -1,43 +1,38 @@
 #pragma once
-// The process's view of the job: its communicator (MPI under a launcher, or a world of
-// one without MPI) and the backend queue work runs on.
+// The world on CPUs: strata::init<Host>(argc, argv) and local_world<Host>().
+// With MPI (STRATA_WITH_MPI defined: CMake's strata::mpi target sets it), init<Host>
+// initialises MPI and returns the launcher's world, one process per simulated device;
+// without it, a world of one process, which refuses to run if a launcher started more.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "strata/backend/host/host.hpp"
-#include "strata/comm/communicator.hpp"
+#include "strata/backend/host/backend.hpp"
+#include "strata/comm/self.hpp"
+#include "strata/exec/world.hpp"
 
-#if !defined(STRATA_NO_MPI) && __has_include(<mpi.h>)
+#if defined(STRATA_WITH_MPI)
 #include "strata/comm/mpi.hpp"
-#define STRATA_RUNTIME_MPI 1
 #endif
 
 namespace strata {
 
 using backend::Host;
 
-template <class Backend, class Comm>
-class world {
- public:
-  using backend_type = Backend;
-  using comm_type = Comm;
+namespace detail {
+// Processes a launcher says it started (Open MPI, MPICH/PMI, Slurm), or 0 if none.
+inline int launcher_world_size() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return 0;
+}
+}  // namespace detail
 
-  world(std::shared_ptr<void> keep_alive, Comm* comm) : keep_alive_(std::move(keep_alive)), comm_(comm) {}
-  int rank() const { return comm_->rank(); }
-  int size() const { return comm_->size(); }
-  Comm& comm() { return *comm_; }
-  typename Backend::queue& queue() { return queue_; }
-
- private:
-  std::shared_ptr<void> keep_alive_;  // MPI environment (or the self communicator)
-  Comm* comm_;
-  typename Backend::queue queue_{};
-};
-
-#ifdef STRATA_RUNTIME_MPI
+#if defined(STRATA_WITH_MPI)
 // Under mpirun/srun (or as an MPI singleton): one process per device.
 template <class Backend>
 world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
@@ -71,9 +66,14 @@ world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
   return w;
 }
 #else
-// Built without MPI: a world of one process.
+// Built without MPI: a world of one process. Launched as several processes, every one
+// of them would train alone on its own: refuse, saying why.
 template <class Backend>
 world<Backend, comm::self_communicator> init(int&, char**&) {
+  if (const int n = detail::launcher_world_size(); n > 1)
+    throw std::runtime_error("strata: launched as " + std::to_string(n) +
+                             " processes, but this program was built without MPI: each would train alone. "
+                             "Build with MPI (CMake: link strata::mpi; by hand: -DSTRATA_WITH_MPI and mpicxx)");
   auto self = std::make_shared<comm::self_communicator>("world");
   comm::self_communicator* c = self.get();
   return world<Backend, comm::self_communicator>(std::move(self), c);
@@ -87,5 +87,6 @@ world<Backend, comm::self_communicator> local_world() {
   comm::self_communicator* c = self.get();
   return world<Backend, comm::self_communicator>(std::move(self), c);
 }
+
 
 }  // namespace strata

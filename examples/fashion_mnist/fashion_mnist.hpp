@@ -1,11 +1,12 @@
-// strata/data/fashion_mnist.hpp - Fashion-MNIST loading, normalisation and a
+// fashion_mnist/fashion_mnist.hpp - Fashion-MNIST loading (example code, not part of the
+// library: it needs zlib), normalisation and a
 // data-parallel sharded loader (sharding contract: see sharding.hpp).
 //
 // Needs zlib (link with -lz).
-#ifndef STRATA_DATA_FASHION_MNIST_HPP
-#define STRATA_DATA_FASHION_MNIST_HPP
+#ifndef STRATA_EXAMPLES_FASHION_MNIST_HPP
+#define STRATA_EXAMPLES_FASHION_MNIST_HPP
 
-#include "strata/data/idx.hpp"
+#include "idx.hpp"
 #include "strata/data/sharding.hpp"
 
 #include <algorithm>
@@ -21,7 +22,11 @@
 #include <type_traits>
 #include <vector>
 
-namespace strata::data {
+namespace fashion_mnist {
+
+using strata::data::shard_plan;
+using strata::data::remainder;
+using strata::data::ordering;
 
 // Per-pixel statistics of the 60000 Fashion-MNIST training images after
 // scaling to [0, 1] (population mean / standard deviation over all 47,040,000
@@ -239,6 +244,6 @@ basic_sharded_loader<T> evaluation_loader(const basic_dataset<T>& ds, int dp_ran
 template <class T>
 basic_sharded_loader<T> evaluation_loader(basic_dataset<T>&&, int, int, int) = delete;
 
-}  // namespace strata::data
+}  // namespace fashion_mnist
 
-#endif  // STRATA_DATA_FASHION_MNIST_HPP
+#endif  // STRATA_EXAMPLES_FASHION_MNIST_HPP

@@ -8,16 +8,12 @@
 //    quiet NaN, overflow goes to ±Inf; on sm_80+ devices one cvt.rn.bf16.f32;
 //  * bf16 -> float is exact (the 16 bits are the high half of the float);
 //  * arithmetic converts to float: a bf16 is a storage format, never an
-//    accumulator (precision<bf16> below names the types that are).
+//    accumulator (core/precision.hpp names the types that are).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define STRATA_HD __host__ __device__
-#else
-#define STRATA_HD
-#endif
+#include "strata/core/hd.hpp"
 
 namespace strata {
 
@@ -68,36 +64,5 @@ struct bf16 {
 };
 static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2 && std::is_trivially_copyable_v<bf16> &&
               std::is_trivially_default_constructible_v<bf16>);
-
-// The types one trainer precision uses:
-//   compute: activations, their gradients and the parameters the layers read;
-//   master:  parameters the optimizer updates, gradients, optimizer state, the batch;
-//   stat:    per-row statistics (softmax max / Σexp / loss, LayerNorm mean / rstd).
-// float and double train in one type; bf16 is mixed precision: bf16 activations and
-// parameter copies for the GEMMs (FP32 accumulation), FP32 master weights, FP32
-// gradients reduced across replicas in FP32, FP32 statistics (Megatron's bf16 recipe).
-template <class T>
-struct precision {
-  using compute = T;
-  using master = T;
-  using stat = T;
-};
-template <>
-struct precision<bf16> {
-  using compute = bf16;
-  using master = float;
-  using stat = float;
-};
-template <class T>
-using master_t = typename precision<T>::master;
-template <class T>
-using stat_t = typename precision<T>::stat;
-// Host scalars (alpha, beta) of a GEMM on T: double for double, float otherwise (bf16
-// GEMMs take float scalars, as cuBLASLt does). Every backend's gemm uses it.
-template <class T>
-using gemm_scalar_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-// True when the trainer keeps a separate master copy of the parameters.
-template <class T>
-inline constexpr bool is_mixed_v = !std::is_same_v<typename precision<T>::compute, master_t<T>>;
 
 }  // namespace strata

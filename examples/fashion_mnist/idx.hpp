@@ -1,4 +1,4 @@
-// strata/data/idx.hpp - strict reader for gzip-compressed IDX files (the
+// fashion_mnist/idx.hpp - strict reader for gzip-compressed IDX files (the
 // MNIST / Fashion-MNIST container format).
 //
 // IDX layout: a 4-byte big-endian magic {0x00, 0x00, type, rank}, then `rank`
@@ -10,8 +10,8 @@
 // download otherwise shows up much later as a silently wrong training run.
 //
 // Needs zlib (link with -lz).
-#ifndef STRATA_DATA_IDX_HPP
-#define STRATA_DATA_IDX_HPP
+#ifndef STRATA_EXAMPLES_IDX_HPP
+#define STRATA_EXAMPLES_IDX_HPP
 
 #include <zlib.h>
 
@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-namespace strata::data {
+namespace fashion_mnist {
 
 // Malformed, missing or inconsistent input data. The message names the file.
 class data_error : public std::runtime_error {
@@ -330,6 +330,6 @@ inline void check_same_count(const idx_u8& images, const idx_u8& labels) {
   }
 }
 
-}  // namespace strata::data
+}  // namespace fashion_mnist
 
-#endif  // STRATA_DATA_IDX_HPP
+#endif  // STRATA_EXAMPLES_IDX_HPP

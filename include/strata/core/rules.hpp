@@ -61,6 +61,17 @@ struct loss_once {
                        "(loss_once<losses in model, Loss options>)");
 };
 
+// Layer `Index` fixes its input's trailing `Expected` axes (attention: [Seq, D]) but
+// receives a rank-`Got` input (for example vectors, or a plan whose input shape was
+// inferred from a [D] layer: pass Input<Seq, D>).
+template <int Index, int Got, int Expected>
+struct input_rank {
+  static constexpr bool value = Got >= Expected;
+  static_assert(value, "strata rule [input-rank]: a layer receives an input of lower rank than it needs, e.g. "
+                       "attention after a layer that produces vectors; give the plan Input<dims...> "
+                       "(input_rank<layer index, rank received, rank expected>)");
+};
+
 template <bool Known>
 struct input_shape_known {
   static constexpr bool value = Known;
@@ -73,6 +84,15 @@ template <int N>
 struct device_count_positive {
   static constexpr bool value = N >= 1;
   static_assert(value, "strata rule [devices-positive]: Replicate<N>/Split<N> needs N >= 1");
+};
+
+// Item `Index` of the model is a Pipeline, Colocate or Model where a strategy or a layer
+// belongs (inside a pipeline part, a Colocate or a strategy).
+template <int Index>
+struct nested_group {
+  static constexpr bool value = never<Index>;
+  static_assert(value, "strata rule [no-nesting]: Pipeline<...>, Colocate<...> and Model<...> cannot be nested: "
+                       "a pipeline part is a strategy, a Colocate group or a layer (nested_group<item index>)");
 };
 
 // Position `Index` inside a Replicate/Split of `N` devices holds another strategy.
@@ -134,6 +154,14 @@ struct split_vocab_divisible {
                        "(split_vocab_divisible<layer index, vocabulary, N>)");
 };
 
+// An expert-parallel layer gives each device an equal share of a micro-batch's tokens.
+template <int Index, int Tokens, int N>
+struct split_tokens_divisible {
+  static constexpr bool value = N > 0 && Tokens % N == 0;
+  static_assert(value, "strata rule [split-tokens]: Split<N>: an expert-parallel layer's tokens per micro-batch "
+                       "are not divisible by N (split_tokens_divisible<layer index, tokens, N>)");
+};
+
 template <int Index, int Experts, int N>
 struct split_experts_divisible {
   static constexpr bool value = N > 0 && Experts % N == 0;
@@ -179,6 +207,14 @@ struct world_multiple_of_replica {
   static constexpr bool value = World >= DevicesPerReplica && World % DevicesPerReplica == 0;
   static_assert(value, "strata rule [world-size]: World<N> is not a positive multiple of the devices one replica "
                        "uses (world_multiple_of_replica<world, devices per replica>)");
+};
+
+// Element<T>: the supported training precisions.
+template <class T>
+struct element_type_supported {
+  static constexpr bool value = never_type<T>;
+  static_assert(value, "strata rule [element-type]: Element<T> takes float, double or strata::bf16 "
+                       "(element_type_supported<type>)");
 };
 
 template <class T>
@@ -257,6 +293,14 @@ struct tensor_mode_supports_layer {
   static constexpr bool value = never<Index, Mode>;
   static_assert(value, "strata rule [tensor-mode-layer]: 2D/2.5D/3D tensor parallelism supports Linear, "
                        "activations, LayerNorm and the loss only (tensor_mode_supports_layer<layer index, mode>)");
+};
+
+// 2D/2.5D/3D: a LayerNorm's features are spread over a mesh row of Q devices.
+template <int Index, int Features, int Q>
+struct tensor_features_divisible {
+  static constexpr bool value = Q > 0 && Features % Q == 0;
+  static_assert(value, "strata rule [tensor-features]: the tensor mesh splits a LayerNorm's features over Q devices, "
+                       "but its features are not divisible by Q (tensor_features_divisible<layer index, features, Q>)");
 };
 
 // Mesh axis of size Q cuts the micro-batch (2D / 2.5D / 3D activations are batch-split).

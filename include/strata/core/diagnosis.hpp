@@ -1,7 +1,7 @@
 #pragma once
 // The first broken rule of a plan, found by constexpr code, raised as the matching
 // rule template so that its numbers appear in the diagnostic.
-#include "strata/plan/rules.hpp"
+#include "strata/core/rules.hpp"
 
 namespace strata::detail {
 
@@ -9,6 +9,7 @@ enum class rule_id : unsigned char {
   ok,
   device_count,
   nested,
+  nested_group,
   empty_taskgraph,
   empty_stage,
   colocate_devices,
@@ -25,12 +26,15 @@ enum class rule_id : unsigned char {
   loss_once,
   needs_loss,
   input_shape,
+  input_rank,
   split_features,
   split_vocab,
   split_heads,
   split_experts,
+  split_tokens,
   tensor_mode_layer,
   tensor_batch,
+  tensor_features,
   deadlock,
   schedule_complete
 };
@@ -49,6 +53,7 @@ constexpr bool raise() {
   if constexpr (R == ok) return true;
   else if constexpr (R == device_count) return rule::device_count_positive<A>::value;
   else if constexpr (R == nested) return rule::no_nested_strategy<A, B>::value;
+  else if constexpr (R == nested_group) return rule::nested_group<A>::value;
   else if constexpr (R == empty_taskgraph) return rule::taskgraph_not_empty<A>::value;
   else if constexpr (R == empty_stage) return rule::stage_not_empty<A>::value;
   else if constexpr (R == colocate_devices) return rule::colocate_equal_devices<A, B, C>::value;
@@ -65,12 +70,15 @@ constexpr bool raise() {
   else if constexpr (R == loss_once) return rule::loss_once<A, B>::value;
   else if constexpr (R == needs_loss) return rule::plan_needs_loss<(A != 0)>::value;
   else if constexpr (R == input_shape) return rule::input_shape_known<(A != 0)>::value;
+  else if constexpr (R == input_rank) return rule::input_rank<A, B, C>::value;
   else if constexpr (R == split_features) return rule::split_features_divisible<A, B, C>::value;
   else if constexpr (R == split_vocab) return rule::split_vocab_divisible<A, B, C>::value;
   else if constexpr (R == split_heads) return rule::split_heads_divisible<A, B, C>::value;
   else if constexpr (R == split_experts) return rule::split_experts_divisible<A, B, C>::value;
+  else if constexpr (R == split_tokens) return rule::split_tokens_divisible<A, B, C>::value;
   else if constexpr (R == tensor_mode_layer) return rule::tensor_mode_supports_layer<A, B>::value;
   else if constexpr (R == tensor_batch) return rule::tensor_batch_divisible<A, B>::value;
+  else if constexpr (R == tensor_features) return rule::tensor_features_divisible<A, B, C>::value;
   else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
   else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
   else return false;

@@ -5,7 +5,15 @@
 #include <cstddef>
 #include <utility>
 
-#include "strata/strategy/strategy.hpp"
+namespace strata {
+
+// A list of types (layers, items, parts).
+template <class... T>
+struct type_list {
+  static constexpr int size = static_cast<int>(sizeof...(T));
+};
+
+}  // namespace strata
 
 namespace strata::detail {
 

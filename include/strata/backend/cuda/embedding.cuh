@@ -1,0 +1,208 @@
+// strata-header: cuda-only
+#pragma once
+// strata CUDA backend, embeddings (as host/embedding.hpp): id checks, lookups and the
+// gradient's deterministic scatter-add (a stable sort of (id, row) through CUB).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "strata/backend/cuda/device.cuh"
+
+namespace strata::backend::cuda {
+
+// ---------------------------------------------------------------------------
+// Ids and embeddings
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+template <class I>
+__global__ void k_check_ids(std::size_t n, const I* ids, std::size_t vocab, unsigned long long* first_bad) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const I v = ids[i];
+    if (v < 0 || static_cast<std::size_t>(v) >= vocab) atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+[[noreturn]] inline void bad_id(std::int32_t id, std::size_t pos, std::size_t vocab) {
+  throw std::out_of_range("strata: token id " + std::to_string(id) + " at position " + std::to_string(pos) +
+                          " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+template <class T, int W>
+__global__ void k_embedding_forward(std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
+                                    std::size_t vocab_offset, std::size_t vocab_local, T* out, device_status* st) {
+  const bool small = rows * D <= 0xffffffffull;
+  flat_loop<W>(rows * D, [&](std::size_t i, auto w) {
+    constexpr int V = decltype(w)::value;
+    const std::size_t r = d_div(i, D, small), j = i - r * D;
+    const std::int32_t id = ids[r];
+    T o[V];
+    if (id < 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = d_nan<T>();
+      if (j == 0) report_label(st, kc_embedding_forward, r, id, 0, INT32_MAX);
+    } else if (std::size_t(id) >= vocab_offset && std::size_t(id) - vocab_offset < vocab_local) {
+      load<V>(table + (std::size_t(id) - vocab_offset) * D + j, o);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = d_zero<T>();
+    }
+    store<V>(out + i, o);
+  });
+}
+
+// Sort keys: the row's table index within this slice, or vocab_local for
+// "not ours" (sorted last, skipped). (A template only so that the header
+// defines no non-inline kernel: one definition per program.)
+template <class I>
+__global__ void k_embedding_keys(std::size_t rows, const I* ids, std::size_t vocab_offset,
+                                        std::size_t vocab_local, std::uint32_t* keys, std::uint32_t* rows_out,
+                                        device_status* st) {
+  for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
+       r += std::size_t(gridDim.x) * blockDim.x) {
+    const I id = ids[r];
+    std::uint32_t k = static_cast<std::uint32_t>(vocab_local);
+    if (id < 0)
+      report_label(st, kc_embedding_backward, r, id, 0, INT32_MAX);
+    else if (std::size_t(id) >= vocab_offset && std::size_t(id) - vocab_offset < vocab_local)
+      k = static_cast<std::uint32_t>(std::size_t(id) - vocab_offset);
+    keys[r] = k;
+    rows_out[r] = static_cast<std::uint32_t>(r);
+  }
+}
+
+// One block per (sorted position, column tile); only the first position of
+// each id's run works: it adds that id's dout rows (T, converted exactly to
+// G) in row order (the sort is stable), in G, onto the table row, exactly as
+// the host does.
+template <class T, class G>
+__global__ void k_embedding_accumulate(std::size_t rows, std::size_t D, const std::uint32_t* keys,
+                                       const std::uint32_t* order, const T* dout, std::uint32_t vocab_local,
+                                       G* dtable) {
+  const std::size_t i = blockIdx.x;
+  const std::uint32_t key = keys[i];
+  if (key >= vocab_local || (i > 0 && keys[i - 1] == key)) return;
+  const std::size_t c = blockIdx.y * std::size_t(blockDim.x) + threadIdx.x;
+  if (c >= D) return;
+  G* d = dtable + std::size_t(key) * D + c;
+  G acc = *d;
+  for (std::size_t k = i; k < rows && keys[k] == key; ++k) acc += G(dout[std::size_t(order[k]) * D + c]);
+  *d = acc;
+}
+
+inline int bits_for(std::size_t v) {
+  int b = 1;
+  while (b < 32 && (std::size_t(1) << b) <= v) ++b;
+  return b;
+}
+
+}  // namespace detail
+
+// Throws std::out_of_range naming the first id outside [0, vocab) and its
+// position (same message as the host). Device ids are checked by a kernel
+// and read back: this SYNCHRONIZES q. Ordinary (pageable) host memory is
+// accepted too and checked on the host, without touching the device.
+inline void check_ids(queue& q, const std::int32_t* ids, std::size_t n, std::size_t vocab) {
+  if (n == 0) return;
+  if (!ids) throw std::invalid_argument("strata: check_ids: null ids");
+  if (detail::host_only_pointer(ids)) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || std::size_t(ids[i]) >= vocab) detail::bad_id(ids[i], i, vocab);
+    return;
+  }
+  detail::queue_state& s = q.state();
+  unsigned long long* flag = &s.dev_slots->first_bad_id;
+  STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof *flag, s.stream));
+  detail::k_check_ids<std::int32_t>
+      <<<detail::flat_grid(q, n), detail::flat_threads, 0, s.stream>>>(n, ids, vocab, flag);
+  STRATA_CUDA_CHECK_LAUNCH("k_check_ids");
+  STRATA_CUDA_CHECK(
+      cudaMemcpyAsync(&s.host_slots->first_bad_id, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
+  q.synchronize();
+  const unsigned long long pos = s.host_slots->first_bad_id;
+  if (pos == ~0ull) return;
+  std::int32_t id = 0;
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, ids + pos, sizeof id, cudaMemcpyDeviceToHost, s.stream));
+  q.synchronize();
+  std::memcpy(&id, &s.host_slots->flag, sizeof id);
+  detail::bad_id(id, static_cast<std::size_t>(pos), vocab);
+}
+
+// out[r, :] = table[ids[r] - vocab_offset, :] inside this slice, else 0.
+// A negative id gives a NaN row and is reported (raise_device_errors).
+// T: float, double, bf16 (a copy: exact).
+template <class T>
+void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
+                       std::size_t vocab_offset, std::size_t vocab_local, T* out) {
+  static_assert(detail::is_elem_v<T>);
+  if (rows * D == 0) return;
+  detail::need(ids && out && (table || vocab_local == 0), "embedding_forward", "null pointer");
+  constexpr int W = detail::vec_width<T>;
+  if (D % W == 0 && detail::aligned16(out) && (!table || detail::aligned16(table)))
+    detail::k_embedding_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
+        rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
+  else
+    detail::k_embedding_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
+        rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
+  STRATA_CUDA_CHECK_LAUNCH("k_embedding_forward");
+}
+
+// dtable[ids[r] - vocab_offset, :] += dout[r, :] for ids in this slice, rows
+// of one id added in row order (deterministic, bit-identical to the host):
+// a stable radix sort of (id, row) pairs groups each id's rows, then one
+// block per id and column tile accumulates them. accumulate == false zeroes
+// the vocab_local x D table first. T: dout (float, double, bf16); G: dtable
+// and the accumulation (float or double; G = T for reals).
+template <class T, class G>
+void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
+                        std::size_t vocab_offset, std::size_t vocab_local, G* dtable, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
+  if (D == 0 || vocab_local == 0) return;
+  detail::need(dtable && (rows == 0 || (ids && dout)), "embedding_backward", "null pointer");
+  detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX) && D <= std::size_t(65535) * 128,
+               "embedding_backward", "more than 2^31 rows, 2^32 table rows or 8M columns");
+  if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(G), q.stream()));
+  if (rows == 0) return;
+  const int n = static_cast<int>(rows);
+  const int end_bit = detail::bits_for(vocab_local);
+  std::size_t temp = 0;
+  STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const std::uint32_t*>(nullptr),
+                                                    static_cast<std::uint32_t*>(nullptr),
+                                                    static_cast<const std::uint32_t*>(nullptr),
+                                                    static_cast<std::uint32_t*>(nullptr), n, 0, end_bit, q.stream()));
+  const std::size_t arr = rows * sizeof(std::uint32_t);
+  detail::scratch sc = detail::get_scratch(q, detail::carve_bytes(arr, arr, arr, arr, temp));
+  detail::carver cv{sc.p};
+  auto* keys_in = cv.take<std::uint32_t>(rows);
+  auto* rows_in = cv.take<std::uint32_t>(rows);
+  auto* keys_out = cv.take<std::uint32_t>(rows);
+  auto* rows_out = cv.take<std::uint32_t>(rows);
+  void* temp_p = cv.take<unsigned char>(temp);
+  detail::k_embedding_keys<std::int32_t><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
+      rows, ids, vocab_offset, vocab_local, keys_in, rows_in, detail::status_word(q));
+  STRATA_CUDA_CHECK_LAUNCH("k_embedding_keys");
+  STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_p, temp, keys_in, keys_out, rows_in, rows_out, n, 0, end_bit,
+                                                    q.stream()));
+  const unsigned tile = 128;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + tile - 1) / tile));
+  detail::k_embedding_accumulate<T, G><<<grid, tile, 0, q.stream()>>>(rows, D, keys_out, rows_out, dout,
+                                                                      static_cast<std::uint32_t>(vocab_local), dtable);
+  STRATA_CUDA_CHECK_LAUNCH("k_embedding_accumulate");
+}
+
+}  // namespace strata::backend::cuda

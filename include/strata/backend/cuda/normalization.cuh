@@ -1,0 +1,312 @@
+// strata-header: cuda-only
+#pragma once
+// strata CUDA backend, row normalization (as host/normalization.hpp): LayerNorm.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "strata/backend/cuda/reduction.cuh"
+
+namespace strata::backend::cuda {
+
+// ---------------------------------------------------------------------------
+// LayerNorm
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+// T: x, gamma, beta, y (cached and read in C = compute_t<T>); S: mean, rstd.
+// Statistics and the normalized output in double, y rounded to T.
+template <class T, class S, int TH, int IT, int RPB>
+__global__ void __launch_bounds__(TH* RPB)
+    k_layernorm_forward(std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta, double eps, T* y,
+                        S* mean_out, S* rstd_out) {
+  using C = compute_t<T>;
+  __shared__ double sd[RPB][TH / 32];
+  const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
+  const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
+  const bool active = r < rows;
+  const T* xr = x + (active ? r : 0) * D;
+  constexpr int NC = IT > 0 ? IT : 1;
+  C v[NC];
+  double s = 0;
+  if constexpr (IT > 0) {
+#pragma unroll
+    for (int k = 0; k < IT; ++k) {
+      const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+      v[k] = (active && j < D) ? C(xr[j]) : C(0);
+      s += double(v[k]);
+    }
+  } else if (active) {
+    for (std::size_t j = t; j < D; j += TH) s += double(xr[j]);
+  }
+  const double mean = group<TH>::sum(s, sd[g]) / double(D);
+  // Two-pass variance (as the host): no cancellation for large means.
+  double ss = 0;
+  if constexpr (IT > 0) {
+#pragma unroll
+    for (int k = 0; k < IT; ++k)
+      if (active && std::size_t(t) + std::size_t(k) * TH < D) {
+        const double c = double(v[k]) - mean;
+        ss += c * c;
+      }
+  } else if (active) {
+    for (std::size_t j = t; j < D; j += TH) {
+      const double c = double(xr[j]) - mean;
+      ss += c * c;
+    }
+  }
+  const double var = group<TH>::sum(ss, sd[g]) / double(D);
+  if (!active) return;
+  const double rstd = 1.0 / sqrt(var + eps);
+  if (t == 0) {
+    if (mean_out) mean_out[r] = S(mean);
+    if (rstd_out) rstd_out[r] = S(rstd);
+  }
+  T* yr = y + r * D;
+  const auto out = [&](std::size_t j, C xv) {
+    double o = (double(xv) - mean) * rstd;
+    if (gamma) o *= double(gamma[j]);
+    if (beta) o += double(beta[j]);
+    yr[j] = T(o);
+  };
+  if constexpr (IT > 0) {
+#pragma unroll
+    for (int k = 0; k < IT; ++k) {
+      const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+      if (j < D) out(j, v[k]);
+    }
+  } else {
+    for (std::size_t j = t; j < D; j += TH) out(j, C(xr[j]));
+  }
+}
+
+// Backward. Each block walks one chunk of rows (RPB at a time). Per row: dx
+// from the row sums of g = dy * gamma and g * xhat. With COLS (rows up to
+// 4096, see with_row_config_backward) every thread also keeps running dgamma/dbeta sums
+// for its columns across the chunk; the block's groups combine them in
+// order and write one partial per chunk (or the result, if one chunk).
+// T: x, gamma, dy, dx (elementwise terms in C = compute_t<T>); S: mean,
+// rstd; G: dgamma, dbeta.
+// (Launch bounds ask for 1024 resident threads per SM: <= 64 registers.)
+template <class T, class S, class G, int TH, int IT, int RPB, bool COLS>
+__global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * RPB)))
+    k_layernorm_backward(std::size_t rows, std::size_t D, std::size_t rows_per_chunk, const T* x, const T* gamma,
+                         const S* mean, const S* rstd, const T* dy, T* dx, double* partial,
+                         G* dgamma, G* dbeta, bool accumulate) {
+  using C = compute_t<T>;
+  __shared__ double sd[RPB][TH / 32];
+  constexpr int NC = IT > 0 ? IT : 1;
+  static_assert(!COLS || IT > 0);
+  constexpr int CG = (COLS && RPB > 1) ? RPB * TH * IT : 1;
+  __shared__ double cg[CG], cb[CG];
+  const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
+  const std::size_t r0 = std::size_t(blockIdx.x) * rows_per_chunk, r1 = d_min(rows, r0 + rows_per_chunk);
+  C gm[NC];  // this thread's gamma columns
+  double pg[NC], pb[NC];
+#pragma unroll
+  for (int k = 0; k < NC; ++k) {
+    const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+    gm[k] = (IT > 0 && gamma && j < D) ? C(gamma[j]) : C(1);
+    pg[k] = 0;
+    pb[k] = 0;
+  }
+  for (std::size_t base = r0; base < r1; base += RPB) {
+    const std::size_t r = base + g;
+    const bool active = r < r1;
+    const double mu = active ? double(mean[r]) : 0.0, rs = active ? double(rstd[r]) : 0.0;
+    const C mu_t = C(mu), rs_t = C(rs);
+    const T* xr = x + (active ? r : 0) * D;
+    const T* dyr = dy + (active ? r : 0) * D;
+    double sg = 0, sgx = 0;
+    C xv[NC], dv[NC];
+    if constexpr (IT > 0) {
+#pragma unroll
+      for (int k = 0; k < IT; ++k) {
+        const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+        const bool in = active && j < D;
+        xv[k] = in ? C(xr[j]) : C(0);
+        dv[k] = in ? C(dyr[j]) : C(0);
+        // Elementwise terms in C, sums in double: doubles for every cached
+        // element would halve occupancy for ~1 ulp of C.
+        const C gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
+        sg += double(gk);
+        sgx += double(gk * xh);
+        if constexpr (COLS) {
+          pg[k] += double(dv[k] * xh);
+          pb[k] += double(dv[k]);
+        }
+      }
+    } else if (active) {
+      for (std::size_t j = t; j < D; j += TH) {
+        const double gk = double(dyr[j]) * (gamma ? double(gamma[j]) : 1.0);
+        sg += gk;
+        sgx += gk * ((double(xr[j]) - mu) * rs);
+      }
+    }
+    if (dx) {
+      sg = group<TH>::sum(sg, sd[g]) / double(D);
+      sgx = group<TH>::sum(sgx, sd[g]) / double(D);
+      if (active) {
+        T* dxr = dx + r * D;
+        const C sg_t = C(sg), sgx_t = C(sgx);
+        (void)sg_t, (void)sgx_t;
+        if constexpr (IT > 0) {
+#pragma unroll
+          for (int k = 0; k < IT; ++k) {
+            const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+            if (j < D) {
+              const C gk = dv[k] * gm[k], xh = (xv[k] - mu_t) * rs_t;
+              dxr[j] = T(rs_t * (gk - sg_t - xh * sgx_t));
+            }
+          }
+        } else {
+          for (std::size_t j = t; j < D; j += TH) {
+            const double gk = double(dyr[j]) * (gamma ? double(gamma[j]) : 1.0);
+            const double xh = (double(xr[j]) - mu) * rs;
+            dxr[j] = T(rs * (gk - sg - xh * sgx));
+          }
+        }
+      }
+    }
+  }
+  if constexpr (COLS) {
+    if constexpr (RPB > 1) {
+#pragma unroll
+      for (int k = 0; k < IT; ++k) {
+        cg[(g * IT + k) * TH + t] = pg[k];
+        cb[(g * IT + k) * TH + t] = pb[k];
+      }
+      __syncthreads();
+      if (g != 0) return;
+#pragma unroll
+      for (int k = 0; k < IT; ++k) {
+        double a = cg[k * TH + t], b = cb[k * TH + t];
+        for (int h = 1; h < RPB; ++h) {
+          a += cg[(h * IT + k) * TH + t];
+          b += cb[(h * IT + k) * TH + t];
+        }
+        pg[k] = a;
+        pb[k] = b;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < IT; ++k) {
+      const std::size_t j = std::size_t(t) + std::size_t(k) * TH;
+      if (j >= D) continue;
+      if (partial) {
+        partial[(blockIdx.x * std::size_t(2) + 0) * D + j] = pg[k];
+        partial[(blockIdx.x * std::size_t(2) + 1) * D + j] = pb[k];
+      } else {
+        if (dgamma) dgamma[j] = G((accumulate ? double(dgamma[j]) : 0.0) + pg[k]);
+        if (dbeta) dbeta[j] = G((accumulate ? double(dbeta[j]) : 0.0) + pb[k]);
+      }
+    }
+  }
+}
+
+template <class T, class S>
+struct layernorm_param_terms {
+  const T* x;
+  const T* dy;
+  const S* mean;
+  const S* rstd;
+  std::size_t D;
+  __device__ void operator()(std::size_t r, std::size_t c, double* acc) const {
+    const double d = double(dy[r * D + c]);
+    acc[0] += d * ((double(x[r * D + c]) - double(mean[r])) * double(rstd[r]));
+    acc[1] += d;
+  }
+};
+
+}  // namespace detail
+
+// y = (x - mean) * rstd * gamma + beta per row (biased variance, statistics
+// and the normalization in double, two-pass); gamma/beta/mean_out/rstd_out
+// may be null; y may alias x. T: x, gamma, beta, y (float, double, bf16);
+// S: mean_out, rstd_out (float or double; S = T for reals).
+template <class T, class S>
+void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta,
+                       double eps, T* y, S* mean_out, S* rstd_out) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(D > 0, "layernorm_forward", "D must be positive");
+  detail::need(x && y, "layernorm_forward", "null pointer");
+  detail::with_row_config(D, [&](auto th, auto it, auto rpb) {
+    constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
+    detail::k_layernorm_forward<T, S, TH, IT, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
+                                                     q.stream()>>>(rows, D, x, gamma, beta, eps, y, mean_out,
+                                                                   rstd_out);
+  });
+  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward");
+}
+
+// dx (overwritten), dgamma/dbeta (=|+= by accumulate), each may be null;
+// same formulas as the host. dgamma/dbeta are deterministic (per-chunk
+// partials, combined in order). T: x, gamma, dy, dx (float, double, bf16;
+// elementwise terms in compute_t<T>, row and column sums in double); S: mean,
+// rstd; G: dgamma, dbeta (float or double; S = G = T for reals).
+template <class T, class S, class G>
+void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                        const S* rstd, const T* dy, T* dx, G* dgamma, G* dbeta, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S> && detail::is_real_v<G>);
+  if (D == 0) return;
+  detail::need(rows == 0 || (x && mean && rstd && dy), "layernorm_backward", "null pointer");
+  const bool cols = dgamma || dbeta;
+  if (rows == 0) {
+    if (cols && !accumulate) {
+      if (dgamma) STRATA_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(G), q.stream()));
+      if (dbeta) STRATA_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(G), q.stream()));
+    }
+    return;
+  }
+  if (!dx && !cols) return;
+  bool separate_cols = false;
+  detail::with_row_config_backward(D, [&](auto th, auto it, auto rpb) {
+    constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
+    constexpr bool can_fuse = IT == 4;
+    if constexpr (can_fuse) {
+      if (cols) {
+        const detail::chunking ch = detail::column_chunks(rows, D, 2, 4 * RPB, 512);
+        detail::scratch sc;
+        double* partial = nullptr;
+        if (ch.chunks > 1) {
+          sc = detail::get_scratch(q, ch.chunks * 2 * D * sizeof(double));
+          partial = reinterpret_cast<double*>(sc.p);
+        }
+        detail::k_layernorm_backward<T, S, G, TH, IT, RPB, true>
+            <<<static_cast<unsigned>(ch.chunks), TH * RPB, 0, q.stream()>>>(
+                rows, D, ch.rows_per_chunk, x, gamma, mean, rstd, dy, dx, partial, dgamma, dbeta, accumulate);
+        STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
+        if (partial) {
+          detail::k_colsum_final<G, 2><<<detail::flat_grid(q, D), detail::flat_threads, 0, q.stream()>>>(
+              ch.chunks, D, partial, dgamma, dbeta, accumulate);
+          STRATA_CUDA_CHECK_LAUNCH("k_colsum_final");
+        }
+        return;
+      }
+    }
+    separate_cols = cols;
+    if (!dx) return;
+    detail::k_layernorm_backward<T, S, G, TH, IT, RPB, false>
+        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(
+            rows, D, RPB, x, gamma, mean, rstd, dy, dx, static_cast<double*>(nullptr), dgamma, dbeta, accumulate);
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
+  });
+  if (separate_cols)
+    detail::column_sums<G, 2>(q, rows, D, detail::layernorm_param_terms<T, S>{x, dy, mean, rstd, D}, dgamma, dbeta,
+                              accumulate);
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,154 @@
+#pragma once
+// strata host backend, elementwise kernels: bias + activation forward, activation
+// backward (the formulas of strata/core/math.hpp), scale/axpy/copy/fill, casts
+// between element types, strided copies and token-id casts.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "strata/backend/host/launch.hpp"
+#include "strata/core/math.hpp"
+
+namespace strata::backend::host {
+
+// y = act(x + bias) over a rows x cols matrix; bias (length cols) may be null.
+// If pre_out is non-null it receives x + bias (needed by the backward pass).
+// pre_out and y may each alias x.
+template <class T>
+void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x, const T* bias,
+                             T* pre_out, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (rows * cols == 0) return;
+  detail::need(x && y, "bias_activation_forward", "x and y must be non-null");
+  // The activation is a template argument of the row loop so relu/none
+  // vectorise instead of switching per element.
+  auto run = [&](auto act_c) {
+    detail::for_rows(q, rows, cols, [&](std::size_t r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      T* pr = pre_out ? pre_out + r * cols : nullptr;
+      for (std::size_t j = 0; j < cols; ++j) {
+        const C b = bias ? C(bias[j]) : C(0);
+        const C v = bias ? C(xr[j]) + b : C(xr[j]);
+        // pre_out holds the value the activation saw, rounded like y
+        if (pr) pr[j] = T(v);
+        yr[j] = T(math::act_forward(decltype(act_c)::value, v));
+      }
+    });
+  };
+  switch (act) {
+    case activation::relu:
+      return run(std::integral_constant<activation, activation::relu>{});
+    case activation::gelu:
+      return run(std::integral_constant<activation, activation::gelu>{});
+    default:
+      return run(std::integral_constant<activation, activation::none>{});
+  }
+}
+
+// dx = dy * act'(pre), n elements. dx may alias dy.
+template <class T>
+void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (n == 0) return;
+  detail::need(dy && dx && (pre || act == activation::none), "activation_backward", "null pointer");
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    if (act == activation::none) {
+      for (std::size_t i = b; i < e; ++i) dx[i] = dy[i];
+    } else if (act == activation::relu) {
+      for (std::size_t i = b; i < e; ++i) dx[i] = C(pre[i]) > C(0) ? dy[i] : T(C(0));
+    } else {
+      for (std::size_t i = b; i < e; ++i) dx[i] = T(C(dy[i]) * math::act_derivative(act, C(pre[i])));
+    }
+  });
+}
+
+// x *= alpha
+template <class T>
+void scale(queue& q, std::size_t n, double alpha, T* x) {
+  static_assert(detail::is_real_v<T>);
+  const T a = T(alpha);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) x[i] *= a;
+  });
+}
+
+// y += alpha * x
+template <class T>
+void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
+  static_assert(detail::is_real_v<T>);
+  const T a = T(alpha);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) y[i] += a * x[i];
+  });
+}
+
+// y = x (non-overlapping)
+template <class T>
+void copy(queue& q, std::size_t n, const T* x, T* y) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::copy(x + b, x + e, y + b); });
+}
+
+// x = value
+template <class T>
+void fill(queue& q, std::size_t n, T value, T* x) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::fill(x + b, x + e, value); });
+}
+
+// y[i] = To(x[i]): float/double -> bf16 rounds to nearest even, bf16 -> float is exact.
+// Mixed precision uses it for the bf16 copies of the master parameters and to
+// bring the batch into the compute type. y must not overlap x.
+template <class From, class To>
+void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
+  static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
+  if (n == 0) return;
+  detail::need(x && y, "cast_elements", "null pointer");
+  using C = std::conditional_t<std::is_same_v<From, double> || std::is_same_v<To, double>, double, float>;
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      if constexpr (std::is_same_v<To, bf16>)
+        y[i] = bf16(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
+      else
+        y[i] = static_cast<To>(static_cast<C>(x[i]));
+    }
+  });
+}
+
+// dst[r·ld_dst + c] = src[r·ld_src + c] for r < rows, c < cols.
+template <class T>
+void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
+             std::size_t ld_dst) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (rows * cols == 0) return;
+  detail::need(src && dst, "copy_2d", "null pointer");
+  detail::for_range(q, rows, std::max<std::size_t>(1, detail::grain / std::max<std::size_t>(cols, 1)),
+                    [&](std::size_t b, std::size_t e) {
+                      for (std::size_t r = b; r < e; ++r) std::copy(src + r * ld_src, src + r * ld_src + cols, dst + r * ld_dst);
+                    });
+}
+
+// Token ids travel through the model's input as values of T: ids[i] = (int32) values[i].
+template <class T>
+void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
+  static_assert(detail::is_real_v<T>);
+  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const T v = values[i];
+      // NaN and values outside int32 become INT32_MIN (as on the device): never UB
+      const bool fits = v > T(-2147483649.0) && v < T(2147483648.0);
+      ids[i] = fits ? static_cast<std::int32_t>(v) : std::numeric_limits<std::int32_t>::min();
+    }
+  });
+}
+
+}  // namespace strata::backend::host

@@ -1,0 +1,106 @@
+#pragma once
+// strata host backend: how kernels split work over the queue's threads (grain sizes,
+// row and column blocking), and the conventions every host kernel family follows:
+//
+// Conventions (shared with device backends, which implement the same
+// signatures with their own queue type):
+//  * first argument is the queue; work is ordered on it (here: done on return);
+//  * raw pointers + element counts, row-major, contiguous rows unless an ld is
+//    given; "rows x cols" means element (r, c) lives at p[r * cols + c];
+//  * T is float or double, and for the kernels mixed-precision training uses,
+//    also bf16 (a storage type: such a kernel loads bf16, computes in float and
+//    rounds its bf16 outputs to nearest even). Statistics (S) and gradients
+//    (G) may have their own real type, so a bf16 step writes float row
+//    statistics and float master gradients;
+//  * hyper-parameters are passed as double and rounded to T where they meet
+//    tensor data (what PyTorch does with Python floats);
+//  * an output may alias an input only where a kernel says so;
+//  * invalid arguments throw before any output is written.
+//
+// Numerics: elementwise work runs in T. Long reductions (sums over rows or a
+// whole tensor, layernorm statistics, softmax denominators) accumulate in
+// double even for float data: this backend is the accuracy reference, and the
+// cost is negligible next to memory traffic. GEMM accumulates in T (see
+// gemm.hpp), like cuBLAS without split-K.
+//
+// Determinism: every output element is computed by one task with a fixed
+// operation order; whole-tensor reductions sum fixed-size chunks and combine
+// the chunk results in index order. Results therefore do not depend on the
+// thread count (under IEEE-conforming flags: -ffast-math lets the compiler
+// reassociate differently per call site and voids this).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "strata/backend/host/host.hpp"
+#include "strata/core/kernel_args.hpp"
+#include "strata/core/precision.hpp"
+
+namespace strata::backend::host {
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+// Element types of activations: the reals and bf16.
+template <class T>
+inline constexpr bool is_elem_v = is_real_v<T> || std::is_same_v<T, bf16>;
+// Arithmetic type for elementwise work on T (bf16 computes in float).
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
+// Elements per task for streaming kernels: large enough that scheduling
+// (~microseconds) is noise, small enough to split mid-sized tensors.
+inline constexpr std::size_t grain = std::size_t(1) << 15;
+// Fixed chunk for whole-tensor reductions. Part of the result's definition
+// (it fixes the summation order), so it must not depend on the thread count.
+inline constexpr std::size_t reduce_chunk = std::size_t(1) << 14;
+
+// f(begin, end) over [0, n) in grain-sized pieces on q's threads.
+template <class F>
+void for_range(queue& q, std::size_t n, std::size_t g, F&& f) {
+  if (n == 0) return;
+  g = std::max<std::size_t>(g, 1);
+  const std::size_t tasks = (n + g - 1) / g;
+  if (tasks == 1) return f(std::size_t(0), n);
+  q.parallel_for(tasks, [&](std::size_t t) { f(t * g, std::min(n, (t + 1) * g)); });
+}
+
+// f(r) for every row r of a rows x cols problem, batching rows per task.
+template <class F>
+void for_rows(queue& q, std::size_t rows, std::size_t cols, F&& f) {
+  const std::size_t per = std::max<std::size_t>(1, grain / std::max<std::size_t>(cols, 1));
+  for_range(q, rows, per, [&](std::size_t b, std::size_t e) {
+    for (std::size_t r = b; r < e; ++r) f(r);
+  });
+}
+
+// Column blocks for column reductions (bias/gamma gradients): each task owns
+// a block of columns and walks all rows in order -> deterministic sums.
+inline constexpr std::size_t col_block = 256;
+
+[[noreturn]] inline void fail(const char* kernel, const std::string& what) {
+  throw std::invalid_argument(std::string("strata: ") + kernel + ": " + what);
+}
+inline void need(bool ok, const char* kernel, const char* what) {
+  if (!ok) fail(kernel, what);
+}
+
+// Throws std::out_of_range naming the first label outside [lo, hi).
+inline void check_labels(const char* kernel, const std::int32_t* labels, std::size_t rows, std::int64_t lo,
+                         std::int64_t hi) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int64_t l = labels[r];
+    if (l < lo || l >= hi)
+      throw std::out_of_range(std::string("strata: ") + kernel + ": label " + std::to_string(l) + " at row " +
+                              std::to_string(r) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                              ")");
+  }
+}
+
+}  // namespace detail
+
+}  // namespace strata::backend::host

@@ -1,0 +1,111 @@
+#pragma once
+// Per-element formulas, written once for host and device code: every backend's
+// elementwise and optimizer kernels call these, so the CPU reference and the GPU run
+// the same arithmetic (up to the device's libm: tanhf/expf differ by an ulp or two).
+#include <cmath>
+#include <cstdint>
+#include <math.h>
+
+#include "strata/core/hd.hpp"
+#include "strata/core/kernel_args.hpp"
+
+namespace strata::math {
+
+// libm's float and double functions, callable from host and device code.
+STRATA_HD inline float tanh_of(float x) { return ::tanhf(x); }
+STRATA_HD inline double tanh_of(double x) { return ::tanh(x); }
+STRATA_HD inline float sqrt_of(float x) { return ::sqrtf(x); }
+STRATA_HD inline double sqrt_of(double x) { return ::sqrt(x); }
+STRATA_HD inline float exp_of(float x) { return ::expf(x); }
+STRATA_HD inline double exp_of(double x) { return ::exp(x); }
+
+// act(x) in the compute type C. relu lets NaN through (a NaN check then sees it); gelu is
+// the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class C>
+STRATA_HD inline C act_forward(backend::activation a, C x) {
+  switch (a) {
+    case backend::activation::relu:
+      return x < C(0) ? C(0) : x;
+    case backend::activation::gelu: {
+      const C c = C(0.7978845608028653558798921198687637);  // sqrt(2/pi)
+      const C k = C(0.044715);
+      return C(0.5) * x * (C(1) + tanh_of(c * (x + k * x * x * x)));
+    }
+    default:
+      return x;
+  }
+}
+
+// d act / dx at x (relu: 0 at x == 0, as PyTorch).
+template <class C>
+STRATA_HD inline C act_derivative(backend::activation a, C x) {
+  switch (a) {
+    case backend::activation::relu:
+      return x > C(0) ? C(1) : C(0);
+    case backend::activation::gelu: {
+      const C c = C(0.7978845608028653558798921198687637);
+      const C k = C(0.044715);
+      const C t = tanh_of(c * (x + k * x * x * x));
+      return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * c * (C(1) + C(3) * k * x * x);
+    }
+    default:
+      return C(1);
+  }
+}
+
+// ---- optimizers: PyTorch's semantics and operation order --------------------------------
+
+// torch.optim.SGD (dampening 0, no Nesterov): g = grad + wd·p; v = μ·v + g; g = v; p −= lr·g.
+template <class T>
+struct sgd_scalars {
+  T neg_lr, mu, wd;
+  bool use_wd, use_mom;
+  static sgd_scalars make(double lr, double momentum, double weight_decay) {
+    return {T(-lr), T(momentum), T(weight_decay), weight_decay != 0.0, momentum != 0.0};
+  }
+};
+template <class T>
+STRATA_HD inline void sgd_update(T& p, T g, T* velocity, const sgd_scalars<T>& s) {
+  if (s.use_wd) g = g + s.wd * p;
+  if (s.use_mom) {
+    *velocity = *velocity * s.mu + g;
+    g = *velocity;
+  }
+  p = p + s.neg_lr * g;
+}
+
+// torch.optim.Adam (decoupled = false) / AdamW (decoupled = true), `step` counting updates
+// from 1: Adam g += wd·p, AdamW p *= 1 − lr·wd; m = lerp(m, g, 1 − β1);
+// v = β2·v + (1 − β2)·g²; p −= (lr / (1 − β1^step)) · m / (√v / √(1 − β2^step) + ε).
+// The bias corrections are computed in double on the host, as PyTorch does.
+template <class T>
+struct adam_scalars {
+  T neg_step_size, bc2_sqrt, w1, b2, w2, eps, wd, decay;
+  bool use_wd, decoupled, lerp_low;
+  static adam_scalars make(double lr, double beta1, double beta2, double eps, double weight_decay,
+                           std::int64_t step, bool decoupled) {
+    const double bc1 = 1.0 - std::pow(beta1, double(step));
+    const double bc2 = 1.0 - std::pow(beta2, double(step));
+    return {T(-(lr / bc1)), T(std::sqrt(bc2)), T(1.0 - beta1), T(beta2), T(1.0 - beta2), T(eps), T(weight_decay),
+            T(1.0 - lr * weight_decay), weight_decay != 0.0, decoupled,
+            (1.0 - beta1) < 0.5};  // torch.lerp picks its formula by the weight
+  }
+};
+template <class T>
+STRATA_HD inline void adam_update(T& p, T g, T& m, T& v, const adam_scalars<T>& s) {
+  if (s.use_wd) {
+    if (s.decoupled)
+      p = p * s.decay;
+    else
+      g = g + s.wd * p;
+  }
+  const T mi = m;
+  const T mn = s.lerp_low ? mi + s.w1 * (g - mi) : g - (g - mi) * (T(1) - s.w1);
+  const T vn = v * s.b2 + s.w2 * g * g;
+  const T denom = sqrt_of(vn) / s.bc2_sqrt + s.eps;
+  m = mn;
+  v = vn;
+  p = p + s.neg_step_size * (mn / denom);
+}
+
+}  // namespace strata::math

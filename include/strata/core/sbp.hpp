@@ -1,0 +1,206 @@
+#pragma once
+// The sharding vocabulary shared by layers and the planner: layouts (OneFlow's SBP),
+// collectives, communication groups, signatures and passes.
+#include <array>
+#include <string_view>
+
+#include "strata/core/shape.hpp"
+
+namespace strata {
+
+// Layout of an activation over the devices of one pipeline part.
+enum class sbp : unsigned char {
+  broadcast,      // B: every device holds the whole tensor
+  split_batch,    // S(0): rows (samples/tokens) divided among devices
+  split_feature,  // S(-1): the last axis divided among devices
+  partial,        // P: every device holds a partial sum of the whole tensor
+  block           // 2D/2.5D/3D: rows and features divided over the tensor mesh
+};
+
+enum class collective : unsigned char {
+  none,
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  broadcast,
+  send_recv
+};
+
+// Which ranks take part, relative to the caller.
+enum class group_axis : unsigned char {
+  part,        // the devices of this pipeline part (size n)
+  data,        // same position in every data-parallel replica
+  pipeline,    // neighbouring pipeline stage
+  part_data,   // part × data: replicated parameters that saw different samples
+  mesh_row,    // 2D/2.5D/3D sub-axes of the tensor mesh
+  mesh_col,
+  mesh_depth,
+  depth_data,  // 2.5D: weights replicated over depth layers and replicas
+  col_data     // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
+};
+
+enum class signature : unsigned char {
+  replicated,       // whole tensors, whole parameters (one device, or redundant compute)
+  data_parallel,    // Replicate<N>, N > 1: rows split, parameters replicated
+  pointwise,        // layout passes through
+  column_parallel,  // Megatron: W split by output features, input broadcast
+  row_parallel,     // Megatron: W split by input features, output partial
+  vocab_embedding,  // table split by vocabulary, output partial
+  head_parallel,    // attention heads split; out-projection row-parallel
+  expert_parallel,  // experts split, tokens exchanged by all-to-all
+  vocab_loss,       // cross-entropy over vocabulary-split logits
+  summa_2d,         // Colossal-AI 2D (SUMMA)
+  tesseract_2p5d,   // Colossal-AI 2.5D
+  cube_3d           // Colossal-AI 3D
+};
+
+enum class pass : unsigned char { forward, backward };
+
+constexpr std::string_view to_string(sbp s) {
+  switch (s) {
+    case sbp::broadcast: return "B";
+    case sbp::split_batch: return "S(0)";
+    case sbp::split_feature: return "S(-1)";
+    case sbp::partial: return "P";
+    case sbp::block: return "S(0,-1)";
+  }
+  return "?";
+}
+constexpr std::string_view to_string(collective c) {
+  switch (c) {
+    case collective::none: return "none";
+    case collective::all_reduce: return "all-reduce";
+    case collective::all_gather: return "all-gather";
+    case collective::reduce_scatter: return "reduce-scatter";
+    case collective::all_to_all: return "all-to-all";
+    case collective::broadcast: return "broadcast";
+    case collective::send_recv: return "send/recv";
+  }
+  return "?";
+}
+constexpr std::string_view to_string(group_axis g) {
+  switch (g) {
+    case group_axis::part: return "part";
+    case group_axis::data: return "data";
+    case group_axis::pipeline: return "pipeline";
+    case group_axis::part_data: return "part×data";
+    case group_axis::mesh_row: return "mesh-row";
+    case group_axis::mesh_col: return "mesh-col";
+    case group_axis::mesh_depth: return "mesh-depth";
+    case group_axis::depth_data: return "depth×data";
+    case group_axis::col_data: return "col×data";
+  }
+  return "?";
+}
+constexpr std::string_view to_string(signature s) {
+  switch (s) {
+    case signature::replicated: return "replicated";
+    case signature::data_parallel: return "data-parallel";
+    case signature::pointwise: return "pointwise";
+    case signature::column_parallel: return "column-parallel";
+    case signature::row_parallel: return "row-parallel";
+    case signature::vocab_embedding: return "vocab-parallel-embedding";
+    case signature::head_parallel: return "head-parallel";
+    case signature::expert_parallel: return "expert-parallel";
+    case signature::vocab_loss: return "vocab-parallel-loss";
+    case signature::summa_2d: return "2d-summa";
+    case signature::tesseract_2p5d: return "2.5d-tesseract";
+    case signature::cube_3d: return "3d-cube";
+  }
+  return "?";
+}
+
+// One collective per micro-batch. `elems` is the larger of the two local buffers a
+// device passes: the whole tensor for all-reduce, the send buffer for reduce-scatter
+// and all-to-all, the receive buffer for all-gather, the message for send/recv.
+// `calls` is how many times per micro-batch. The counting communicator
+// (comm/counting.hpp) measures bytes by the same rule.
+struct comm_desc {
+  collective kind = collective::none;
+  group_axis group = group_axis::part;
+  pass when = pass::forward;
+  long long elems = 0;
+  int calls = 1;
+  int layer = -1;
+  bool stats = false;  // elements of the statistics type (stat_t<T>), not of T
+};
+
+// Where the sharding pass found a broken rule; the Plan turns it into a static_assert.
+enum class shard_rule : unsigned char {
+  ok,
+  split_features,
+  split_vocab,
+  split_heads,
+  split_experts,
+  split_tokens,
+  tensor_mode_layer,
+  tensor_batch,
+  tensor_features
+};
+struct shard_violation {
+  shard_rule rule = shard_rule::ok;
+  int layer = 0, value = 0, n = 1;
+};
+
+// What one device holds of a layer's tensors for one micro-batch, as the planner's
+// sharding decided (local rows of the input and output, local columns).
+struct local_dims {
+  long long rows = 0;      // local rows of the input (samples x leading dims, split if S(0))
+  long long out_rows = 0;  // local rows of the output
+  long long in_cols = 0, out_cols = 0;
+  shape_t in{}, out{};     // per-sample logical shapes
+  int n = 1;               // devices of the part
+  signature sig = signature::replicated;
+};
+
+// The memory a layer's execution needs, per device and micro-batch, in elements of
+// the compute type (values), of the statistics type (stats) and of int32 (ids). The
+// planner lays out every buffer from these numbers before anything runs.
+struct buffer_needs {
+  bool keep_input = false;  // forward's input must survive until backward (stashed)
+  bool view = false;        // the output is the input, unchanged (reshapes: no kernel runs)
+  long long stash_values = 0, stash_stats = 0, stash_ids = 0;  // kept from forward for backward
+  long long scratch_values = 0, scratch_stats = 0;             // used inside one call only
+};
+
+inline constexpr int max_layer_params = 6;
+inline constexpr int max_layer_comms = 8;
+
+// What the sharding pass asks a layer at its place in a Split<n> TaskGraph (1D tensor
+// parallelism): how it can run given the layout its input arrives in.
+struct shard_query {
+  sbp arrives = sbp::broadcast;
+  int n = 1;                 // devices of the Split
+  shape_t in{}, out{};       // per-sample shapes
+  int split_extent = 0;      // heads, vocabulary or experts
+  long long micro_batch = 1;
+  bool next_is_loss = false; // a column-parallel layer feeding the loss is a vocabulary split
+};
+
+// A layer's answer: its signature, the layout it needs and produces, how it cuts its
+// parameters, the collectives inside it, and the rule it breaks, if any.
+struct shard_choice {
+  signature sig = signature::replicated;
+  sbp need = sbp::broadcast, out = sbp::broadcast;
+  int rows_div = 1, feat_div = 1;  // share of the rows / features this device holds
+  // Sharded weights reading a broadcast input make the input's gradient a partial sum
+  // (Megatron's "f" operator): column-, head- and vocabulary-parallel layers.
+  bool partial_input_grad = false;
+  std::array<signed char, max_layer_params> param_axis{-1, -1, -1, -1, -1, -1};  // cut n ways; −1: whole
+  int flops_div = 1;  // share of the layer's FLOPs one device executes
+  std::array<comm_desc, 4> comms{};  // collectives inside the layer, per micro-batch
+  int num_comms = 0;
+  shard_rule violated = shard_rule::ok;
+  int violated_value = 0;
+
+  constexpr void add(collective c, group_axis g, pass p, long long elems, int calls = 1, bool stats = false) {
+    if (num_comms < static_cast<int>(comms.size()))
+      comms[static_cast<std::size_t>(num_comms++)] = {c, g, p, elems, calls, -1, stats};
+  }
+  constexpr void violate(shard_rule r, int value) {
+    if (violated == shard_rule::ok) violated = r, violated_value = value;
+  }
+};
+
+}  // namespace strata

@@ -1,0 +1,52 @@
+#pragma once
+// What a layer's forward and backward see (the `C` of `template <class C> static void
+// forward(C& c)` in every layer header): this device's share of the layer's tensors
+// for one micro-batch, as the lowering laid them out. Row-major, local rows × local
+// columns; every pointer is backend memory.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "strata/core/precision.hpp"
+#include "strata/core/sbp.hpp"
+
+namespace strata::exec {
+
+// The loss layer's inputs and outputs beyond activations.
+template <class T>
+struct loss_io {
+  const std::int32_t* labels = nullptr;  // one per local row
+  double scale = 1.0;                    // d(step loss)/d(row loss)
+  double* acc = nullptr;                 // 3 doubles: Σ loss, correct rows, rows (the step's books)
+  bool counts = true;                    // false where another device of the part reports the rows
+  std::size_t valid = static_cast<std::size_t>(-1);  // local rows that are data, not padding
+};
+
+template <class Backend, class T, class Comm>
+struct layer_ctx {
+  using backend_type = Backend;
+  using value_type = T;                // activations and the parameters layers read
+  using master_type = master_t<T>;     // gradients
+  using stat_type = stat_t<T>;         // per-row statistics
+
+  typename Backend::queue& q;
+  Comm& part;                          // the devices of this pipeline part
+  signature sig = signature::replicated;
+  int index = 0, n = 1;                // this device's position in the part
+  std::size_t rows = 0, in_cols = 0, out_cols = 0;
+  const T* x = nullptr;                // forward: the input; backward: the kept input
+  T* y = nullptr;                      // forward: the output
+  const T* dy = nullptr;               // backward: the output's gradient
+  T* dx = nullptr;                     // backward: the input's gradient (null: not needed)
+  std::array<const T*, max_layer_params> w{};
+  std::array<master_t<T>*, max_layer_params> g{};
+  T* stash_values = nullptr;
+  stat_t<T>* stash_stats = nullptr;
+  std::int32_t* stash_ids = nullptr;
+  T* scratch_values = nullptr;
+  stat_t<T>* scratch_stats = nullptr;
+  const std::int32_t* ids = nullptr;   // the model's token ids, when this layer reads them
+  loss_io<T>* loss = nullptr;          // the loss layer's books
+};
+
+}  // namespace strata::exec

@@ -1,0 +1,339 @@
+#pragma once
+// The executor: a small interpreter of the lowered program (plan/lower.hpp) on one
+// device. It walks its stage's action list — forward and backward of (micro-batch,
+// part) with the slots the lowering chose, pipeline sends and receives posted as the
+// proven groups, the gradient reduction — and each part's step list: loading the
+// input, layout conversions, layer calls, gradient buckets. Buffers come from the
+// arena and the parameter store; nothing is allocated, and no layout is decided, here.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "strata/core/communicator.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/exec/arena.hpp"
+#include "strata/exec/batch.hpp"
+#include "strata/exec/context.hpp"
+#include "strata/exec/convert.hpp"
+#include "strata/exec/store.hpp"
+#include "strata/plan/lower.hpp"
+#include "strata/plan/plan.hpp"
+
+namespace strata::exec {
+
+template <class P, class T, class Backend, class Comm>
+class executor {
+ public:
+  using M = master_t<T>;
+  using S = stat_t<T>;
+  using L = lower::lowered<P>;
+  using queue = typename Backend::queue;
+  static constexpr int NL = P::num_layers;
+  static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+  static constexpr bool embedding_first = L::tables.calls[0].reads_ids;
+  static constexpr std::size_t per_sample = static_cast<std::size_t>(P::input_shape.numel());
+  // one label per loss row
+  static constexpr std::size_t labels_per_sample = static_cast<std::size_t>(
+      P::layer_plans[idx(NL - 1)].in.numel() / P::layer_plans[idx(NL - 1)].in.last());
+  static constexpr std::size_t step_samples = std::size_t(P::micro_batch) * P::num_micro_batch;
+
+  // Communicators that can run on their own stream (NCCL) overlap gradient buckets
+  // with the backward of earlier layers.
+  static constexpr bool overlapped_comm = requires(Comm& c, queue& q, typename Backend::event& e) {
+    c.set_stream(q.stream());
+    c.wait_for(q.stream());
+    c.record(e.native());
+  };
+
+  executor(queue& q, Comm& world, rank_coord me, int dp, std::uint64_t seed)
+      : q_(q), world_(world), me_(me), dp_(dp), arena_(me.stage), store_(q, me.stage, me.index, seed) {
+    const int n = P::part_devices;
+    // Collective splits, in the same order on every rank.
+    part_.emplace(world.split(me.data * P::stages + me.stage, me.index));
+    data_.emplace(world.split(me.stage * n + me.index, me.data));
+    part_data_.emplace(world.split(me.stage, world.rank()));
+    if constexpr (overlapped_comm) {
+      comm_q_.emplace();
+      comm_done_ = typename Backend::event(false);
+      data_->set_stream(comm_q_->stream());
+      part_data_->set_stream(comm_q_->stream());
+    }
+    // The step's batch in backend memory, at fixed places (graphs read them there).
+    inputs_ = Backend::template allocate<M>(step_samples * per_sample);
+    labels_ = Backend::template allocate<std::int32_t>(step_samples * labels_per_sample);
+    if constexpr (embedding_first) ids_ = Backend::template allocate<std::int32_t>(step_samples * per_sample);
+    acc_ = Backend::template allocate<double>(3);
+    group_.reserve(64);  // no allocation while posting a step's messages
+  }
+
+  param_store<P, Backend, T>& store() { return store_; }
+  const activation_arena<P, Backend, T>& arena() const { return arena_; }
+  Comm& part_comm() { return *part_; }
+  M* inputs() { return inputs_.data(); }
+  std::int32_t* labels() { return labels_.data(); }
+  double* books() { return acc_.data(); }
+
+  // The batch (step_samples samples, already in backend memory at inputs()/labels())
+  // becomes token ids for an Embedding that reads the model's input.
+  void cast_input_ids() {
+    if constexpr (embedding_first) cast_ids(q_, step_samples * per_sample, inputs_.data(), ids_.data());
+  }
+
+  // ---- training: the stage's lowered action list ---------------------------------------
+  // Everything up to the optimizer action, which the trainer runs once the loss is known.
+  void run_training_program() {
+    store_.zero_grads();
+    fill(q_, std::size_t(3), 0.0, acc_.data());
+    const auto& prog = L::train.prog;
+    const int s = me_.stage;
+    for (int i = 0; i < prog.length[idx(s)]; ++i) {
+      const sched::instr& x = prog.at(s, i);
+      if (x.kind == sched::op::optimizer_step) break;
+      if (x.kind == sched::op::reduce_grads) {
+        finish_buckets();
+        continue;
+      }
+      act(x, /*train=*/true);
+    }
+  }
+
+  // The optimizer action: the program's last.
+  void run_optimizer(const optimizer& opt, long long step) { store_.apply(opt, step); }
+
+  // ---- evaluation: the forward-only program, once per micro-batch ------------------------
+  // `mbs` micro-batches of the batch in inputs()/labels(); rows past `valid` (of the
+  // replica's batch) are padding and do not count.
+  void run_evaluation(int mbs, std::size_t valid) {
+    fill(q_, std::size_t(3), 0.0, acc_.data());
+    valid_rows_ = valid;
+    const auto& prog = L::eval.prog;
+    const int s = me_.stage;
+    for (int mb = 0; mb < mbs; ++mb)
+      for (int i = 0; i < prog.length[idx(s)]; ++i) {
+        sched::instr x = prog.at(s, i);
+        x.mb = mb;  // the one-micro-batch program, run for each
+        act(x, /*train=*/false);
+      }
+    valid_rows_ = static_cast<std::size_t>(-1);
+  }
+
+  // Σ loss, correct rows, rows over the world: the step's books, the same on every rank.
+  std::array<double, 3> finish_books() {
+    if (world_.size() > 1) world_.all_reduce(acc_.data(), 3, comm::reduce_op::sum);
+    std::array<double, 3> v{};
+    Backend::download(q_, acc_.data(), 3, v.data());
+    Backend::synchronize(q_);
+    return v;
+  }
+
+ private:
+  // ---- one action -----------------------------------------------------------------------
+  void act(const sched::instr& x, bool train) {
+    const int part = P::part_of(me_.stage, x.chunk);
+    const lower::part_plan& pp = L::tables.parts[idx(part)];
+    switch (x.kind) {
+      case sched::op::forward: forward(part, x, train); break;
+      case sched::op::backward: backward(part, x); break;
+      case sched::op::recv_act:
+        group_.push_back(comm::recv_op(arena_.message(pp.entry, part, x.slot), static_cast<std::size_t>(pp.entry.elems),
+                                       peer(x.peer), tag(0, part - 1)));
+        break;
+      case sched::op::send_act:
+        group_.push_back(comm::send_op(arena_.message(pp.exit, part, x.slot), static_cast<std::size_t>(pp.exit.elems),
+                                       peer(x.peer), tag(0, part)));
+        break;
+      case sched::op::recv_grad:
+        group_.push_back(comm::recv_op(arena_.message(pp.gout, part, x.slot), static_cast<std::size_t>(pp.gout.elems),
+                                       peer(x.peer), tag(1, part + 1)));
+        break;
+      case sched::op::send_grad:
+        group_.push_back(comm::send_op(arena_.message(pp.gin, part, x.slot), static_cast<std::size_t>(pp.gin.elems),
+                                       peer(x.peer), tag(1, part)));
+        break;
+      default: break;
+    }
+    if (sched::is_p2p(x.kind) && !x.group_next) {
+      world_.group(std::span<const comm::p2p_op>(group_));
+      group_.clear();
+    }
+  }
+
+  int peer(int stage) const { return P::rank_of(me_.data, stage, me_.index); }
+  // Messages between two ranks match in posting order (the deadlock proof checks it), so
+  // the tag only names the stream: activations or gradients, and the sending part.
+  static int tag(int kind, int sender_part) { return kind * P::num_parts + sender_part; }
+
+  // ---- a part's steps ------------------------------------------------------------------
+  void forward(int part, const sched::instr& x, bool train) {
+    const lower::part_plan& pp = L::tables.parts[idx(part)];
+    const slot_set slots{x.slot, x.in_slot, x.out_slot};
+    for (int k = pp.fwd_begin; k < pp.fwd_end; ++k) {
+      const lower::step& st = L::tables.steps[idx(k)];
+      switch (st.kind) {
+        case lower::step_kind::load: load(pp, part, x.mb, slots); break;
+        case lower::step_kind::convert: convert(st.index, part, slots); break;
+        case lower::step_kind::forward: layer(st.index, part, x.mb, slots, true); break;
+        default: break;
+      }
+    }
+    (void)train;
+  }
+
+  void backward(int part, const sched::instr& x) {
+    const lower::part_plan& pp = L::tables.parts[idx(part)];
+    const slot_set slots{x.slot, x.in_slot, x.out_slot};
+    for (int k = pp.bwd_begin; k < pp.bwd_end; ++k) {
+      const lower::step& st = L::tables.steps[idx(k)];
+      switch (st.kind) {
+        case lower::step_kind::convert: convert(st.index, part, slots); break;
+        case lower::step_kind::backward: layer(st.index, part, x.mb, slots, false); break;
+        case lower::step_kind::bucket:
+          if (x.last) issue(st.index);  // gradients are complete only after the final micro-batch
+          break;
+        default: break;
+      }
+    }
+  }
+
+  // The model's input rows of micro-batch `mb` into the part's entry, in the layout
+  // its first layer receives (this device's rows when the rows are split).
+  void load(const lower::part_plan& pp, int part, int mb, const slot_set& slots) {
+    const layer_plan& lp = P::layer_plans[idx(pp.first)];
+    const std::size_t n = static_cast<std::size_t>(pp.entry.elems);
+    const std::size_t first = lp.arrives == sbp::split_batch ? std::size_t(me_.index) * n : 0;
+    const M* src = inputs_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
+    T* dst = arena_.values(pp.entry, part, slots);
+    if constexpr (std::is_same_v<M, T>) copy(q_, n, src, dst);
+    else cast_elements(q_, n, src, dst);
+  }
+
+  void convert(int c, int part, const slot_set& slots) {
+    const lower::conversion& cv = L::tables.convs[idx(c)];
+    run_conversion(q_, *part_, cv, arena_.values(cv.src, part, slots), arena_.values(cv.dst, part, slots),
+                   arena_.values(cv.staging, part, slots), P::part_devices, me_.index);
+  }
+
+  void layer(int i, int part, int mb, const slot_set& slots, bool fwd) {
+    const lower::layer_call& c = L::tables.calls[idx(i)];
+    const layer_plan& lp = P::layer_plans[idx(i)];
+    layer_ctx<Backend, T, Comm> ctx{q_, *part_};
+    ctx.sig = lp.sig;
+    ctx.index = me_.index;
+    ctx.n = P::part_devices;
+    ctx.rows = static_cast<std::size_t>(c.dims.rows);
+    ctx.in_cols = static_cast<std::size_t>(c.dims.in_cols);
+    ctx.out_cols = static_cast<std::size_t>(c.dims.out_cols);
+    ctx.x = arena_.values(c.x, part, slots);
+    ctx.y = arena_.values(c.y, part, slots);
+    ctx.dy = arena_.values(c.dy, part, slots);
+    ctx.dx = arena_.values(c.dx, part, slots);
+    for (int k = 0; k < lp.desc.num_params; ++k) {
+      ctx.w[idx(k)] = store_.weight(i, k);
+      ctx.g[idx(k)] = store_.grad(i, k);
+    }
+    ctx.stash_values = arena_.values(c.stash_values, part, slots);
+    ctx.stash_stats = arena_.stats(c.stash_stats, part, slots);
+    ctx.stash_ids = arena_.ids(c.stash_ids, part, slots);
+    ctx.scratch_values = arena_.values(c.scratch_values, part, slots);
+    ctx.scratch_stats = arena_.stats(c.scratch_stats, part, slots);
+    if (c.reads_ids) {
+      const std::size_t local = ctx.rows * ctx.in_cols;
+      const std::size_t first = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * local : 0;
+      ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
+    }
+    if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
+    if (c.needs.view) {  // a view runs no kernel; at a part's edge its output is a copy
+      const std::size_t e = ctx.rows * ctx.in_cols;
+      if (fwd && ctx.y != ctx.x) copy(q_, e, ctx.x, ctx.y);
+      if (!fwd && ctx.dx && ctx.dx != ctx.dy) copy(q_, e, ctx.dy, ctx.dx);
+      return;
+    }
+    if (fwd) forward_table[idx(i)](ctx);
+    else backward_table[idx(i)](ctx);
+  }
+
+  // ---- the loss --------------------------------------------------------------------------
+  loss_io<T>* prepare_loss(const layer_plan& lp, int mb, std::size_t rows) {
+    const std::size_t per_mb = std::size_t(P::micro_batch) * labels_per_sample;
+    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
+    const std::size_t start = std::size_t(mb) * per_mb + first_row;
+    loss_.labels = labels_.data() + start;
+    loss_.acc = acc_.data();
+    // d(mean loss over the global batch)/d(row loss); every gradient reduction sums.
+    const double rows_per_replica = double(step_samples) * double(labels_per_sample);
+    loss_.scale = 1.0 / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+    // one device reports rows that every device of the part holds
+    loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
+    // in an evaluation, rows past `valid` are padding
+    const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? valid_rows_ : valid_rows_ * labels_per_sample;
+    loss_.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
+    return &loss_;
+  }
+
+  // ---- gradient buckets (EPL communication.max_splits) -------------------------------------
+  Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
+
+  void issue(int b) {
+    const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
+    Comm& c = group_comm(bk.group);
+    if (c.size() == 1) return;
+    if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
+    c.all_reduce(store_.grads(bk.group) + bk.offset, static_cast<std::size_t>(bk.count), comm::reduce_op::sum);
+  }
+
+  // The program's reduce-gradients action: every bucket has gone out during the final
+  // backward; on a backend with streams, later work waits for them.
+  void finish_buckets() {
+    if constexpr (overlapped_comm) {
+      for (int g = 0; g < 2; ++g)
+        if (group_comm(g).size() > 1) {
+          group_comm(g).record(comm_done_.native());
+          Backend::wait(q_, comm_done_);
+        }
+    }
+  }
+
+  // ---- per-layer dispatch: one function pointer per layer of the plan ----------------------
+  using ctx_t = layer_ctx<Backend, T, Comm>;
+  template <class Layer>
+  static void call_forward(ctx_t& c) {
+    if constexpr (ExecutableLayer<Layer>) Layer::forward(c);
+  }
+  template <class Layer>
+  static void call_backward(ctx_t& c) {
+    if constexpr (ExecutableLayer<Layer>) Layer::backward(c);
+  }
+  template <class List>
+  struct tables_of;
+  template <class... Ls>
+  struct tables_of<type_list<Ls...>> {
+    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> fwd{&call_forward<Ls>...};
+    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd{&call_backward<Ls>...};
+  };
+  static constexpr auto forward_table = tables_of<typename P::layers>::fwd;
+  static constexpr auto backward_table = tables_of<typename P::layers>::bwd;
+
+  queue& q_;
+  Comm& world_;
+  rank_coord me_;
+  int dp_;
+  activation_arena<P, Backend, T> arena_;
+  param_store<P, Backend, T> store_;
+  std::optional<Comm> part_, data_, part_data_;  // split once, in the constructor
+  std::optional<queue> comm_q_;
+  typename Backend::event comm_done_{};
+  typename Backend::template buffer<M> inputs_;
+  typename Backend::template buffer<std::int32_t> labels_, ids_;
+  typename Backend::template buffer<double> acc_;
+  loss_io<T> loss_{};
+  std::size_t valid_rows_ = static_cast<std::size_t>(-1);
+  std::vector<comm::p2p_op> group_;
+};
+
+}  // namespace strata::exec

@@ -1,0 +1,317 @@
+#pragma once
+// The trainer: what a user calls. It checks the run-time inputs (the world size, the
+// batch, its values) on every rank before any collective, hands the batch to the
+// executor, runs the lowered program — recorded once and replayed as a graph on
+// backends that have graphs — reads the loss, and runs the optimizer action.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "strata/core/communicator.hpp"
+#include "strata/core/finite.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/core/threads.hpp"
+#include "strata/exec/batch.hpp"
+#include "strata/exec/executor.hpp"
+#include "strata/exec/init.hpp"
+#include "strata/exec/optimizer.hpp"
+#include "strata/exec/world.hpp"
+#include "strata/plan/plan.hpp"
+
+namespace strata {
+
+namespace exec {
+struct no_graph {};
+template <class B, class = void>
+struct graph_of {
+  using type = no_graph;
+};
+template <class B>
+struct graph_of<B, std::void_t<typename B::graph>> {
+  using type = typename B::graph;
+};
+
+template <class List>
+struct executable_list;
+template <class... L>
+struct executable_list<type_list<L...>> {
+  static constexpr bool value = [] {
+    constexpr std::array<bool, sizeof...(L) + 1> ok{ExecutableLayer<L>..., true};
+    for (bool b : ok)
+      if (!b) return false;
+    return true;
+  }();
+};
+}  // namespace exec
+
+// T is the compute type: float or double (one precision throughout), or bf16 (mixed
+// precision: bf16 activations and parameter copies for the GEMMs, FP32 master
+// weights, gradients, optimizer state and statistics; see strata/core/precision.hpp).
+// The batch is given in master_t<T> (float for bf16).
+template <class P, class T, class Backend, class Comm>
+class trainer {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
+                "trainer<T>: T is float, double or bf16");
+  static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
+  static_assert(exec::executable_list<typename P::layers>::value,
+                "trainer: this plan uses a layer without forward/backward (MultiHeadAttention and MoE are planned "
+                "and costed only so far); a user layer runs once it defines them (see docs/concepts.md)");
+  static_assert(P::mode == tensor_mode::d1,
+                "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
+
+  using M = master_t<T>;
+  using queue = typename Backend::queue;
+  using executor = exec::executor<P, T, Backend, Comm>;
+  static constexpr std::size_t step_samples = executor::step_samples;
+  static constexpr std::size_t per_sample = executor::per_sample;
+  static constexpr std::size_t labels_per_sample = executor::labels_per_sample;
+  static constexpr bool embedding_first = executor::embedding_first;
+  static constexpr bool has_graphs = requires { typename Backend::graph; };
+  // A queue that runs work on the CPU's threads (the host backend's).
+  static constexpr bool host_queue = requires(queue& q) { q.parallel_for(std::size_t(1), [](std::size_t) {}); };
+
+ public:
+  trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed)
+      : world_(w), q_(w.queue()), opt_(opt) {
+    const int W = w.size();
+    // Every rank computes the same verdict, so every rank throws the same error and
+    // none reaches a collective.
+    if (W % P::devices_per_replica != 0)
+      throw std::invalid_argument("strata: world size " + std::to_string(W) + " is not a multiple of the " +
+                                  std::to_string(P::devices_per_replica) +
+                                  " devices one replica of this plan uses (stages " + std::to_string(P::stages) +
+                                  " x devices per stage " + std::to_string(P::part_devices) + ")");
+    if (P::fixed_world != 0 && P::fixed_world != W)
+      throw std::invalid_argument("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
+                                  "> but the job runs " + std::to_string(W) + " processes");
+    // the batch's checks run on the CPU's threads: the host queue's own, or a pool
+    if constexpr (!host_queue) cpu_.emplace(default_threads());
+    me_ = P::coord(w.rank());
+    dp_ = P::data_parallel(W);
+    exec_.emplace(q_, w.comm(), me_, dp_, seed);
+  }
+
+  int data_parallel() const { return dp_; }
+  // Record the step as a graph and replay it (backends that have graphs; default on).
+  void use_graphs(bool on) { use_graph_ = on; }
+  rank_coord coord() const { return me_; }
+  long long steps() const { return step_; }
+  // Bytes of this device's activation buffers: P::activation_arena_bytes of its stage,
+  // for this trainer's T.
+  long long activation_bytes() const { return exec_->arena().bytes(); }
+
+  // One training step on this replica's batch of micro_batch × num_micro_batch samples.
+  step_result step(const batch_view<M>& b) {
+    check_batch(b, step_samples, "step");
+    upload(b, 0, step_samples);
+    // Everything between the upload and the loss read-back is the same device work every
+    // step; a backend with graphs records it once (second step) and replays it.
+    auto device_step = [&] { exec_->run_training_program(); };
+    if constexpr (has_graphs) {
+      if (use_graph_ && step_ >= 1) {
+        if (!graph_.ready()) graph_.capture(q_, device_step);
+        graph_.launch(q_);
+      } else {
+        device_step();
+      }
+    } else {
+      device_step();
+    }
+    const step_result r = books(exec_->finish_books());
+    if (!std::isfinite(r.loss))
+      throw std::runtime_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " +
+                               std::to_string(r.loss) + " (NaN/Inf): stopping before the update");
+    ++step_;
+    exec_->run_optimizer(opt_, step_);
+    return r;
+  }
+
+  // Forward only (no update): mean loss and correct predictions over `samples` rows,
+  // of which the first `valid` count (padding rows of the last chunk do not). The batch
+  // is any positive multiple of the micro-batch, run in pieces of one step's size.
+  step_result evaluate(const batch_view<M>& b, std::size_t valid) {
+    check_batch(b, 0, "evaluate");
+    if constexpr (has_graphs) graph_ = {};  // evaluation reuses the step's buffers: record again
+    std::array<double, 3> total{};
+    for (std::size_t first = 0; first < b.samples; first += step_samples) {
+      const std::size_t samples = std::min(step_samples, b.samples - first);
+      upload(b, first, samples);
+      exec_->run_evaluation(static_cast<int>(samples / std::size_t(P::micro_batch)),
+                            valid > first ? std::min(valid - first, samples) : 0);
+      const auto v = exec_->finish_books();
+      for (std::size_t k = 0; k < 3; ++k) total[k] += v[k];
+    }
+    return books(total);
+  }
+
+  // Every logical parameter, assembled on every rank (tests and checkpoints):
+  // result[layer][tensor] holds the full tensor in row-major order.
+  std::vector<std::vector<std::vector<double>>> gather_parameters() {
+    constexpr int NL = P::num_layers;
+    std::vector<std::vector<std::vector<double>>> out(NL);
+    auto& store = exec_->store();
+    for (int i = 0; i < NL; ++i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      out[static_cast<std::size_t>(i)].resize(static_cast<std::size_t>(lp.desc.num_params));
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const param_t& prm = lp.desc.params[static_cast<std::size_t>(k)];
+        std::vector<double> full(static_cast<std::size_t>(prm.shape.numel()), 0.0);
+        // one contributor per logical element: replica 0, and device 0 for whole tensors
+        const shape_t local = lp.local_params[static_cast<std::size_t>(k)];
+        const bool whole = local == prm.shape;
+        if (store.owns(i) && me_.data == 0 && (!whole || me_.index == 0)) {
+          std::vector<M> p(static_cast<std::size_t>(local.numel()));
+          Backend::download(q_, store.master(i, k), p.size(), p.data());
+          Backend::synchronize(q_);
+          for (std::size_t e = 0; e < p.size(); ++e)
+            full[exec::logical_index(prm.shape, local, me_.index, e)] = static_cast<double>(p[e]);
+        }
+        reduce_on_backend(full);
+        out[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = std::move(full);
+      }
+    }
+    return out;
+  }
+
+ private:
+  static step_result books(const std::array<double, 3>& v) {
+    step_result r;
+    r.rows = static_cast<long long>(v[2]);
+    r.loss = r.rows > 0 ? v[0] / v[2] : 0.0;
+    r.correct = static_cast<long long>(v[1]);
+    return r;
+  }
+
+  // Samples [first, first + samples) of the batch into the executor's batch buffers
+  // (device to device when the batch is on the device), then device errors and ids.
+  void upload(const batch_view<M>& b, std::size_t first, std::size_t samples) {
+    const std::size_t x = samples * per_sample, n = samples * labels_per_sample;
+    const M* in = b.inputs + first * per_sample;
+    const std::int32_t* lab = b.labels + first * labels_per_sample;
+    if (on_device(b.inputs)) {  // graphs read fixed buffers: copy, device to device
+      copy(q_, x, in, exec_->inputs());
+      copy(q_, n, lab, exec_->labels());
+    } else {
+      Backend::upload(q_, lab, n, exec_->labels());
+      Backend::upload(q_, in, x, exec_->inputs());
+    }
+    exec_->cast_input_ids();
+  }
+
+  // A sum over the world of a host vector, through backend memory (NCCL needs device buffers).
+  void reduce_on_backend(std::vector<double>& v) {
+    auto d = Backend::template allocate<double>(std::max<std::size_t>(v.size(), 1));
+    Backend::upload(q_, v.data(), v.size(), d.data());
+    world_.comm().all_reduce(d.data(), v.size(), comm::reduce_op::sum);
+    Backend::download(q_, d.data(), v.size(), v.data());
+    Backend::synchronize(q_);
+  }
+
+  // ---- run-time input checks, agreed on by every rank before any collective ----------------
+  static bool on_device(const void* p) {
+    if constexpr (requires { Backend::device_pointer(p); }) return p && Backend::device_pointer(p);
+    else return false;
+  }
+
+  template <class F>
+  void on_cpu(std::size_t tasks, F&& f) {
+    if constexpr (host_queue) q_.parallel_for(tasks, f);
+    else cpu_->run(tasks, f);
+  }
+
+  // `samples` = 0: any positive multiple of the micro-batch (evaluation).
+  void check_batch(const batch_view<M>& b, std::size_t samples, const char* what) {
+    std::string problem;
+    if (!b.inputs || !b.labels) problem = "the batch has no data";
+    else if (samples != 0 && b.samples != samples)
+      problem = "the batch holds " + std::to_string(b.samples) + " samples but this plan's replica consumes " +
+                std::to_string(samples) + " (micro-batch " + std::to_string(P::micro_batch) + " x " +
+                std::to_string(samples / P::micro_batch) + " micro-batches)";
+    else if (b.samples == 0 || b.samples % std::size_t(P::micro_batch) != 0)
+      problem = "the batch holds " + std::to_string(b.samples) + " samples, not a positive multiple of the micro-batch " +
+                std::to_string(P::micro_batch) + " (pad the last chunk and pass the valid count)";
+    else if (b.input_elems != per_sample)
+      problem = "each sample has " + std::to_string(b.input_elems) + " values but the model's input shape holds " +
+                std::to_string(per_sample);
+    else if (b.labels_per_sample != labels_per_sample)
+      problem = "the batch has " + std::to_string(b.labels_per_sample) + " labels per sample but the loss has " +
+                std::to_string(labels_per_sample) + " rows per sample";
+    else if (on_device(b.inputs) != on_device(b.labels))
+      problem = "the batch's inputs and labels must both be in host memory or both on the device";
+    else if (on_device(b.inputs)) {
+      // A device batch's labels (and token ids) are small: checked on the host; its
+      // inputs' NaN/Inf scan runs on the device.
+      device_labels_.resize(b.samples * b.labels_per_sample);
+      Backend::download(q_, b.labels, device_labels_.size(), device_labels_.data());
+      if constexpr (embedding_first) {
+        device_ids_.resize(b.samples * per_sample);
+        Backend::download(q_, b.inputs, device_ids_.size(), device_ids_.data());
+      }
+      Backend::synchronize(q_);
+      batch_view<M> host = b;
+      host.labels = device_labels_.data();
+      host.inputs = embedding_first ? device_ids_.data() : nullptr;
+      problem = check_values(host);
+      if constexpr (requires { all_finite(q_, std::size_t(0), b.inputs); })
+        if (problem.empty() && !embedding_first && !all_finite(q_, b.samples * per_sample, b.inputs))
+          problem = "the inputs contain NaN or Inf";
+    } else {
+      problem = check_values(b);
+      if (problem.empty() &&
+          !all_finite_bits(b.samples * per_sample, b.inputs, [&](std::size_t t, auto&& f) { on_cpu(t, f); }))
+        problem = "the inputs contain NaN or Inf";
+    }
+    world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+  }
+
+  // Token ids (when an Embedding comes first) and labels of a batch in host memory;
+  // b.inputs may be null when the model reads no ids.
+  std::string check_values(const batch_view<M>& b) const {
+    const layer_plan& loss = P::layer_plans[static_cast<std::size_t>(P::num_layers - 1)];
+    const long long classes = loss.in.last();
+    // token ids are checked here, on every rank, not only where the embedding runs
+    if constexpr (embedding_first) {
+      const double vocab = P::layer_plans[0].desc.params[0].shape.dim[0];
+      for (std::size_t i = 0; b.inputs && i < b.samples * per_sample; ++i) {
+        const double id = static_cast<double>(b.inputs[i]);
+        if (!(id >= 0 && id < vocab && id == std::floor(id)))
+          return "token id " + std::to_string(id) + " at position " + std::to_string(i) + " is not an integer in [0, " +
+                 std::to_string(static_cast<long long>(vocab)) + ")";
+      }
+    }
+    for (std::size_t i = 0; i < b.samples * b.labels_per_sample; ++i)
+      if (b.labels[i] < 0 || b.labels[i] >= classes)
+        return "label " + std::to_string(b.labels[i]) + " at position " + std::to_string(i) + " is outside [0, " +
+               std::to_string(classes) + ")";
+    return {};
+  }
+
+  world<Backend, Comm>& world_;
+  queue& q_;
+  optimizer opt_;
+  rank_coord me_{};
+  int dp_ = 1;
+  long long step_ = 0;
+  std::optional<executor> exec_;
+  std::optional<thread_pool> cpu_;  // host-side checks of the batch, whatever the backend
+  [[no_unique_address]] typename exec::graph_of<Backend>::type graph_{};
+  bool use_graph_ = true;
+  std::vector<std::int32_t> device_labels_;
+  std::vector<M> device_ids_;
+};
+
+// T defaults to the plan's Element<T> (float when the plan names none).
+template <class P, class T = typename P::element_type, class Backend, class Comm>
+trainer<P, T, Backend, Comm> make_trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed) {
+  return trainer<P, T, Backend, Comm>(w, opt, seed);
+}
+
+}  // namespace strata

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <strata/comm/counting.hpp>
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
@@ -31,7 +33,20 @@ using reference_plan =
 
 struct result {
   double worst_loss = 0.0, worst_param = 0.0;
+  bool bytes_match = true;  // every kind of collective moved what the plan says
 };
+
+// The bytes one training step of P moves on this rank, per kind of collective, as the
+// plan's cost model counts them for compute type T (Plan::communication_of), plus the
+// world all-reduce of the step's loss books.
+template <class P, class T>
+std::array<long long, 7> planned_bytes(int stage, int dp, int world) {
+  const auto t = P::communication_of(stage, dp, sizeof(T), sizeof(stat_t<T>), sizeof(master_t<T>));
+  std::array<long long, 7> b{};
+  for (int i = 0; i < t.size; ++i) b[static_cast<std::size_t>(t.rows[static_cast<std::size_t>(i)].kind)] += t.rows[static_cast<std::size_t>(i)].bytes;
+  if (world > 1) b[static_cast<std::size_t>(collective::all_reduce)] += P::loss_books_bytes;
+  return b;
+}
 
 inline double rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30}); }
 
@@ -62,7 +77,12 @@ result compare(World& w, optimizer opt, int steps, int vocab = 0) {
   const std::size_t labels_per = static_cast<std::size_t>(loss_layer.in.numel() / loss_layer.in.last());
   const int classes = loss_layer.in.last();
 
-  auto par = make_trainer<P, T>(w, opt, 77);
+  // The parallel run counts the bytes its communicators move (a private copy of the world).
+  using C = typename World::comm_type;
+  comm::counting<C> counted(w.comm().split(0, w.rank()));
+  strata::world<typename World::backend_type, comm::counting<C>> cw(nullptr, &counted);
+  cw.queue().set_threads(w.queue().threads());
+  auto par = make_trainer<P, T>(cw, opt, 77);
   auto local = local_world<typename World::backend_type>();
   result res;
   // the reference needs the global batch size at compile time: dispatch on it
@@ -76,9 +96,22 @@ result compare(World& w, optimizer opt, int steps, int vocab = 0) {
     for (int s = 0; s < steps; ++s) {
       make_batch<XT>(s, std::size_t(global), in_elems, labels_per, classes, vocab, x, y);
       xr.assign(x.begin(), x.end());
+      counted.clear();
       const step_result a = par.step({x.data() + std::size_t(d) * mb * m * in_elems,
                                       y.data() + std::size_t(d) * mb * m * labels_per, std::size_t(mb * m), in_elems,
                                       labels_per});
+      if (s == 0) {
+        // the device holds exactly the lowered buffer plan of its stage
+        CHECK(par.activation_bytes() ==
+              P::lowering::arena_bytes(par.coord().stage, sizeof(T), sizeof(stat_t<T>)));
+        const auto want = planned_bytes<P, T>(par.coord().stage, dp, w.size());
+        for (std::size_t k = 1; k < want.size(); ++k)
+          if (want[k] != counted.books().bytes[k]) {
+            res.bytes_match = false;
+            std::printf("rank %d stage %d: %s moved %lld bytes, the plan says %lld\n", w.rank(), par.coord().stage,
+                        std::string(to_string(static_cast<collective>(k))).c_str(), counted.books().bytes[k], want[k]);
+          }
+      }
       const step_result b = ref.step({xr.data(), y.data(), std::size_t(global), in_elems, labels_per});
       res.worst_loss = std::max(res.worst_loss, rel(a.loss, b.loss));
     }

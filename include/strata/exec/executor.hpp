@@ -24,6 +24,7 @@
 #include "strata/exec/store.hpp"
 #include "strata/plan/lower.hpp"
 #include "strata/plan/plan.hpp"
+#include "strata/plan/print.hpp"
 
 namespace strata::exec {
 
@@ -99,7 +100,7 @@ class executor {
         finish_buckets();
         continue;
       }
-      act(x, /*train=*/true);
+      act_named(x, i, /*train=*/true);
     }
   }
 
@@ -118,7 +119,7 @@ class executor {
       for (int i = 0; i < prog.length[idx(s)]; ++i) {
         sched::instr x = prog.at(s, i);
         x.mb = mb;  // the one-micro-batch program, run for each
-        act(x, /*train=*/false);
+        act_named(x, i, /*train=*/false);
       }
     valid_rows_ = static_cast<std::size_t>(-1);
   }
@@ -134,6 +135,16 @@ class executor {
 
  private:
   // ---- one action -----------------------------------------------------------------------
+  // A communication failure says which action of the lowered program it hit.
+  void act_named(const sched::instr& x, int i, bool train) {
+    try {
+      act(x, train);
+    } catch (const comm::comm_error& e) {
+      throw comm::comm_error(std::string(e.what()) + " [stage " + std::to_string(me_.stage) + ", action " +
+                             std::to_string(i) + ": " + action_text(x, P::chunks) + "]");
+    }
+  }
+
   void act(const sched::instr& x, bool train) {
     const int part = P::part_of(me_.stage, x.chunk);
     const lower::part_plan& pp = L::tables.parts[idx(part)];

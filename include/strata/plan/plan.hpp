@@ -529,6 +529,12 @@ struct Plan {
   };
   static constexpr int default_dp = fixed_world > 0 ? fixed_world / devices_per_replica : 0;
   static constexpr comm_table communication(int stage, int dp = default_dp) {
+    return communication_of(stage, dp, element_bytes, stat_bytes, master_bytes);
+  }
+  // The same for a trainer whose compute type is not the plan's Element<T>: the bytes of
+  // its activations (t_bytes), statistics and masters.
+  static constexpr comm_table communication_of(int stage, int dp, long long t_bytes, long long s_bytes,
+                                               long long m_bytes) {
     comm_table t;
     auto add = [&](comm_total c) {
       if (t.size < max_comms) t.rows[detail::idx(t.size++)] = c;
@@ -544,14 +550,14 @@ struct Plan {
         if (st.kind != lower::step_kind::convert) continue;
         const lower::conversion& c = T.convs[detail::idx(st.index)];
         if (c.coll == collective::none) continue;
-        add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * element_bytes * m, m});
+        add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * t_bytes * m, m});
       }
       // collectives inside layers (after the conversions the sharding pass listed first)
       for (int i = pp.first; i <= pp.last; ++i) {
         const layer_plan& lp = layer_plans[detail::idx(i)];
         for (int k = lp.num_conversion_comms; k < lp.num_comms; ++k) {
           const comm_desc& c = lp.comms[detail::idx(k)];
-          const long long eb = c.stats ? stat_bytes : element_bytes;
+          const long long eb = c.stats ? s_bytes : t_bytes;
           add(comm_total{c.kind, c.group, c.when, i, p, c.elems * eb * c.calls * m, c.calls * m});
         }
       }
@@ -569,10 +575,10 @@ struct Plan {
       }
       if (acts > 0)
         add(comm_total{collective::send_recv, group_axis::pipeline, pass::forward, -1, p,
-                       pp.exit.elems * element_bytes * acts, acts});
+                       pp.exit.elems * t_bytes * acts, acts});
       if (grads > 0)
         add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, p,
-                       pp.gin.elems * element_bytes * grads, grads});
+                       pp.gin.elems * t_bytes * grads, grads});
     }
     // Gradient buckets, once per step, in master precision.
     for (int g = 0; g < 2; ++g) {
@@ -588,7 +594,7 @@ struct Plan {
       }
       if (calls > 0)
         add(comm_total{collective::all_reduce, g == 1 ? group_axis::part_data : group_axis::data, pass::backward, -1,
-                       -1, elems * master_bytes, calls});
+                       -1, elems * m_bytes, calls});
     }
     return t;
   }

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "strata/plan/plan.hpp"
+#include "strata/plan/print.hpp"
 
 namespace strata {
 
@@ -107,18 +108,29 @@ std::string report(int world = 0) {
   for (int s = 0; s < P::stages; ++s)
     appendf(o, "  %5d  %-11s  %-11s  %-11s  %-11s  %9d  %s\n", s, detail::bytes_str(P::parameter_bytes(s)).c_str(),
             detail::bytes_str(P::gradient_bytes(s)).c_str(), detail::bytes_str(P::adam_state_bytes(s)).c_str(),
-            detail::bytes_str(P::peak_activation_bytes(s)).c_str(), P::peak_in_flight(s),
+            detail::bytes_str(P::activation_arena_bytes(s)).c_str(), P::peak_in_flight(s),
             detail::bytes_str(P::peak_memory_bytes(s)).c_str());
 
   o += "\ncommunication per device per step\n  stage  collective      group        pass  layer  calls  bytes\n";
   for (int s = 0; s < P::stages; ++s) {
-    const auto t = P::communication(s);
+    const auto t = P::communication(s, P::data_parallel(world));
     for (int i = 0; i < t.size; ++i) {
       const comm_total& c = t.rows[static_cast<std::size_t>(i)];
       appendf(o, "  %5d  %-14s  %-11s  %-4s  %5d  %5d  %s\n", s, sv(to_string(c.kind)), sv(to_string(c.group)),
               c.when == pass::forward ? "fwd" : "bwd", c.layer, c.calls, detail::bytes_str(c.bytes).c_str());
     }
   }
+  o += "\nlowered program (what each device runs: F3 s1 = forward of micro-batch 3 in stash slot 1; "
+       "\"+\" joins messages posted as one group)\n";
+  for (int s = 0; s < P::stages; ++s) o += "  stage " + std::to_string(s) + ": " + program_text<P>(s) + "\n";
+  for (int p = 0; p < P::num_parts; ++p) {
+    o += "  part " + std::to_string(p) + " forward: " + part_text<P>(p, true) + "\n";
+    o += "  part " + std::to_string(p) + " backward: " + part_text<P>(p, false) + "\n";
+  }
+  o += "activation buffers per device (the lowered buffer plan, allocated once)\n";
+  for (int s = 0; s < P::stages; ++s)
+    appendf(o, "  stage %d: %s (stash %s)\n", s, detail::bytes_str(P::activation_arena_bytes(s)).c_str(),
+            detail::bytes_str(P::peak_activation_bytes(s)).c_str());
   appendf(o, "\nFLOPs per replica per step: %.4g; per step at world %d: %.4g\n",
           static_cast<double>(P::flops_per_replica_step()), world, static_cast<double>(P::flops_per_step(world)));
   return o;

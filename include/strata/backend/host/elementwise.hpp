@@ -124,13 +124,14 @@ void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
   });
 }
 
-// dst[r·ld_dst + c] = src[r·ld_src + c] for r < rows, c < cols.
+// dst[r·ld_dst + c] = src[r·ld_src + c] for r < rows, c < cols; ld_src, ld_dst >= cols.
 template <class T>
 void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
              std::size_t ld_dst) {
   static_assert(std::is_trivially_copyable_v<T>);
   if (rows * cols == 0) return;
   detail::need(src && dst, "copy_2d", "null pointer");
+  detail::need(ld_src >= cols && ld_dst >= cols, "copy_2d", "leading dimension smaller than cols");
   detail::for_range(q, rows, std::max<std::size_t>(1, detail::grain / std::max<std::size_t>(cols, 1)),
                     [&](std::size_t b, std::size_t e) {
                       for (std::size_t r = b; r < e; ++r) std::copy(src + r * ld_src, src + r * ld_src + cols, dst + r * ld_dst);

@@ -1,0 +1,353 @@
+#pragma once
+// Kernel suite, elementwise and reduction families: bias + activation, activation
+// backward, bias_grad, scale/axpy/copy/copy_2d/fill, sum/sum_squares/all_finite,
+// cast_elements, cast_ids.
+#include <stdexcept>
+
+#include "kernel_suite_common.hpp"
+
+namespace kernel_suite {
+
+TEST_CASE_TEMPLATE("kernels: bias_activation_forward and activation_backward", E, f32, f64, mixed) {
+  using T = typename E::T;
+  queue_t q;
+  rng g(1);
+  for (const rc& s : kShapes)
+    for (activation a : kActs)
+      for (bool with_bias : {false, true}) {
+        const std::size_t R = s.rows, C = s.cols, n = R * C;
+        const std::string what = std::string(act_name(a)) + " " + shape_name(R, C) + (with_bias ? " bias" : "");
+        const auto x = g.uniform<T>(n, -3, 3), b = g.uniform<T>(C), dy = g.uniform<T>(n);
+        const auto xd = widen(x), bd = widen(b), dyd = widen(dy);
+        std::vector<double> pre_ref(n), y_ref(n);
+        for (std::size_t r = 0; r < R; ++r)
+          for (std::size_t j = 0; j < C; ++j) {
+            pre_ref[r * C + j] = xd[r * C + j] + (with_bias ? bd[j] : 0.0);
+            y_ref[r * C + j] = ref_act(a, pre_ref[r * C + j]);
+          }
+        auto dx = to_dev(q, x), db = to_dev(q, b);
+        const T* bias = with_bias ? db.data() : nullptr;
+        auto dpre = poisoned<T>(q, n), dyo = poisoned<T>(q, n);
+        bias_activation_forward(q, a, R, C, dx.data(), bias, dpre.data(), dyo.data());
+        check_act(to_host(q, dpre.data(), n), pre_ref, 1e-6, "pre " + what);
+        check_act(to_host(q, dyo.data(), n), y_ref, 1e-6, "y " + what);
+        // y may overwrite x (pre skipped); pre may overwrite x.
+        auto d2 = to_dev(q, x);
+        bias_activation_forward(q, a, R, C, d2.data(), bias, static_cast<T*>(nullptr), d2.data());
+        check_act(to_host(q, d2.data(), n), y_ref, 1e-6, "y in place " + what);
+        auto d3 = to_dev(q, x), dy3 = poisoned<T>(q, n);
+        bias_activation_forward(q, a, R, C, d3.data(), bias, d3.data(), dy3.data());
+        check_act(to_host(q, d3.data(), n), pre_ref, 1e-6, "pre in place " + what);
+        check_act(to_host(q, dy3.data(), n), y_ref, 1e-6, "y beside pre in place " + what);
+        // A start one element past the allocation's alignment (scalar paths).
+        if (n > 1) {
+          auto d4 = to_dev(q, x);
+          bias_activation_forward(q, a, 1, n - 1, d4.data() + 1, static_cast<const T*>(nullptr),
+                                  static_cast<T*>(nullptr), d4.data() + 1);
+          std::vector<double> ref(xd.begin() + 1, xd.end());
+          for (auto& v : ref) v = ref_act(a, v);
+          check_act(to_host(q, d4.data() + 1, n - 1), ref, 1e-6, "offset " + what);
+        }
+
+        // Backward at the pre-activation the kernel was given (rounded to T).
+        const auto pre_t = narrow<T>(pre_ref);
+        const auto pre_d = widen(pre_t);
+        std::vector<double> dx_ref(n);
+        for (std::size_t i = 0; i < n; ++i) dx_ref[i] = dyd[i] * ref_act_grad(a, pre_d[i]);
+        auto dp = to_dev(q, pre_t), ddy = to_dev(q, dy), ddx = poisoned<T>(q, n);
+        activation_backward(q, a, n, static_cast<const T*>(dp.data()), static_cast<const T*>(ddy.data()), ddx.data());
+        check_act(to_host(q, ddx.data(), n), dx_ref, 1e-6, "backward " + what);
+        activation_backward(q, a, n, static_cast<const T*>(dp.data()), static_cast<const T*>(ddy.data()), ddy.data());
+        check_act(to_host(q, ddy.data(), n), dx_ref, 1e-6, "backward in place " + what);
+      }
+}
+
+TEST_CASE("kernels: bias + activation backward match finite differences (double)") {
+  queue_t q;
+  rng g(7);
+  const std::size_t R = 9, C = 11;
+  for (activation a : kActs) {
+    CAPTURE(act_name(a));
+    std::vector<double> x = g.uniform<double>(R * C, -2, 2), b = g.uniform<double>(C), G = g.uniform<double>(R * C);
+    for (auto& v : x)  // keep relu's kink away from the FD stencil
+      if (std::abs(v) < 1e-3) v += 1e-2;
+    auto forward = [&] {
+      auto dx = to_dev(q, x), db = to_dev(q, b);
+      bias_activation_forward(q, a, R, C, dx.data(), static_cast<const double*>(db.data()),
+                              static_cast<double*>(nullptr), dx.data());
+      return dot(G, to_host(q, dx.data(), R * C));
+    };
+    auto dx = to_dev(q, x), db = to_dev(q, b), dG = to_dev(q, G);
+    auto pre = poisoned<double>(q, R * C), y = poisoned<double>(q, R * C), dpre = poisoned<double>(q, R * C);
+    auto dbias = poisoned<double>(q, C);
+    bias_activation_forward(q, a, R, C, dx.data(), static_cast<const double*>(db.data()), pre.data(), y.data());
+    activation_backward(q, a, R * C, static_cast<const double*>(pre.data()), static_cast<const double*>(dG.data()),
+                        dpre.data());
+    bias_grad(q, R, C, static_cast<const double*>(dpre.data()), dbias.data(), false);
+    check_close(to_host(q, dpre.data(), R * C), fd_grad(x, forward), 1e-6, "dx");
+    check_close(to_host(q, dbias.data(), C), fd_grad(b, forward), 1e-6, "dbias");
+  }
+}
+
+TEST_CASE_TEMPLATE("kernels: bias_grad overwrites or accumulates, deterministically", E, f32, f64, mixed) {
+  using T = typename E::T;
+  using G = typename E::S;
+  queue_t q;
+  rng g(50);
+  std::vector<rc> shapes = kShapes;
+  shapes.insert(shapes.end(), {{0, 5}, {4000, 3}, {20000, 70}});
+  for (const rc& s : shapes)
+    for (bool accumulate : {false, true}) {
+      const std::string what = shape_name(s.rows, s.cols) + (accumulate ? " accumulate" : " overwrite");
+      const auto dy = g.uniform<T>(s.rows * s.cols);
+      const auto init = g.uniform<G>(s.cols);
+      const auto dyd = widen(dy);
+      std::vector<double> ref(s.cols, 0.0);
+      if (accumulate) ref = widen(init);
+      for (std::size_t r = 0; r < s.rows; ++r)
+        for (std::size_t j = 0; j < s.cols; ++j) ref[j] += dyd[r * s.cols + j];
+      auto ddy = to_dev(q, dy);
+      auto db = accumulate ? to_dev(q, init) : poisoned<G>(q, s.cols);
+      bias_grad(q, s.rows, s.cols, static_cast<const T*>(ddy.data()), db.data(), accumulate);
+      const auto first = to_host(q, db.data(), s.cols);
+      // The sums of exact values in double, rounded once to G.
+      check_stat<T, G>(first, ref, 1e-7 * double(s.rows + 1), what);
+      if (!accumulate) {
+        bias_grad(q, s.rows, s.cols, static_cast<const T*>(ddy.data()), db.data(), false);
+        check_bits(to_host(q, db.data(), s.cols), first, "repeated " + what);
+      }
+    }
+}
+
+TEST_CASE_TEMPLATE("kernels: scale, axpy, copy and fill", T, float, double) {
+  queue_t q;
+  rng g(500);
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(1000),
+                        std::size_t(65537), std::size_t(100003), std::size_t(3000001)}) {
+    const std::string what = "n=" + std::to_string(n);
+    const auto x = g.uniform<T>(n), y = g.uniform<T>(n);
+    const auto xd = widen(x), yd = widen(y);
+    std::vector<double> ref(n);
+
+    auto ds = to_dev(q, x);
+    scale(q, n, -0.3, ds.data());
+    for (std::size_t i = 0; i < n; ++i) ref[i] = -0.3 * xd[i];
+    check_close(to_host(q, ds.data(), n), ref, tol<T>, "scale " + what);
+
+    auto dx = to_dev(q, x), da = to_dev(q, y);
+    axpy(q, n, 1.7, static_cast<const T*>(dx.data()), da.data());
+    for (std::size_t i = 0; i < n; ++i) ref[i] = yd[i] + 1.7 * xd[i];
+    check_close(to_host(q, da.data(), n), ref, tol<T>, "axpy " + what);
+
+    // One element past the allocation's alignment (scalar paths).
+    if (n > 2) {
+      auto d2 = to_dev(q, x), a2 = to_dev(q, y);
+      scale(q, n - 1, 3.0, d2.data() + 1);
+      axpy(q, n - 1, -0.5, static_cast<const T*>(dx.data()) + 1, a2.data() + 1);
+      std::vector<double> r2(n - 1), a2r(n - 1);
+      for (std::size_t i = 1; i < n; ++i) r2[i - 1] = 3.0 * xd[i], a2r[i - 1] = yd[i] - 0.5 * xd[i];
+      check_close(to_host(q, d2.data() + 1, n - 1), r2, tol<T>, "scale offset " + what);
+      check_close(to_host(q, a2.data() + 1, n - 1), a2r, tol<T>, "axpy offset " + what);
+    }
+
+    // n == 0 touches nothing: the poisoned element stays.
+    auto dc = poisoned<T>(q, n);
+    copy(q, n, static_cast<const T*>(dx.data()), dc.data());
+    check_bits(to_host(q, dc.data(), std::max<std::size_t>(n, 1)), n ? x : std::vector<T>{nan_of<T>()}, "copy " + what);
+    auto df = poisoned<T>(q, n);
+    fill(q, n, T(2.5), df.data());
+    CHECK(to_host(q, df.data(), n) == std::vector<T>(n, T(2.5)));
+    fill(q, n, T(0), df.data());  // all-zero bytes (a memset on a device)
+    CHECK(to_host(q, df.data(), n) == std::vector<T>(n, T(0)));
+    if (n == 0) CHECK(std::isnan(to_host(q, df.data(), 1)[0]));
+  }
+}
+
+TEST_CASE_TEMPLATE("kernels: sum and sum_squares accumulate in double", T, float, double, bf16) {
+  queue_t q;
+  rng g(700);
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(9), std::size_t(16384), std::size_t(16385),
+                        std::size_t(65537), std::size_t(1000001), std::size_t(3000001)}) {
+    CAPTURE(n);
+    const auto x = g.uniform<T>(n);
+    double s_ref = 0, abs_ref = 0, q_ref = 0;
+    for (T v : x) s_ref += to_d(v), abs_ref += std::abs(to_d(v)), q_ref += to_d(v) * to_d(v);
+    auto dx = to_dev(q, x);
+    const T* p = n ? dx.data() : nullptr;
+    const double s = sum(q, n, p), sq = sum_squares(q, n, p);
+    // Exact terms summed in double: only the order differs from the reference.
+    CHECK(std::abs(s - s_ref) <= 1e-12 * std::max(1.0, abs_ref));
+    CHECK(std::abs(sq - q_ref) <= 1e-12 * std::max(1.0, q_ref));
+    if (n == 0) CHECK((s == 0.0 && sq == 0.0));
+  }
+}
+
+TEST_CASE_TEMPLATE("kernels: all_finite finds NaN and infinities anywhere", T, float, double, bf16) {
+  queue_t q;
+  rng g(800);
+  std::vector<T> bad;
+  T biggest, tiny;
+  if constexpr (is_bf16<T>) {
+    for (int b : {0x7fc0, 0xffff, 0x7f80, 0xff80, 0x7f81}) bad.push_back(bf16::from_bits(std::uint16_t(b)));
+    biggest = bf16::from_bits(0x7f7f);
+    tiny = bf16::from_bits(0x0001);
+  } else {
+    bad = {std::numeric_limits<T>::quiet_NaN(), -std::numeric_limits<T>::quiet_NaN(),
+           std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()};
+    biggest = std::numeric_limits<T>::max();
+    tiny = std::numeric_limits<T>::denorm_min();
+  }
+  for (std::size_t n : {std::size_t(1), std::size_t(3), std::size_t(31), std::size_t(1000), std::size_t(32768),
+                        std::size_t(65537), std::size_t(100000), std::size_t(3000001)}) {
+    CAPTURE(n);
+    auto x = g.uniform<T>(n);
+    x[0] = biggest;  // large, and subnormal, but finite
+    if (n > 1) x[1] = tiny;
+    auto dx = to_dev(q, x);
+    CHECK(all_finite(q, n, static_cast<const T*>(dx.data())));
+    for (std::size_t pos : {std::size_t(0), n / 2, n - 1})
+      for (T v : bad) {
+        B::upload(q, &v, 1, dx.data() + pos);
+        CHECK_FALSE(all_finite(q, n, static_cast<const T*>(dx.data())));
+        B::upload(q, &x[pos], 1, dx.data() + pos);
+      }
+    CHECK(all_finite(q, n, static_cast<const T*>(dx.data())));
+  }
+  CHECK(all_finite(q, 0, static_cast<const T*>(nullptr)));
+}
+
+TEST_CASE_TEMPLATE("kernels: copy_2d copies a block between padded layouts", T, float, double, bf16) {
+  queue_t q;
+  rng g(900);
+  const std::size_t rows = 5, cols = 7, ls = 11, ld = 9;
+  const auto src = g.uniform<T>(rows * ls);
+  auto dsrc = to_dev(q, src), ddst = poisoned<T>(q, rows * ld);
+  copy_2d(q, rows, cols, static_cast<const T*>(dsrc.data()), ls, ddst.data(), ld);
+  std::vector<T> want(rows * ld, nan_of<T>());  // the padding is never written
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) want[r * ld + c] = src[r * ls + c];
+  check_bits(to_host(q, ddst.data(), rows * ld), want, "copy_2d");
+  // Nothing to copy: nothing touched; leading dimensions below cols are refused first.
+  copy_2d(q, 0, cols, static_cast<const T*>(dsrc.data()), ls, ddst.data(), ld);
+  copy_2d(q, rows, 0, static_cast<const T*>(dsrc.data()), ls, ddst.data(), ld);
+  CHECK_THROWS_AS(copy_2d(q, rows, cols, static_cast<const T*>(dsrc.data()), 3, ddst.data(), ld),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(copy_2d(q, rows, cols, static_cast<const T*>(dsrc.data()), ls, ddst.data(), 6),
+                  std::invalid_argument);
+  check_bits(to_host(q, ddst.data(), rows * ld), want, "copy_2d untouched");
+}
+
+// ---- conversions ------------------------------------------------------------------------
+
+// float -> bf16, round to nearest even, by comparing distances in double (independent
+// of the bit trick strata::bf16 uses). NaN gives a NaN.
+inline bf16 ref_bf16(float f) {
+  if (std::isnan(f)) return bf16::from_bits(0x7fc0);
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const auto lo = std::uint16_t(u >> 16);  // truncated toward zero
+  if ((u & 0xffffu) == 0) return bf16::from_bits(lo);
+  const auto hi = std::uint16_t(lo + 1);  // the next bf16 away from zero
+  const double x = f, a = std::bit_cast<float>(std::uint32_t(lo) << 16);
+  // past the largest finite bf16 the next step is 2^128, which rounds to Inf
+  const double b = (hi & 0x7f80) == 0x7f80 ? std::copysign(std::ldexp(1.0, 128), x)
+                                           : double(std::bit_cast<float>(std::uint32_t(hi) << 16));
+  const double da = std::abs(x - a), db = std::abs(x - b);
+  return bf16::from_bits(da < db ? lo : db < da ? hi : (lo & 1) ? hi : lo);
+}
+
+// Random bit patterns (NaNs, infinities, subnormals), values over many binades, and
+// the edge cases of round-to-nearest-even.
+inline std::vector<float> cast_inputs(rng& g, std::size_t n) {
+  std::vector<float> v;
+  std::uniform_int_distribution<std::uint32_t> any;
+  std::uniform_real_distribution<double> mag(-40.0, 40.0);
+  for (std::size_t i = 0; i < n; ++i)
+    v.push_back(i % 2 == 0 ? std::bit_cast<float>(any(g.engine()))
+                           : float((i % 4 == 1 ? 1.0 : -1.0) * std::exp2(mag(g.engine()))));
+  for (std::uint32_t b : {0x00000000u, 0x80000000u,                            // +-0
+                          0x3f808000u, 0x3f818000u, 0xbf808000u,               // ties: down, up, negative
+                          0x3f808001u, 0x3f807fffu,                            // just above / below a tie
+                          0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0x7f7f8000u,  // overflow, largest bf16, its tie
+                          0x7f800000u, 0xff800000u,                            // +-Inf
+                          0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu,  // quiet and signalling NaNs
+                          0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu, 0x00800000u, 0x807f8000u})
+    v.push_back(std::bit_cast<float>(b));  // subnormals and tiny ties last
+  return v;
+}
+
+template <class From, class To>
+void check_cast(queue_t& q, const std::vector<From>& x, const std::vector<To>& want, const std::string& what) {
+  const std::size_t m = x.size();
+  auto dx = to_dev(q, x);
+  auto dy = poisoned<To>(q, m);
+  cast_elements(q, m, static_cast<const From*>(dx.data()), dy.data());
+  check_bits(to_host(q, dy.data(), m), want, what);
+  if (m > 2) {  // misaligned starts take the scalar path
+    auto dz = poisoned<To>(q, m);
+    cast_elements(q, m - 1, static_cast<const From*>(dx.data()) + 1, dz.data() + 1);
+    check_bits(to_host(q, dz.data() + 1, m - 1), std::vector<To>(want.begin() + 1, want.end()), what + " offset");
+  }
+}
+
+TEST_CASE("kernels: cast_elements between float, double and bf16 is bit-exact") {
+  queue_t q;
+  rng g(1000);
+  for (std::size_t n :
+       {std::size_t(1), std::size_t(7), std::size_t(8), std::size_t(1003), std::size_t(65537), std::size_t(1000003)}) {
+    const std::string what = " n=" + std::to_string(n);
+    const auto xf = cast_inputs(g, n);
+    const std::size_t m = xf.size();
+    // Doubles between floats, so that double -> float rounds too.
+    std::vector<double> xd(m);
+    for (std::size_t i = 0; i < m; ++i) xd[i] = double(xf[i]) * (1.0 + std::ldexp(double(i % 5), -30));
+    std::vector<bf16> f2b(m), d2b(m);
+    std::vector<float> b2f(m), d2f(m);
+    std::vector<double> f2d(m), b2d(m);
+    for (std::size_t i = 0; i < m; ++i) {
+      f2b[i] = ref_bf16(xf[i]);
+      d2b[i] = ref_bf16(static_cast<float>(xd[i]));  // via float: two roundings, as documented
+      d2f[i] = static_cast<float>(xd[i]);
+      f2d[i] = xf[i];
+      b2f[i] = std::bit_cast<float>(std::uint32_t(f2b[i].bits) << 16);  // the high half of the float
+      b2d[i] = b2f[i];
+    }
+    check_cast(q, xf, f2b, "float -> bf16" + what);
+    check_cast(q, f2b, b2f, "bf16 -> float" + what);
+    check_cast(q, xd, d2b, "double -> bf16" + what);
+    check_cast(q, xd, d2f, "double -> float" + what);
+    check_cast(q, f2b, b2d, "bf16 -> double" + what);
+    check_cast(q, xf, f2d, "float -> double" + what);
+  }
+  // Every bf16 bit pattern widens exactly.
+  std::vector<bf16> every(65536);
+  std::vector<float> wide(every.size());
+  for (std::size_t i = 0; i < every.size(); ++i) {
+    every[i] = bf16::from_bits(static_cast<std::uint16_t>(i));
+    wide[i] = std::bit_cast<float>(std::uint32_t(i) << 16);
+  }
+  check_cast(q, every, wide, "every bf16 -> float");
+  CHECK_THROWS_AS(cast_elements(q, 3, static_cast<const float*>(nullptr), static_cast<bf16*>(nullptr)),
+                  std::invalid_argument);
+}
+
+TEST_CASE("kernels: cast_ids truncates toward zero; unrepresentable values become INT32_MIN") {
+  queue_t q;
+  constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> vd = {0.0,          1.9,           -1.9,   7.0, 2147483647.0, -2147483648.0,
+                                  2147483648.0, -2147483649.0, -1e300, nan, inf,          -0.5};
+  const std::vector<std::int32_t> want_d = {0, 1, -1, 7, hi, lo, lo, lo, lo, lo, lo, 0};
+  auto dd = to_dev(q, vd);
+  auto ids = poisoned<std::int32_t>(q, vd.size());
+  cast_ids(q, vd.size(), static_cast<const double*>(dd.data()), ids.data());
+  CHECK(to_host(q, ids.data(), vd.size()) == want_d);
+  // 2147483520 is the largest float below 2^31.
+  const std::vector<float> vf = {3.0f,          12345.0f,      -0.5f, 16777216.0f, -1.9f,
+                                 2147483520.0f, 2147483648.0f, 3e9f,  float(nan),  float(-inf)};
+  const std::vector<std::int32_t> want_f = {3, 12345, 0, 16777216, -1, 2147483520, lo, lo, lo, lo};
+  auto df = to_dev(q, vf);
+  cast_ids(q, vf.size(), static_cast<const float*>(df.data()), ids.data());
+  CHECK(to_host(q, ids.data(), vf.size()) == want_f);
+}
+
+}  // namespace kernel_suite

@@ -401,7 +401,7 @@ gemm_sum time_gemms(const options& o, const model_desc& m, const std::string& ma
       dW.push_back(random_buffer<float>(q, in * out, 10001 + l, 1e-3f));
     }
     q.synchronize();
-    // The trainer's calls (runtime/layer_exec.hpp, exec<Linear>):
+    // The trainer's calls (layers/linear.hpp, Linear::forward/backward):
     //   forward gemm(N, N, rows, out, in, 1, X, in, W, out, 0, Y, out)
     //   wgrad   gemm(T, N, in, out, rows, 1, X, in, dY, out, 1, dW, out)
     //   dgrad   gemm(N, T, rows, in, out, 1, dY, out, W, out, 0, dX, in)

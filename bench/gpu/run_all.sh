@@ -7,9 +7,9 @@
 #   bash bench/gpu/run_all.sh [--only PARTS] [--quick] [--fresh]
 #
 # PARTS, comma-separated, run in this order (default: all of them, after --fresh):
-#   build           compile every binary below, in parallel (nvcc -arch=sm_90 -std=c++20
-#                   --expt-relaxed-constexpr; benches -O3, tests -O2 -Werror all-warnings)
-#   tests           tests/gpu: test_cuda_kernels, test_trainer_cuda, test_nccl (a world of one)
+#   build           configure and build with CMake, the one build path (`cmake --preset gpu`:
+#                   sm_90, Release, benches and examples on; carried dependencies from .carry/)
+#   tests           every test labelled gpu (ctest -L gpu), each with its own log
 #   step            bench_step --only launch, then --only gemm (two processes)
 #   pytorch-launch  pytorch_mlp.py --models launch
 #   pytorch-gemm    pytorch_mlp.py --models gemm
@@ -26,27 +26,22 @@
 # When $OUT is set, the report, the parts' markdown/JSON and the logs are copied under it
 # after every part (the device tool brings $OUT back even when a command is cut off).
 #
-# Dependencies on the GPU machine: the CUDA toolkit (nvcc, cuBLAS/cuBLASLt, CUB); NCCL >= 2.18
-# (found in $NCCL_HOME, the toolkit, /usr, or PyTorch's nvidia-nccl wheel); header-only
-# Boost.Hana (the planner) and doctest (the tests), taken from the system or from .carry/
-# (bash scripts/gpu_carry.sh fills it; carry ".carry"). MPI is optional: with mpicxx
-# (Open MPI's --showme) the NCCL world can bootstrap over MPI and test_nccl is built;
-# without it everything runs as a world of one GPU (nccl_communicator::single) and test_nccl
-# is skipped. The main job also needs zlib (system, or zlib.h and libz.so.1 from .carry/) and
-# the Fashion-MNIST files ($STRATA_FASHION_MNIST_DIR, Debian's dataset-fashion-mnist, or
-# .carry/data). PyTorch for the baselines.
+# Dependencies on the GPU machine: CMake, ninja and the CUDA toolkit (nvcc, cuBLAS/cuBLASLt,
+# CUB); NCCL >= 2.18 (the toolkit, /usr, $NCCL_HOME, or PyTorch's nvidia-nccl wheel, passed to
+# CMake); what Debian gives the build machine and the GPU machine lacks comes in .carry/
+# (bash scripts/gpu_carry.sh fills it; carry ".carry"): Boost.Hana and doctest headers with
+# their CMake packages, OpenBLAS, zlib, the Fashion-MNIST files. MPI is optional: without it
+# every program is a world of one GPU (nccl_communicator::single). PyTorch for the baselines.
 #
-# Knobs: NVCC, CUDA_ARCH (sm_90), BUILD_DIR (build-bench-gpu/, git-ignored), RESULTS_DIR
-# (bench/results), PYTHON, PART_TIMEOUT (s, default 1800), TEST_TIMEOUT (s, default 900),
-# BENCH_STEP_ARGS, PYTORCH_ARGS, KERNELS_ARGS (extra arguments), NCCL_HOME.
+# Knobs: BUILD_DIR (build-gpu/, git-ignored), RESULTS_DIR (bench/results), PYTHON,
+# PART_TIMEOUT (s, default 1800), TEST_TIMEOUT (s, default 900), BENCH_STEP_ARGS,
+# PYTORCH_ARGS, KERNELS_ARGS (extra arguments), NCCL_HOME, CMAKE_ARGS (extra -D options).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root" || exit 1
-nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-arch="${CUDA_ARCH:-sm_90}"
-build="${BUILD_DIR:-$root/build-bench-gpu}"
-work="$build/run_all"
+build="${BUILD_DIR:-$root/build-gpu}"
+work="$root/build-gpu-run"
 results="${RESULTS_DIR:-$root/bench/results}"
 python="${PYTHON:-$(command -v python3 || command -v python || true)}"
 part_timeout="${PART_TIMEOUT:-1800}"
@@ -66,7 +61,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 knobs=""
-for v in NVCC CUDA_ARCH BUILD_DIR RESULTS_DIR PYTHON PART_TIMEOUT TEST_TIMEOUT BENCH_STEP_ARGS PYTORCH_ARGS KERNELS_ARGS NCCL_HOME; do
+for v in BUILD_DIR RESULTS_DIR PYTHON PART_TIMEOUT TEST_TIMEOUT BENCH_STEP_ARGS PYTORCH_ARGS KERNELS_ARGS NCCL_HOME CMAKE_ARGS; do
   [[ -n "${!v:-}" ]] && knobs+="$v=$(printf '%q' "${!v}") "
 done
 command_line="${knobs}bash bench/gpu/run_all.sh${only:+ --only $only}$([[ $quick == 1 ]] && echo ' --quick')$([[ $fresh == 1 ]] && echo ' --fresh')"
@@ -108,200 +103,62 @@ watched() {
 status() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(date -u '+%H:%M:%S')" "${4:-}" >"$work/status/$1"; echo "[$1] $2${4:+ ($4)}"; }
 
 # ---------------------------------------------------------------------------------------
-# environment and dependencies
+# environment, dependencies and the build: CMake is the one build path
 # ---------------------------------------------------------------------------------------
 {
   echo "date: $(date -u)"
-  echo "nvcc: $("$nvcc" --version 2>/dev/null | tail -1)"
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
   command -v nvidia-smi >/dev/null && nvidia-smi 2>&1
   [[ -n "$python" ]] && "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } >"$work/logs/environment.log" 2>&1
 
-deps_notes=()
-cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc" 2>/dev/null || echo "$nvcc")")")"
-
-# NCCL: headers and library (strata/comm/nccl.hpp needs NCCL >= 2.18).
-nccl_flags=() nccl_note="not found"
-find_nccl() {
-  local cands=() d lib
-  [[ -n "${NCCL_HOME:-}" ]] && cands+=("$NCCL_HOME")
-  [[ -n "${NCCL_ROOT:-}" ]] && cands+=("$NCCL_ROOT")
-  cands+=("$cuda_root" /usr/local /usr)
-  if [[ -n "$python" ]]; then
-    d="$("$python" -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)"
-    [[ -n "$d" ]] && cands+=("$d")
-  fi
-  for d in "${cands[@]}"; do
-    [[ -f "$d/include/nccl.h" ]] || continue
-    for lib in "$d/lib" "$d/lib64" "$d/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu; do
-      local link=()
-      if [[ -e "$lib/libnccl.so" ]]; then link=(-lnccl)
-      elif [[ -e "$lib/libnccl.so.2" ]]; then link=(-l:libnccl.so.2)
-      else continue; fi
-      nccl_flags=()
-      [[ "$d" != /usr ]] && nccl_flags+=(-I"$d/include")
-      nccl_flags+=(-L"$lib" "${link[@]}" -Xlinker -rpath -Xlinker "$lib")
-      local v
-      v="$(awk '/#define NCCL_(MAJOR|MINOR|PATCH)[ \t]/{printf "%s%s", s, $3; s="."}' "$d/include/nccl.h")"
-      nccl_note="NCCL $v: $d/include/nccl.h, $lib"
-      return 0
-    done
+# What the machine lacks comes from .carry/ (scripts/gpu_carry.sh); NCCL from the toolkit,
+# $NCCL_HOME or PyTorch's nvidia-nccl wheel.
+cmake_hints=()
+carry="$root/.carry"
+if [[ -d "$carry" ]]; then
+  # OpenBLAS and its Fortran runtime travel gzipped (the carry limit): unpack them once
+  lib="$build/carried-lib"
+  mkdir -p "$lib"
+  for z in "$carry"/lib/*.gz; do
+    [[ -e "$z" ]] || continue
+    [[ -f "$lib/$(basename "$z" .gz)" ]] || gunzip -c "$z" >"$lib/$(basename "$z" .gz)"
   done
-  return 1
-}
-find_nccl
-deps_notes+=("NCCL: $nccl_note")
-
-# MPI (optional): Open MPI's compiler wrapper, flags translated for nvcc.
-mpi_cflags=() mpi_lflags=() have_mpi=0
-nvccify() {
-  local t
-  for t in "$@"; do
-    case "$t" in
-      -I*|-L*|-l*|-D*) printf '%s\n' "$t" ;;
-      -Wl,*) printf '%s\n' -Xlinker "${t#-Wl,}" ;;
-      *) printf '%s\n' -Xcompiler "$t" ;;
-    esac
-  done
-}
-if command -v mpicxx >/dev/null && mpicxx --showme:compile >/dev/null 2>&1; then
-  # shellcheck disable=SC2046
-  mapfile -t mpi_cflags < <(nvccify $(mpicxx --showme:compile))
-  # shellcheck disable=SC2046
-  mapfile -t mpi_lflags < <(nvccify $(mpicxx --showme:link))
-  have_mpi=1
-  deps_notes+=("MPI: $(command -v mpicxx) ($(mpicxx --showme:version 2>&1 | head -1))")
-else
-  # nccl.hpp and world.hpp include MPI only when <mpi.h> is found; without it a job is one
-  # process (nccl_communicator::single). STRATA_NO_MPI keeps a stray mpi.h out.
-  mpi_cflags=(-DSTRATA_NO_MPI)
-  deps_notes+=("MPI: no mpicxx (Open MPI --showme): built with -DSTRATA_NO_MPI, one-GPU worlds only; test_nccl needs MPI and is skipped")
+  cp -f "$carry"/lib/libz.so* "$lib/" 2>/dev/null
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cmake_hints+=(-DCMAKE_PREFIX_PATH="$carry" -DBoost_INCLUDE_DIR="$carry/include"
+                -DBLAS_LIBRARIES="$lib/libopenblas.so.0" -DSTRATA_CBLAS_INCLUDE_DIR="$carry/include/openblas"
+                -DZLIB_INCLUDE_DIR="$carry/include" -DZLIB_LIBRARY="$lib/libz.so.1"
+                -DSTRATA_FASHION_MNIST_DIR="$carry/data")
 fi
-
-# Header-only dependencies: Boost.Hana (the planner) and doctest (the tests).
-hana_flags=() hana_note="" doctest_flags=() doctest_note=""
-for d in "${BOOST_INCLUDE:-}" /usr/include /usr/local/include "$root/.carry/include"; do
-  [[ -n "$d" && -f "$d/boost/hana.hpp" ]] || continue
-  [[ "$d" != /usr/include ]] && hana_flags=(-isystem "$d")
-  hana_note="$d/boost/hana.hpp"
-  break
+for d in "${NCCL_HOME:-}" /usr/local/cuda /usr; do
+  [[ -n "$d" && -f "$d/include/nccl.h" ]] && { cmake_hints+=(-DSTRATA_NCCL_INCLUDE_DIR="$d/include"); break; }
 done
-for d in "${DOCTEST_INCLUDE:-}" /usr/include /usr/local/include "$root/.carry/include" "$root/.carry/doctest"; do
-  [[ -n "$d" && -f "$d/doctest/doctest.h" ]] || continue
-  [[ "$d" != /usr/include ]] && doctest_flags=(-isystem "$d")
-  doctest_note="$d/doctest/doctest.h"
-  break
-done
-# zlib (the main job reads the gzipped IDX files): header and library, system or carried.
-zlib_flags=() zlib_note=""
-for d in /usr/include /usr/local/include "$root/.carry/include"; do
-  [[ -f "$d/zlib.h" ]] || continue
-  for lib in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib "$root/.carry/lib"; do
-    local_link=()
-    if [[ -e "$lib/libz.so" ]]; then local_link=(-lz)
-    elif [[ -e "$lib/libz.so.1" ]]; then local_link=(-l:libz.so.1)
-    else continue; fi
-    zlib_flags=()
-    [[ "$d" != /usr/include ]] && zlib_flags+=(-isystem "$d")
-    zlib_flags+=(-L"$lib" "${local_link[@]}" -Xlinker -rpath -Xlinker "$lib")
-    zlib_note="$d/zlib.h, $lib"
-    break 2
-  done
-done
+if [[ -n "$python" ]]; then
+  d="$("$python" -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)"
+  if [[ -n "$d" && -f "$d/include/nccl.h" ]]; then
+    cmake_hints+=(-DSTRATA_NCCL_INCLUDE_DIR="$d/include" -DSTRATA_NCCL_LIBRARY="$(ls "$d"/lib/libnccl.so* | head -1)")
+  fi
+fi
 fmnist_dir=""
-for d in "${STRATA_FASHION_MNIST_DIR:-}" /usr/share/datasets/fashion-mnist "$root/.carry/data"; do
+for d in "${STRATA_FASHION_MNIST_DIR:-}" /usr/share/datasets/fashion-mnist "$carry/data"; do
   [[ -n "$d" && -f "$d/train-images-idx3-ubyte.gz" ]] && { fmnist_dir="$d"; break; }
 done
-deps_notes+=("zlib: ${zlib_note:-NOT FOUND (bash scripts/gpu_carry.sh carries zlib.h and libz.so.1)}")
-deps_notes+=("Fashion-MNIST: ${fmnist_dir:-NOT FOUND (bash scripts/gpu_carry.sh carries it in .carry/data)}")
-deps_notes+=("Boost.Hana: ${hana_note:-NOT FOUND (run bash scripts/gpu_carry.sh on the build machine and carry .carry)}")
-deps_notes+=("doctest: ${doctest_note:-NOT FOUND (copy /usr/include/doctest to .carry/include/doctest, or set DOCTEST_INCLUDE)}")
-printf '%s\n' "${deps_notes[@]}" >"$work/logs/dependencies.log"
-printf '  %s\n' "${deps_notes[@]}"
 
-# ---------------------------------------------------------------------------------------
-# building (each binary: its own log, skipped when its inputs and flags are unchanged)
-# ---------------------------------------------------------------------------------------
-libs=(-lcublasLt -lcublas)
-common=(-std=c++20 -arch="$arch" --expt-relaxed-constexpr -I"$root/include")
-test_flags=(-O2 -Xcompiler -Wall -Werror all-warnings)
-bin_names=(bench_kernels bench_step test_cuda_kernels test_trainer_cuda test_nccl fashion_mnist_train)
-src_of() {
-  case "$1" in
-    bench_*) echo "$here/$1.cu" ;;
-    test_*) echo "$root/tests/gpu/$1.cu" ;;
-    fashion_mnist_train) echo "$root/examples/fashion_mnist_train.cu" ;;
-  esac
+# The binaries each part runs, and the CMake targets that make them.
+declare -A target_path=(
+  [bench_kernels]="$build/bench/bench_gpu_kernels" [bench_step]="$build/bench/bench_gpu_step"
+  [fashion_mnist_train]="$build/examples/fashion_mnist_train_cuda")
+
+configure() {
+  # shellcheck disable=SC2086
+  cmake --preset gpu -B "$build" "${cmake_hints[@]}" ${CMAKE_ARGS:-} >"$work/logs/configure.log" 2>&1
 }
-# Prints the nvcc command line of a binary, or "MISSING: reason".
-flags_of() {
-  local name="$1" need=()
-  case "$name" in
-    bench_kernels) need=() ;;
-    bench_step) need=(hana nccl) ;;
-    test_cuda_kernels) need=(doctest) ;;
-    test_trainer_cuda) need=(doctest hana nccl) ;;
-    test_nccl) need=(nccl mpi) ;;
-    fashion_mnist_train) need=(hana nccl zlib) ;;
-  esac
-  local n missing=()
-  for n in "${need[@]}"; do
-    case "$n" in
-      hana) [[ -n "$hana_note" ]] || missing+=("Boost.Hana headers") ;;
-      doctest) [[ -n "$doctest_note" ]] || missing+=("doctest headers") ;;
-      nccl) [[ ${#nccl_flags[@]} -gt 0 ]] || missing+=("NCCL") ;;
-      mpi) [[ $have_mpi == 1 ]] || missing+=("MPI (mpicxx)") ;;
-      zlib) [[ -n "$zlib_note" ]] || missing+=("zlib") ;;
-    esac
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then echo "MISSING: ${missing[*]}"; return; fi
-  local f=("$nvcc" "${common[@]}")
-  case "$name" in
-    bench_kernels) f+=(-O3) ;;
-    bench_step) f+=(-O3 -Werror all-warnings "${hana_flags[@]}" "${mpi_cflags[@]}") ;;
-    test_cuda_kernels) f+=("${test_flags[@]}" "${doctest_flags[@]}") ;;
-    test_trainer_cuda) f+=("${test_flags[@]}" "${doctest_flags[@]}" "${hana_flags[@]}" "${mpi_cflags[@]}") ;;
-    test_nccl) f+=("${test_flags[@]}" "${mpi_cflags[@]}") ;;
-    fashion_mnist_train) f+=(-O3 -Werror all-warnings "${hana_flags[@]}" "${mpi_cflags[@]}") ;;
-  esac
-  f+=("$(src_of "$name")" -o "$build/$name")
-  case "$name" in
-    bench_step|test_trainer_cuda|test_nccl) f+=("${nccl_flags[@]}" "${libs[@]}" "${mpi_lflags[@]}") ;;
-    fashion_mnist_train) f+=("${nccl_flags[@]}" "${libs[@]}" "${mpi_lflags[@]}" "${zlib_flags[@]}") ;;
-    *) f+=("${libs[@]}") ;;
-  esac
-  printf '%q ' "${f[@]}"
-}
-stamp_of() {  # hash of the sources the binary depends on, and its command line
-  { flags_of "$1"; cat "$(src_of "$1")"; find "$root/include" -type f -print0 | sort -z | xargs -0 cat; } |
-    sha1sum | cut -d' ' -f1
-}
-build_one() {  # synchronous; records status build-<name>
-  local name="$1" cmd start rc
-  cmd="$(flags_of "$name")"
-  if [[ "$cmd" == MISSING:* ]]; then status "build-$name" "skipped" 0 "needs ${cmd#MISSING: }"; return 1; fi
-  local stamp
-  stamp="$(stamp_of "$name")"
-  if [[ -x "$build/$name" && -f "$build/$name.stamp" && "$(cat "$build/$name.stamp")" == "$stamp" ]]; then
-    status "build-$name" "ok" 0 "up to date"
-    return 0
-  fi
-  rm -f "$build/$name" "$build/$name.stamp"
-  start=$(date +%s)
-  echo "$cmd" >"$work/logs/build_$name.log"
-  eval "$cmd" >>"$work/logs/build_$name.log" 2>&1
-  rc=$?
-  if [[ $rc == 0 ]]; then
-    echo "$stamp" >"$build/$name.stamp"
-    status "build-$name" "ok" $(( $(date +%s) - start )) ""
-  else
-    status "build-$name" "failed" $(( $(date +%s) - start )) "nvcc exit $rc, see logs/build_$name.log"
-  fi
-  return $rc
-}
-ensure_built() {  # for parts run without the build part: rebuilds only what changed
-  if [[ -x "$build/$1" && -f "$build/$1.stamp" && "$(cat "$build/$1.stamp")" == "$(stamp_of "$1")" ]]; then return 0; fi
-  build_one "$1"
+ensure_built() {  # for parts run without the build part: builds the one target if missing
+  local name="$1"
+  [[ -x "${target_path[$name]}" ]] && return 0
+  [[ -f "$build/build.ninja" ]] || configure || return 1
+  cmake --build "$build" --target "$(basename "${target_path[$name]}")" >>"$work/logs/build.log" 2>&1
 }
 
 # ---------------------------------------------------------------------------------------
@@ -545,38 +402,39 @@ q=()
 [[ $quick == 1 ]] && q=(--quick)
 
 part_build() {
-  local pids=() n start failed=0 skipped=0
+  local start rc
   start=$(date +%s)
-  for n in "${bin_names[@]}"; do
-    build_one "$n" &
-    pids+=($!)
-  done
-  for n in "${pids[@]}"; do wait "$n" || true; done
-  for n in "${bin_names[@]}"; do
-    grep -q $'\tfailed\t' "$work/status/build-$n" 2>/dev/null && failed=$((failed + 1))
-    grep -q $'\tskipped\t' "$work/status/build-$n" 2>/dev/null && skipped=$((skipped + 1))
-  done
-  if [[ $failed -gt 0 ]]; then status build "failed" $(( $(date +%s) - start )) "$failed of ${#bin_names[@]} failed, $skipped skipped"
-  else status build "ok" $(( $(date +%s) - start )) "$skipped skipped"; fi
+  if ! configure; then
+    status build "failed" $(( $(date +%s) - start )) "cmake configure failed, see logs/configure.log"
+    return
+  fi
+  # the dependency line CMake prints, for the report
+  grep -E "^-- strata|^-- strata: skipping" "$work/logs/configure.log" | sed 's/^-- //' >"$work/logs/dependencies.log"
+  # only what this script runs: the gpu-labelled tests and the three programs (the host
+  # tests are CI's, and building them here would spend device time on a CPU's work)
+  local targets
+  targets="$(ninja -C "$build" -t targets all 2>/dev/null |
+             sed -n 's/^\(gpu_[A-Za-z0-9_]*\|bench_gpu_[a-z_]*\|fashion_mnist_train_cuda\): phony$/\1/p')"
+  # shellcheck disable=SC2086
+  cmake --build "$build" --target $targets >"$work/logs/build.log" 2>&1
+  rc=$?
+  if [[ $rc == 0 ]]; then status build "ok" $(( $(date +%s) - start )) ""
+  else status build "failed" $(( $(date +%s) - start )) "cmake --build exit $rc, see logs/build.log"; fi
 }
 
 part_tests() {
-  local n rc start
-  for n in test_cuda_kernels test_trainer_cuda test_nccl; do
-    if ! ensure_built "$n"; then
-      status "test-$n" "skipped" 0 "not built: $(cut -f5 "$work/status/build-$n" 2>/dev/null)"
-      echo "not built: $(cut -f5 "$work/status/build-$n" 2>/dev/null)" >"$work/logs/$n.log"
-      continue
-    fi
+  local n rc start names
+  [[ -f "$build/CTestTestfile.cmake" ]] || { status tests "skipped" 0 "not configured (run the build part)"; return; }
+  names="$(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: \(gpu\.[^ ]*\)$/\1/p')"
+  for n in $names; do
     start=$(date +%s)
-    watched run_limited "$test_timeout" "$build/$n" >"$work/logs/$n.log" 2>&1
+    watched run_limited "$test_timeout" ctest --test-dir "$build" -R "^$n\$" --output-on-failure \
+      >"$work/logs/$n.log" 2>&1
     rc=$?
-    case $rc in
-      0) status "test-$n" "passed" $(( $(date +%s) - start )) "" ;;
-      77) status "test-$n" "skipped" $(( $(date +%s) - start )) "no CUDA device" ;;
-      124|137) status "test-$n" "failed" $(( $(date +%s) - start )) "timed out after $test_timeout s" ;;
-      *) status "test-$n" "failed" $(( $(date +%s) - start )) "exit $rc" ;;
-    esac
+    if grep -q "Skipped" "$work/logs/$n.log"; then status "test-$n" "skipped" $(( $(date +%s) - start )) "no CUDA device"
+    elif [[ $rc == 0 ]]; then status "test-$n" "passed" $(( $(date +%s) - start )) ""
+    elif [[ $rc == 124 || $rc == 137 ]]; then status "test-$n" "failed" $(( $(date +%s) - start )) "timed out after $test_timeout s"
+    else status "test-$n" "failed" $(( $(date +%s) - start )) "exit $rc"; fi
   done
 }
 
@@ -586,7 +444,7 @@ part_step() {
   for k in launch gemm; do
     start=$(date +%s)
     # shellcheck disable=SC2086
-    watched run_limited "$part_timeout" "$build/bench_step" --only "$k" "${q[@]}" ${BENCH_STEP_ARGS:-} \
+    watched run_limited "$part_timeout" "${target_path[bench_step]}" --only "$k" "${q[@]}" ${BENCH_STEP_ARGS:-} \
       --out "$work/parts/bench_step_$k.md" --json "$work/parts/bench_step_$k.json" \
       >"$work/logs/bench_step_$k.log" 2>&1
     rc=$?
@@ -622,7 +480,7 @@ part_kernels() {
   start=$(date +%s)
   if ! ensure_built bench_kernels; then status kernels "skipped" 0 "bench_kernels not built"; return; fi
   # shellcheck disable=SC2086
-  watched run_limited "$part_timeout" "$build/bench_kernels" "${q[@]}" ${KERNELS_ARGS:-} --out "$work/parts/gpu_kernels.md" \
+  watched run_limited "$part_timeout" "${target_path[bench_kernels]}" "${q[@]}" ${KERNELS_ARGS:-} --out "$work/parts/gpu_kernels.md" \
     >"$work/logs/bench_kernels.log" 2>&1
   rc=$?
   case $rc in
@@ -640,7 +498,7 @@ part_mainjob() {
   if ! nvidia-smi -L >/dev/null 2>&1; then status mainjob "skipped" 0 "no CUDA device"; return; fi
   for prec in fp32 bf16; do
     start=$(date +%s)
-    STRATA_FASHION_MNIST_DIR="$fmnist_dir" watched run_limited "$part_timeout" "$build/fashion_mnist_train" 3 "$prec" \
+    STRATA_FASHION_MNIST_DIR="$fmnist_dir" watched run_limited "$part_timeout" "${target_path[fashion_mnist_train]}" 3 "$prec" \
       >"$work/logs/mainjob_$prec.log" 2>&1
     rc=$?
     acc="$(grep -o 'test accuracy: [0-9.]*' "$work/logs/mainjob_$prec.log" | tail -1)"

@@ -3,7 +3,7 @@
 // CPU it runs on: AVX2, AVX-512, ...). strata keeps no GEMM of its own.
 //
 // Threads: a GEMM on a queue uses the queue's threads (the rank's share of the
-// cores, see runtime/world.hpp): strata's pool splits C into one block per thread
+// cores, core/threads.hpp): strata's pool splits C into one block per thread
 // and each block is one single-threaded BLAS call, so strata and the BLAS never
 // hold more threads than that share between them.
 //

@@ -34,8 +34,9 @@ void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, doub
   detail::need(param && grad && (velocity || momentum == 0.0), "sgd_momentum_step", "null pointer");
   const auto s = math::sgd_scalars<T>::make(lr, momentum, weight_decay);
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+    const auto sc = s;  // a local copy: stores through param/velocity cannot alias it, so the loop vectorises
     T unused = T(0);
-    for (std::size_t i = b; i < e; ++i) math::sgd_update(param[i], grad[i], s.use_mom ? velocity + i : &unused, s);
+    for (std::size_t i = b; i < e; ++i) math::sgd_update(param[i], grad[i], sc.use_mom ? velocity + i : &unused, sc);
   });
 }
 
@@ -54,7 +55,8 @@ void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, d
   detail::need(param && grad && m && v, "adam_step", "null pointer");
   const auto s = math::adam_scalars<T>::make(lr, beta1, beta2, eps, weight_decay, step, decoupled);
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) math::adam_update(param[i], grad[i], m[i], v[i], s);
+    const auto sc = s;  // a local copy: stores through param/m/v cannot alias it, so the loop vectorises
+    for (std::size_t i = b; i < e; ++i) math::adam_update(param[i], grad[i], m[i], v[i], sc);
   });
 }
 

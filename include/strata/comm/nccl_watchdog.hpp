@@ -1,0 +1,502 @@
+// strata-header: cuda-only nccl
+#pragma once
+// The NCCL communicator's watchdog and owned state (used by comm/nccl.hpp).
+//
+// Failure model (the watchdog):
+//  * Communicators are created non-blocking (ncclConfig_t::blocking = 0), so
+//    no NCCL call can block the host indefinitely; every wait in this file
+//    polls with a timeout: STRATA_NCCL_TIMEOUT_S (seconds, default 300) at
+//    creation, changeable with set_timeout(); split children inherit it.
+//  * Every operation gets a sequence number, kind, sizes and call site, and a
+//    CUDA event recorded after it marks its completion. synchronize() polls
+//    those events plus ncclCommGetAsyncError. When NCCL reports an error, or
+//    no outstanding operation completes for `timeout`, it calls ncclCommAbort
+//    (which also makes NCCL kernels spinning on a dead peer exit) and throws a
+//    comm_error naming the communicator, rank, device, the oldest unfinished
+//    operation and the last one issued.
+//  * The same applies to creation, split, the enqueue itself (ncclInProgress)
+//    and destruction; NCCL errors returned by a call abort the communicator as
+//    well, since NCCL gives no guarantee about enqueued work after an error.
+//  * An aborted communicator stays unusable: every later call throws. Only
+//    that communicator is aborted; peers learn of the failure through their
+//    own watchdog. Treat the error as fatal for the job, e.g. fail_all(what).
+//  * The timeout only runs while the host waits: work that is enqueued and
+//    never waited on is never timed out.
+//  * Destruction drains outstanding work and finalizes (bounded by the
+//    timeout; on expiry it aborts). During stack unwinding it aborts at once,
+//    so a failing rank never sits in a destructor for the full timeout.
+//    Destroy communicators in the same order on every rank (scope order does).
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "strata/core/communicator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error "strata/comm/nccl.hpp needs NCCL >= 2.18 (non-blocking ncclCommSplit)"
+#endif
+
+namespace strata::comm {
+
+namespace detail {
+
+// strata::bf16 is passed to NCCL as ncclBfloat16: both are the bfloat16
+// layout of CUDA's __nv_bfloat16 (the high 16 bits of an IEEE float), so
+// every collective and p2p op takes bf16 buffers unchanged; NCCL reduces them
+// with its own bf16 kernels (sum, max, min).
+static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2);
+
+inline ncclDataType_t nccl_type(dtype t) noexcept {
+  switch (t) {
+    case dtype::f32: return ncclFloat32;
+    case dtype::f64: return ncclFloat64;
+    case dtype::i32: return ncclInt32;
+    case dtype::i64: return ncclInt64;
+    case dtype::bf16: return ncclBfloat16;  // same bits as strata::bf16
+  }
+  return ncclFloat32;
+}
+
+inline ncclRedOp_t nccl_op(reduce_op op) noexcept {
+  switch (op) {
+    case reduce_op::sum: return ncclSum;
+    case reduce_op::max: return ncclMax;
+    case reduce_op::min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+inline const char* dtype_name(dtype t) noexcept {
+  switch (t) {
+    case dtype::f32: return "f32";
+    case dtype::f64: return "f64";
+    case dtype::i32: return "i32";
+    case dtype::i64: return "i64";
+    case dtype::bf16: return "bf16";
+  }
+  return "?";
+}
+
+inline const char* reduce_name(reduce_op op) noexcept {
+  switch (op) {
+    case reduce_op::sum: return "sum";
+    case reduce_op::max: return "max";
+    case reduce_op::min: return "min";
+  }
+  return "?";
+}
+
+// "file:line", shortened to the part after include/ for library frames.
+inline std::string nccl_site(const std::source_location& w) {
+  std::string_view f = w.file_name();
+  if (auto p = f.rfind("include/"); p != std::string_view::npos) f.remove_prefix(p + 8);
+  return std::string(f) + ":" + std::to_string(w.line());
+}
+
+inline std::string nccl_seconds(std::chrono::milliseconds t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(t.count()) / 1000.0);
+  return buf;
+}
+
+inline std::string cuda_error_text(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+inline std::string nccl_error_text(ncclResult_t r) {
+  std::string s = ncclGetErrorString(r);
+  // ncclGetLastError ignores its argument and holds the last WARN text, which
+  // is usually the only place the real cause (e.g. peer address) appears.
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && *last != '\0') s += " [NCCL: " + std::string(last) + "]";
+  return s;
+}
+
+// Polling that reacts within microseconds to the common fast completion but
+// backs off to sleeping so a long wait does not burn a core other ranks need.
+class nccl_backoff {
+ public:
+  void pause() {
+    if (++n_ < 200) {
+      std::this_thread::yield();
+    } else {
+      const int shift = std::min(n_ - 200, 5);
+      std::this_thread::sleep_for(std::chrono::microseconds(32 << shift));  // up to ~1 ms
+    }
+  }
+  void reset() noexcept { n_ = 0; }
+
+ private:
+  int n_ = 0;
+};
+
+enum class nccl_op_kind : unsigned char {
+  all_reduce, reduce_scatter, all_gather, broadcast, all_to_all,
+  send, recv, sendrecv, group, barrier, agree, agree_message, gather_ranks
+};
+
+// What the watchdog reports about one issued operation.
+struct nccl_op_info {
+  std::uint64_t seq = 0;
+  nccl_op_kind kind = nccl_op_kind::barrier;
+  dtype type = dtype::i32;
+  reduce_op op = reduce_op::sum;
+  std::size_t count = 0;   // group: number of sends
+  std::size_t count2 = 0;  // sendrecv: receive count; group: number of receives
+  int peer = no_peer;      // send/recv: peer; broadcast: root; sendrecv: dest
+  int peer2 = no_peer;     // sendrecv: source
+  std::source_location where{};
+};
+
+inline std::string nccl_describe(const nccl_op_info& o) {
+  auto n = [&](std::size_t c) { return std::string(dtype_name(o.type)) + " x " + std::to_string(c); };
+  std::string s;
+  switch (o.kind) {
+    case nccl_op_kind::all_reduce: s = "all_reduce(" + n(o.count) + ", " + reduce_name(o.op) + ")"; break;
+    case nccl_op_kind::reduce_scatter:
+      s = "reduce_scatter(" + n(o.count) + " per rank, " + reduce_name(o.op) + ")";
+      break;
+    case nccl_op_kind::all_gather: s = "all_gather(" + n(o.count) + " per rank)"; break;
+    case nccl_op_kind::broadcast: s = "broadcast(" + n(o.count) + ", root " + std::to_string(o.peer) + ")"; break;
+    case nccl_op_kind::all_to_all: s = "all_to_all(" + n(o.count) + " per peer)"; break;
+    case nccl_op_kind::send: s = "send(" + n(o.count) + " to rank " + std::to_string(o.peer) + ")"; break;
+    case nccl_op_kind::recv: s = "recv(" + n(o.count) + " from rank " + std::to_string(o.peer) + ")"; break;
+    case nccl_op_kind::sendrecv:
+      s = "sendrecv(" + n(o.count) + " to rank " + std::to_string(o.peer) + ", " + n(o.count2) +
+          " from rank " + std::to_string(o.peer2) + ")";
+      break;
+    case nccl_op_kind::group:
+      s = "group(" + std::to_string(o.count) + " sends, " + std::to_string(o.count2) + " recvs)";
+      break;
+    case nccl_op_kind::barrier: s = "barrier"; break;
+    case nccl_op_kind::agree: s = "agree"; break;
+    case nccl_op_kind::agree_message: s = "agree(message broadcast)"; break;
+    case nccl_op_kind::gather_ranks: s = "group_of(membership check)"; break;
+  }
+  s = "op #" + std::to_string(o.seq) + " " + s;
+  if (o.where.line() != 0) s += " issued at " + nccl_site(o.where);
+  return s;
+}
+
+// Restores the caller's current device: the communicator's CUDA calls must
+// run on its device, the caller's thread may be on another one.
+class device_scope {
+ public:
+  struct quiet_t {};
+  // Operations: a failure to switch is reported with the communicator's name.
+  device_scope(int device, std::string_view who,
+               const std::source_location at = std::source_location::current()) {
+    cudaError_t e = cudaGetDevice(&prev_);
+    if (e == cudaSuccess && prev_ != device) e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw comm_error("strata::comm: cudaSetDevice(" + std::to_string(device) + ") failed at " +
+                       nccl_site(at) + " on communicator '" + std::string(who) + "': " + cuda_error_text(e));
+    }
+    if (prev_ == device) prev_ = -1;
+  }
+  // Teardown and abort paths: best effort, never throws.
+  device_scope(int device, quiet_t) noexcept {
+    if (device >= 0 && cudaGetDevice(&prev_) == cudaSuccess && prev_ != device &&
+        cudaSetDevice(device) == cudaSuccess)
+      return;
+    prev_ = -1;
+    (void)cudaGetLastError();
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+  ~device_scope() {
+    if (prev_ >= 0) (void)cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+};
+
+// Everything a communicator owns, behind a pointer so moves are trivially
+// correct and name() views stay valid.
+struct nccl_state {
+  struct pending_op {
+    nccl_op_info info;
+    cudaEvent_t done;
+  };
+
+  ncclComm_t comm = nullptr;
+  int rank = 0;
+  int size = 0;
+  int device = -1;
+  std::string name;
+  std::shared_ptr<CUstream_st> owned_stream;  // shared with split children
+  cudaStream_t stream = nullptr;
+  std::chrono::milliseconds timeout{300'000};
+  std::uint64_t seq = 0;
+  nccl_op_info last{};
+  std::deque<pending_op> pending;
+  std::vector<cudaEvent_t> spare_events;
+  cudaEvent_t join_event = nullptr;
+  std::string abort_reason;  // non-empty once aborted
+  std::int32_t* dev_scratch = nullptr;
+  std::int32_t* host_scratch = nullptr;  // pinned
+
+  nccl_state() = default;
+  nccl_state(const nccl_state&) = delete;
+  nccl_state& operator=(const nccl_state&) = delete;
+
+  ~nccl_state() {
+    device_scope on(device, device_scope::quiet_t{});
+    if (comm != nullptr) teardown();
+    for (auto& p : pending) (void)cudaEventDestroy(p.done);
+    for (auto e : spare_events) (void)cudaEventDestroy(e);
+    if (join_event != nullptr) (void)cudaEventDestroy(join_event);
+    if (dev_scratch != nullptr) (void)cudaFree(dev_scratch);
+    if (host_scratch != nullptr) (void)cudaFreeHost(host_scratch);
+    (void)cudaGetLastError();  // errors at teardown (e.g. after exit) are not ours to report
+  }
+
+  std::string where() const {
+    return "communicator '" + name + "' (rank " + std::to_string(rank) + " of " +
+           std::to_string(size) + ", CUDA device " + std::to_string(device) + ")";
+  }
+
+  // Drops finished operations from the front (they complete in stream order).
+  cudaError_t retire(bool& progressed) {
+    while (!pending.empty()) {
+      const cudaError_t e = cudaEventQuery(pending.front().done);
+      if (e == cudaErrorNotReady) return cudaSuccess;
+      if (e != cudaSuccess) return e;
+      spare_events.push_back(pending.front().done);
+      pending.pop_front();
+      progressed = true;
+    }
+    return cudaSuccess;
+  }
+
+  // Polls until c has left ncclInProgress; returns its state, or
+  // ncclInProgress when the deadline passed first.
+  static ncclResult_t poll_ready(ncclComm_t c, std::chrono::steady_clock::time_point deadline) {
+    nccl_backoff b;
+    for (;;) {
+      ncclResult_t st = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(c, &st);
+      if (r != ncclSuccess) return r;
+      if (st != ncclInProgress) return st;
+      if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
+      b.pause();
+    }
+  }
+
+  void abort_comm(std::string reason) noexcept {
+    if (comm != nullptr) {
+      device_scope on(device, device_scope::quiet_t{});
+      (void)ncclCommAbort(comm);
+      comm = nullptr;
+    }
+    // Destroying a still-recorded event is allowed (released on completion);
+    // no allocation here, this runs on error paths.
+    for (auto& p : pending) (void)cudaEventDestroy(p.done);
+    pending.clear();
+    abort_reason = std::move(reason);
+  }
+
+  std::string pending_summary() const {
+    std::string s;
+    if (!pending.empty()) {
+      s = "waiting for " + nccl_describe(pending.front().info);
+      if (pending.front().info.seq != last.seq) s += "; last issued " + nccl_describe(last);
+      s += "; " + std::to_string(pending.size()) + " operation(s) outstanding";
+    } else {
+      s = "last issued " + nccl_describe(last);
+    }
+    return s;
+  }
+
+  [[noreturn]] void watchdog_fail(const std::string& what, const std::source_location& at) {
+    std::string msg = "strata::comm: NCCL watchdog on " + where() + ": " + what + " (in wait called at " +
+                      nccl_site(at) + "); " + pending_summary() +
+                      ". Called ncclCommAbort; this communicator is now unusable. Usual causes: a peer "
+                      "rank died or hangs, or the ranks issued collectives in different orders or "
+                      "with different sizes";
+    abort_comm(msg);
+    throw comm_error(msg);
+  }
+
+  [[noreturn]] void nccl_fail(ncclResult_t r, const char* call, const nccl_op_info* op,
+                              const std::source_location& at) {
+    std::string msg = std::string("strata::comm: ") + call + " failed at " + nccl_site(at) + " on " + where();
+    if (op != nullptr) msg += " during " + nccl_describe(*op);
+    msg += ": " + nccl_error_text(r);
+    if (comm != nullptr) msg += ". Called ncclCommAbort; this communicator is now unusable";
+    if (op != nullptr) last = *op;
+    abort_comm(msg);
+    throw comm_error(msg);
+  }
+
+  [[noreturn]] void cuda_fail(cudaError_t e, const char* call, const nccl_op_info* op,
+                              const std::source_location& at) {
+    (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+    if (op != nullptr) last = *op;
+    std::string msg = std::string("strata::comm: ") + call + " failed at " + nccl_site(at) + " on " + where();
+    if (op != nullptr) msg += " during " + nccl_describe(*op);
+    throw comm_error(msg + ": " + cuda_error_text(e));
+  }
+
+  void cuda_check(cudaError_t e, const char* call, const nccl_op_info* op = nullptr,
+                  const std::source_location at = std::source_location::current()) {
+    if (e != cudaSuccess) [[unlikely]]
+      cuda_fail(e, call, op, at);
+  }
+
+  // Result of an NCCL call on this communicator: success, or ncclInProgress
+  // (non-blocking enqueue still running: wait until it is done, as NCCL
+  // requires before the next call), or an error.
+  void nccl_check(ncclResult_t r, const char* call, const nccl_op_info* op = nullptr,
+                  const std::source_location at = std::source_location::current()) {
+    if (r == ncclSuccess) [[likely]]
+      return;
+    if (r == ncclInProgress) {
+      const ncclResult_t st = poll_ready(comm, std::chrono::steady_clock::now() + timeout);
+      if (st == ncclSuccess) return;
+      if (st == ncclInProgress) {
+        std::string msg = std::string("strata::comm: NCCL watchdog on ") + where() + ": " + call +
+                          " (at " + nccl_site(at) + ")";
+        if (op != nullptr) msg += " for " + nccl_describe(*op);
+        msg += " was still in progress after " + nccl_seconds(timeout) +
+               ". Called ncclCommAbort; this communicator is now unusable. Usual causes: a peer "
+               "rank died or never reached the matching call";
+        if (op != nullptr) last = *op;
+        abort_comm(msg);
+        throw comm_error(msg);
+      }
+      r = st;
+    }
+    nccl_fail(r, call, op, at);
+  }
+
+  cudaEvent_t take_event() {
+    if (!spare_events.empty()) {
+      cudaEvent_t e = spare_events.back();
+      spare_events.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return e;
+  }
+
+  // Numbers an operation about to be enqueued (also when the enqueue fails,
+  // so error messages and later ops agree on the numbering). `last` is set
+  // once the description is complete: on commit, or by the failure paths.
+  void stamp(nccl_op_info& o) { o.seq = ++seq; }
+
+  nccl_op_info begin(nccl_op_kind kind, const std::source_location& where_from) {
+    nccl_op_info o;
+    o.kind = kind;
+    o.where = where_from;
+    stamp(o);
+    return o;
+  }
+
+  // Marks the end of an enqueued operation with an event (its completion).
+  void commit(const nccl_op_info& o) {
+    last = o;
+    if (pending.size() >= 32) {  // keep the list short when nobody synchronizes
+      bool progressed = false;
+      (void)retire(progressed);
+    }
+    cudaEvent_t e = take_event();
+    const cudaError_t rc = cudaEventRecord(e, stream);
+    if (rc != cudaSuccess) {
+      spare_events.push_back(e);
+      cuda_fail(rc, "cudaEventRecord", &o, std::source_location::current());
+    }
+    pending.push_back({o, e});
+  }
+
+  void synchronize(const std::source_location& at) {
+    device_scope on(device, name);
+    nccl_backoff b;
+    auto last_progress = std::chrono::steady_clock::now();
+    for (;;) {
+      bool progressed = false;
+      const cudaError_t e = retire(progressed);
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        watchdog_fail("CUDA reported " + cuda_error_text(e) + " while waiting", at);
+      }
+      if (pending.empty()) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (progressed) {
+        last_progress = now;
+        b.reset();
+      }
+      ncclResult_t st = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+      if (r != ncclSuccess) st = r;
+      if (st != ncclSuccess && st != ncclInProgress)
+        watchdog_fail("NCCL reported " + nccl_error_text(st), at);
+      if (now - last_progress > timeout)
+        watchdog_fail("no operation completed within " + nccl_seconds(timeout), at);
+      b.pause();
+    }
+  }
+
+  // Orderly shutdown: drain, ncclCommFinalize, ncclCommDestroy, each bounded
+  // by the timeout; abort instead when unwinding or when anything fails.
+  void teardown() noexcept {
+    bool clean = std::uncaught_exceptions() == 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    nccl_backoff b;
+    while (clean && !pending.empty()) {
+      bool progressed = false;
+      ncclResult_t st = ncclSuccess;
+      if (retire(progressed) != cudaSuccess || ncclCommGetAsyncError(comm, &st) != ncclSuccess ||
+          (st != ncclSuccess && st != ncclInProgress) || std::chrono::steady_clock::now() > deadline)
+        clean = false;
+      else if (!pending.empty())
+        b.pause();
+    }
+    if (clean) {
+      const ncclResult_t r = ncclCommFinalize(comm);
+      clean = (r == ncclSuccess || r == ncclInProgress) && poll_ready(comm, deadline) == ncclSuccess;
+    }
+    if (clean) {
+      if (const ncclResult_t r = ncclCommDestroy(comm); r != ncclSuccess && r != ncclInProgress)
+        std::fprintf(stderr, "[strata] %s: ncclCommDestroy failed: %s\n", where().c_str(),
+                     nccl_error_text(r).c_str());
+    } else {
+      if (std::uncaught_exceptions() == 0)
+        std::fprintf(stderr, "[strata] %s: orderly NCCL shutdown failed or timed out; aborting it\n",
+                     where().c_str());
+      (void)ncclCommAbort(comm);
+    }
+    comm = nullptr;
+  }
+};
+
+}  // namespace detail
+
+}  // namespace strata::comm

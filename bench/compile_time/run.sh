@@ -245,6 +245,7 @@ fi
 SHAPES_OF() { if [ "$1" = "$(echo "$LAYERS" | tr ' ' '\n' | sort -n | tail -1)" ]; then echo "replicate pipeline interleaved"; else echo "replicate pipeline"; fi; }
 MAXN="$(echo "$LAYERS" | tr ' ' '\n' | sort -n | tail -1)"
 WORKAROUNDS=()
+CLANG_NEEDS_BRACKET=0
 
 for n in $LAYERS; do
   ((n % PARTS == 0)) || { echo "run.sh: $n layers is not a multiple of $PARTS" >&2; exit 2; }
@@ -261,6 +262,7 @@ for n in $LAYERS; do
           bench_row "$n" "$shape" g++ -fconstexpr-ops-limit=$((1 << 30)) ;;
         clang++/"expression nesting (bracket depth)")
           WORKAROUNDS+=("clang++ hit its expression nesting limit (-fbracket-depth, default 256) at $n layers ($shape); rerun with -fbracket-depth=1024")
+          CLANG_NEEDS_BRACKET=1
           bench_row "$n" "$shape" clang++ -fbracket-depth=1024 ;;
         clang++/"constexpr evaluation limit")
           WORKAROUNDS+=("clang++ hit its constexpr step limit at $n layers ($shape); rerun with -fconstexpr-steps=$((1 << 26))")
@@ -298,10 +300,10 @@ fi
 
 # Constexpr evaluation budget used by the largest plans: smallest power of two that
 # still compiles (g++ -fconstexpr-ops-limit, default 2^25; clang -fconstexpr-steps,
-# default 2^20). clang needs -fbracket-depth above the layer count for these plans.
+# default 2^20). clang gets -fbracket-depth only if the timed runs needed it.
 BUDGET_ROWS=()
 CLANG_BUDGET_EXTRA=()
-((MAXN + 1 > 256)) && CLANG_BUDGET_EXTRA=(-fbracket-depth=1024)
+((CLANG_NEEDS_BRACKET)) && CLANG_BUDGET_EXTRA=(-fbracket-depth=1024)
 for shape in $(SHAPES_OF "$MAXN"); do
   f="${FILE_OF[$MAXN.$shape]}"
   g="n/a" cl="n/a"

@@ -29,6 +29,25 @@ static_assert(P::peak_activation_bytes(0) <= (64 << 20));
 using Single = Plan<Replicate<1, Flatten, Linear<784, 512>, ReLU, Linear<512, 512>, ReLU, Linear<512, 10>>,
                     Loss<SoftmaxCrossEntropy>, MicroBatch<64>, NumMicroBatch<4>>;
 
+// A split read on every rank; if any rank cannot read it, every rank throws the same
+// agreed_error naming that rank's problem (so a file missing on one node ends the job on all).
+template <class World>
+fashion_mnist::basic_dataset<float> load_everywhere(World& world, fashion_mnist::split which) {
+  fashion_mnist::basic_dataset<float> d;
+  std::string problem;
+  try {
+    d = fashion_mnist::load_fashion_mnist<float>(which);
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  try {
+    world.comm().agree(problem.empty(), problem);
+  } catch (const comm::comm_error& e) {
+    throw agreed_error(e.what());
+  }
+  return d;
+}
+
 // T: float, or bf16 for mixed precision (bf16 activations, FP32 master weights).
 template <class Plan, class T, class World>
 int run(World& world, int epochs) {
@@ -43,9 +62,9 @@ int run(World& world, int epochs) {
                   P::global_batch(world.size()), P::stages > 1 ? "1F1B, Adam lr 1e-3" : "one device, Adam lr 1e-3",
                   std::is_same_v<T, bf16> ? "bf16 mixed precision (FP32 master weights)" : "float32");
 
-    const auto train_set = fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::train);
-    const auto test_set = fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::test);
-    fashion_mnist::sharded_loader loader(train_set, replica, dp, P::micro_batch * P::num_micro_batch, /*seed=*/2024);
+    const auto train_set = load_everywhere(world, fashion_mnist::split::train);
+    const auto test_set = load_everywhere(world, fashion_mnist::split::test);
+    fashion_mnist::sharded_loader loader(train_set, replica, dp, P::replica_batch, /*seed=*/2024);
     const auto steps = loader.steps_per_epoch();
 
     for (int e = 0; e < epochs; ++e) {
@@ -54,7 +73,7 @@ int run(World& world, int epochs) {
       int window = 0;
       for (std::int64_t s = 0; s < steps; ++s) {
         const auto b = loader.batch(static_cast<std::uint64_t>(e), s);
-        const step_result r = train.step({b.images.data(), b.labels.data(), std::size_t(b.size), 784, 1});
+        const step_result r = train.step({.inputs = b.images, .labels = b.labels, .samples = std::size_t(b.size)});
         window_loss += r.loss;
         ++window;
         if (leader && ((s + 1) % 20 == 0 || s + 1 == steps)) {
@@ -77,7 +96,7 @@ int run(World& world, int epochs) {
     for (std::int64_t s = 0; s < eval.steps_per_epoch(); ++s) {
       const auto b = eval.batch(0, s);
       const step_result r =
-          train.evaluate({b.images.data(), b.labels.data(), std::size_t(b.size), 784, 1}, std::size_t(b.valid));
+          train.evaluate({.inputs = b.images, .labels = b.labels, .samples = std::size_t(b.size)}, std::size_t(b.valid));
       correct += r.correct;
       rows += r.rows;
     }
@@ -92,9 +111,9 @@ template <class World>
 int run_job(World& world, int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   const std::string precision = argc > 2 ? argv[2] : "fp32";
-  if (epochs < 1) throw std::invalid_argument("epochs must be a positive integer, not '" + std::string(argv[1]) + "'");
+  if (epochs < 1) throw agreed_error("epochs must be a positive integer, not '" + std::string(argv[1]) + "'");
   if (precision != "fp32" && precision != "bf16")
-    throw std::invalid_argument("precision must be fp32 or bf16, not '" + precision + "'");
+    throw agreed_error("precision must be fp32 or bf16, not '" + precision + "'");
   const bool bf = precision == "bf16";
   if (world.size() == 1) return bf ? run<Single, bf16>(world, epochs) : run<Single, float>(world, epochs);
   return bf ? run<P, bf16>(world, epochs) : run<P, float>(world, epochs);

@@ -21,7 +21,6 @@ int main(int argc, char** argv) {
   try {
     return run_job(world, argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[strata] rank %d: %s\n", world.rank(), e.what());
-    return 1;
+    return world.fail(e);  // agreed errors end every rank normally; any other ends the job
   }
 }

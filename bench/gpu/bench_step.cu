@@ -167,7 +167,8 @@ class host_batches {
 
   batch_view<float> view(long long i) const {
     const std::size_t b = static_cast<std::size_t>(i % k_);
-    return {x_ + b * samples_ * elems_, y_ + b * samples_, samples_, elems_, 1};
+    return {.inputs = {x_ + b * samples_ * elems_, samples_ * elems_}, .labels = {y_ + b * samples_, samples_},
+            .samples = samples_};
   }
 
  private:
@@ -225,15 +226,16 @@ class device_batches {
     y_ = cu::buffer<std::int32_t>(samples_ * std::size_t(k_));
     for (int b = 0; b < k_; ++b) {
       const auto v = h.view(b);
-      STRATA_CUDA_CHECK(cudaMemcpy(x_.data() + std::size_t(b) * samples_ * elems_, v.inputs,
+      STRATA_CUDA_CHECK(cudaMemcpy(x_.data() + std::size_t(b) * samples_ * elems_, v.inputs.data(),
                                    sizeof(float) * samples_ * elems_, cudaMemcpyHostToDevice));
-      STRATA_CUDA_CHECK(cudaMemcpy(y_.data() + std::size_t(b) * samples_, v.labels, sizeof(std::int32_t) * samples_,
+      STRATA_CUDA_CHECK(cudaMemcpy(y_.data() + std::size_t(b) * samples_, v.labels.data(), sizeof(std::int32_t) * samples_,
                                    cudaMemcpyHostToDevice));
     }
   }
   batch_view<float> view(long long i) const {
     const std::size_t b = static_cast<std::size_t>(i % k_);
-    return {x_.data() + b * samples_ * elems_, y_.data() + b * samples_, samples_, elems_, 1};
+    return {.inputs = {x_.data() + b * samples_ * elems_, samples_ * elems_},
+            .labels = {y_.data() + b * samples_, samples_}, .samples = samples_};
   }
 
  private:
@@ -309,7 +311,7 @@ breakdown time_host_side(const options& o, const model_desc& m, const host_batch
       double t0 = now_ms();
       for (int k = 0; k < inner; ++k) {
         const auto v = data.view(k);
-        bool ok = backend::host::all_finite(v.samples * v.input_elems, v.inputs);
+        bool ok = backend::host::all_finite(v.inputs.size(), v.inputs.data());
         for (std::size_t s = 0; s < v.samples; ++s) ok = ok && v.labels[s] >= 0 && v.labels[s] < m.classes;
         sink = sink && ok;
       }
@@ -317,8 +319,8 @@ breakdown time_host_side(const options& o, const model_desc& m, const host_batch
       t0 = now_ms();
       for (int k = 0; k < inner; ++k) {
         const auto v = data.view(k);
-        cu::upload(q, v.labels, v.samples, y.data());
-        cu::upload(q, v.inputs, v.samples * v.input_elems, x.data());
+        cu::upload(q, v.labels.data(), v.labels.size(), y.data());
+        cu::upload(q, v.inputs.data(), v.inputs.size(), x.data());
         q.synchronize();
       }
       up.push_back((now_ms() - t0) / inner);

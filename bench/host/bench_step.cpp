@@ -28,7 +28,7 @@ void run(unsigned threads, int steps, int warmup) {
   std::vector<std::int32_t> y(B);
   for (auto& v : x) v = nd(g);
   for (auto& v : y) v = static_cast<std::int32_t>(g() % 10);
-  const batch_view<float> batch{x.data(), y.data(), std::size_t(B), 784, 1};
+  const batch_view<float> batch{.inputs = x, .labels = y, .samples = std::size_t(B)};
   for (int i = 0; i < warmup; ++i) train.step(batch);
   const int n = std::max(steps, steps * 256 / B);  // small batches: more steps
   const auto t0 = std::chrono::steady_clock::now();

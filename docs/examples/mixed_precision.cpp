@@ -34,8 +34,8 @@ int main() {
       for (std::size_t k = 0; k < 16; ++k) sum += (x[i * 16 + k] = nd(g));
       y[i] = sum > 2 ? 3 : sum > 0 ? 2 : sum > -2 ? 1 : 0;  // a learnable label
     }
-    const double a = fp32.step({x.data(), y.data(), 64, 16, 1}).loss;
-    const double b = mixed.step({x.data(), y.data(), 64, 16, 1}).loss;
+    const double a = fp32.step({.inputs = x, .labels = y, .samples = 64}).loss;
+    const double b = mixed.step({.inputs = x, .labels = y, .samples = 64}).loss;
     worst = std::max(worst, std::abs(a - b) / a);
     if (s == 0) first = b;
     last = b;

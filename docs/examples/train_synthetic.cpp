@@ -47,7 +47,7 @@ int main() {
   bool refused = false;
   try {
     auto t = make_trainer<Hybrid>(world, SGD{});
-  } catch (const std::invalid_argument& e) {
+  } catch (const agreed_error& e) {  // thrown alike on every rank of a job
     std::printf("%s\n", e.what());  // "strata: world size 1 is not a multiple of the 4 devices ..."
     refused = true;
   }
@@ -71,7 +71,7 @@ int main() {
         for (std::size_t k = 0; k < 16; ++k) x[i * 16 + k] = xs[std::size_t(idx[i]) * 16 + k];
         y[i] = ys[std::size_t(idx[i])];
       }
-      const step_result r = train.step({x.data(), y.data(), 32, 16, 1});  // mean over the 32 samples
+      const step_result r = train.step({.inputs = x, .labels = y, .samples = 32});  // mean over the 32 samples
       sum += r.loss;
     }
     last = sum / double(shards.steps_per_epoch());
@@ -82,7 +82,7 @@ int main() {
   // Evaluation: samples a multiple of the micro-batch; the rows past `valid` are padding.
   xt.resize(256 * 16, 0.0f);
   yt.resize(256, 0);
-  const step_result test = train.evaluate({xt.data(), yt.data(), 256, 16, 1}, /*valid=*/250);
+  const step_result test = train.evaluate({.inputs = xt, .labels = yt, .samples = 256}, /*valid=*/250);
   std::printf("test: loss %.4f, accuracy %.3f over %lld samples\n", test.loss, double(test.correct) / double(test.rows),
               test.rows);
 

@@ -72,7 +72,7 @@ int main() {
   for (int step = 0; step < 50; ++step) {
     for (auto& v : x) v = nd(g);
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i * 8] > 0 ? (x[i * 8 + 1] > 0 ? 2 : 1) : 0;
-    const double loss = train.step({x.data(), y.data(), 32, 8, 1}).loss;
+    const double loss = train.step({.inputs = x, .labels = y, .samples = 32}).loss;
     if (step == 0) first = loss;
     last = loss;
   }

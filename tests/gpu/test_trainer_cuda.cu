@@ -14,6 +14,7 @@
 
 #include <strata/runtime/cuda_world.hpp>
 #include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
 
 using namespace strata;
@@ -64,8 +65,8 @@ std::pair<double, double> gpu_vs_host(optimizer opt, int steps, int vocab = 0, b
     y.resize(samples * per);
     for (std::size_t i = samples; i < y.size(); ++i) y[i] = y[i % samples];
     xh.assign(x.begin(), x.end());
-    const auto a = g.step({x.data(), y.data(), samples, in, per});
-    const auto b = h.step({xh.data(), y.data(), samples, in, per});
+    const auto a = g.step({.inputs = x, .labels = y, .samples = samples});
+    const auto b = h.step({.inputs = xh, .labels = y, .samples = samples});
     worst_loss = std::max(worst_loss, std::abs(a.loss - b.loss) / std::abs(b.loss));
   }
   const auto pa = g.gather_parameters(), pb = h.gather_parameters();
@@ -121,8 +122,8 @@ TEST_CASE("replayed graphs compute what eager launches compute, with no cudaMall
   std::size_t mallocs_after_warmup = 0;
   for (int s = 0; s < 8; ++s) {
     make_batch<float>(s, 64, 32, 10, 0, x, y);
-    const auto a = eager.step({x.data(), y.data(), 64, 32, 1});
-    const auto b = graphs.step({x.data(), y.data(), 64, 32, 1});
+    const auto a = eager.step({.inputs = x, .labels = y, .samples = 64});
+    const auto b = graphs.step({.inputs = x, .labels = y, .samples = 64});
     CHECK(std::abs(a.loss - b.loss) <= 1e-6 * std::abs(a.loss));
     if (s == 2) mallocs_after_warmup = backend::cuda::malloc_count();
   }
@@ -160,16 +161,17 @@ TEST_CASE("a batch already in device memory trains like the same batch from the 
   std::vector<std::int32_t> y;
   backend::cuda::buffer<float> dx(64 * 32);
   backend::cuda::buffer<std::int32_t> dy(64);
+  const batch_view<float> on_device{.inputs = {dx.data(), dx.size()}, .labels = {dy.data(), dy.size()}, .samples = 64};
   std::size_t mallocs_after_warmup = 0;
   for (int s = 0; s < 6; ++s) {
     make_batch<float>(s, 64, 32, 10, 0, x, y);
     REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) == cudaSuccess);
-    const auto a = from_host.step({x.data(), y.data(), 64, 32, 1});
-    const auto b = from_device.step({dx.data(), dy.data(), 64, 32, 1});
+    const auto a = from_host.step({.inputs = x, .labels = y, .samples = 64});
+    const auto b = from_device.step(on_device);
     CHECK(a.loss == b.loss);  // the same device work on the same values
     CHECK(a.correct == b.correct);
-    CHECK(std::isfinite(mixed.step({dx.data(), dy.data(), 64, 32, 1}).loss));
+    CHECK(std::isfinite(mixed.step(on_device).loss));
     if (s == 2) mallocs_after_warmup = backend::cuda::malloc_count();
   }
   CHECK(backend::cuda::malloc_count() == mallocs_after_warmup);  // bf16 graphs allocate nothing either
@@ -180,13 +182,23 @@ TEST_CASE("a batch already in device memory trains like the same batch from the 
   // bad values in a device batch are found before any work, with the host's messages
   x[100] = std::nanf("");
   REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-  CHECK_THROWS_WITH(from_device.step({dx.data(), dy.data(), 64, 32, 1}), doctest::Contains("NaN or Inf"));
+  CHECK_THROWS_WITH(from_device.step(on_device), doctest::Contains("NaN or Inf"));
   x[100] = 0.5f;
   y[7] = 12;
   REQUIRE(cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
   REQUIRE(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) == cudaSuccess);
-  CHECK_THROWS_WITH(from_device.step({dx.data(), dy.data(), 64, 32, 1}), doctest::Contains("label 12 at position 7"));
-  CHECK_THROWS_WITH(from_device.step({dx.data(), y.data(), 64, 32, 1}), doctest::Contains("both in host memory"));
+  CHECK_THROWS_WITH(from_device.step(on_device), doctest::Contains("label 12 at position 7"));
+  CHECK_THROWS_WITH(from_device.step({.inputs = on_device.inputs, .labels = y, .samples = 64}),
+                    doctest::Contains("both in host memory"));
+}
+
+TEST_CASE("the public verifier on one GPU: two interleaved chunks against the one-device reference") {
+  // a world of one GPU: both runs on the device, the reference in float64
+  auto w = cuda_local_world();
+  const verify::report r = verify::against_one_device<CHUNKS, double>(w, Adam{.lr = 1e-2}, 5,
+                                                                      verify::random_data<CHUNKS>(), 1e-9);
+  std::printf("%s", r.text().c_str());
+  CHECK(r.ok());
 }
 
 int main(int argc, char** argv) {

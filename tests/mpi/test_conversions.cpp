@@ -3,8 +3,7 @@
 // each it can be asked for, the result is exactly this device's share, and the bytes
 // the collective moved are what the planner counts (conversion_elems).
 // mpi-ranks: 2 4 8
-#define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "doctest_world.hpp"
 
 #include <cstdio>
 #include <vector>
@@ -17,8 +16,6 @@
 using namespace strata;
 
 namespace {
-
-strata::world<Host, comm::mpi_communicator>* g_world = nullptr;
 
 // Element (r, c) of the whole tensor: exact in double, distinct everywhere.
 double whole(std::size_t r, std::size_t c) { return double(r) * 1000.0 + double(c); }
@@ -49,7 +46,7 @@ std::vector<double> share(sbp l, std::size_t R, std::size_t C, int n, int k) {
 }  // namespace
 
 TEST_CASE("every conversion yields this device's share, moving the planned bytes") {
-  auto& w = *g_world;
+  auto& w = mpi_test::world();
   const int n = w.size(), k = w.rank();
   comm::counting<comm::mpi_communicator> part(w.comm().split(0, k));
   Host::queue q(1);
@@ -78,14 +75,4 @@ TEST_CASE("every conversion yields this device's share, moving the planned bytes
       ++ran;
     }
   CHECK(ran == 9);
-}
-
-int main(int argc, char** argv) {
-  auto w = strata::init<Host>(argc, argv);
-  g_world = &w;
-  doctest::Context ctx(argc, argv);
-  if (w.rank() != 0) ctx.setOption("out", "/dev/null");
-  int rc = ctx.run();
-  w.comm().all_reduce(&rc, 1, comm::reduce_op::max);
-  return rc;
 }

@@ -44,8 +44,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(mode, "width")) width = 7;
     if (!std::strcmp(mode, "label") && culprit) y[3] = 11;
     if (!std::strcmp(mode, "nan") && culprit) x[5] = std::nanf("");
-    t.step({x.data(), y.data(), samples, width, 1});
-    t.step({x.data(), y.data(), samples, width, 1});
+    const batch_view<float> b{.inputs = std::span<const float>(x).first(samples * width),
+                              .labels = std::span<const std::int32_t>(y).first(samples), .samples = samples};
+    t.step(b);
+    t.step(b);
     std::printf("rank %d: no error\n", world.rank());
     return 0;
   } catch (const std::exception& e) {

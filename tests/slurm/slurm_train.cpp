@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
     std::normal_distribution<double> nd;
     for (auto& v : x) v = nd(g);
     for (auto& v : y) v = static_cast<std::int32_t>(g() % 4);
-    const step_result r = train.step({x.data() + replica * per_replica * 16, y.data() + replica * per_replica,
-                                      per_replica, 16, 1});
+    const step_result r = train.step({.inputs = std::span<const double>(x).subspan(replica * per_replica * 16, per_replica * 16),
+                                      .labels = std::span<const std::int32_t>(y).subspan(replica * per_replica, per_replica),
+                                      .samples = per_replica});
     if (world.rank() == 0) std::printf("loss step %d %.17g\n", step, r.loss);
   }
   return 0;

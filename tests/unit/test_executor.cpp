@@ -29,7 +29,7 @@ void check_static_memory(int in_elems, int classes) {
   std::mt19937 g(3);
   for (auto& v : x) v = master_t<T>(P::layer_plans[0].desc.role == layer_role::embedding ? double(g() % 16) : 0.1 * (g() % 19) - 0.9);
   for (auto& v : y) v = std::int32_t(g() % unsigned(classes));
-  const batch_view<master_t<T>> b{x.data(), y.data(), n, std::size_t(in_elems), y.size() / n};
+  const batch_view<master_t<T>> b{.inputs = x, .labels = y, .samples = n};
   train.step(b);  // first step: the BLAS and the thread pool warm up
   const long long before = Host::buffer<char>::allocation_count().load();
   for (int s = 0; s < 3; ++s) train.step(b);

@@ -282,9 +282,9 @@ run_result train(optimizer opt, int steps, int vocab) {
     for (auto& v : xf) v = vocab ? float(g() % std::uint64_t(vocab)) : nd(g);
     for (auto& v : y) v = std::int32_t(g() % std::uint64_t(ll.in.last()));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = master_t<T>(xf[i]);
-    res.losses.push_back(t.step({x.data(), y.data(), n, in, per}).loss);
+    res.losses.push_back(t.step({.inputs = x, .labels = y, .samples = n}).loss);
   }
-  res.eval = t.evaluate({x.data(), y.data(), n, in, per}, n - 1);
+  res.eval = t.evaluate({.inputs = x, .labels = y, .samples = n}, n - 1);
   res.params = t.gather_parameters();
   return res;
 }
@@ -372,11 +372,11 @@ TEST_CASE("bf16 trainer: bad input is still refused before any work") {
   std::vector<float> x(4 * 3, 1.0f);
   std::vector<std::int32_t> y(4 * 3, 0);  // one label per token
   x[5] = 300.5f;
-  CHECK_THROWS_WITH_AS(t.step({x.data(), y.data(), 4, 3, 3}), doctest::Contains("token id 300.5"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(t.step({.inputs = x, .labels = y, .samples = 4}), doctest::Contains("token id 300.5"),
+                       agreed_error);
   x[5] = 300.0f;
   y[2] = 8;
-  CHECK_THROWS_WITH_AS(t.step({x.data(), y.data(), 4, 3, 3}), doctest::Contains("label 8"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(t.step({.inputs = x, .labels = y, .samples = 4}), doctest::Contains("label 8"), agreed_error);
   y[2] = 7;
-  CHECK(std::isfinite(t.step({x.data(), y.data(), 4, 3, 3}).loss));
+  CHECK(std::isfinite(t.step({.inputs = x, .labels = y, .samples = 4}).loss));
 }

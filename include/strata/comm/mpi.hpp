@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -212,6 +213,29 @@ inline int mpi_peer(int peer) noexcept { return peer == no_peer ? MPI_PROC_NULL 
   std::fflush(stderr);
   if (live) MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);  // MPI_Abort does not return; this covers "no MPI running"
+}
+
+// Installs a std::terminate handler that names the exception escaping main and ends
+// every rank (fail_all): an uncaught exception on one rank must not leave the others
+// inside a collective. Installed once, by strata::init.
+inline void end_job_on_terminate() noexcept {
+  static const bool installed = [] {
+    std::set_terminate([]() noexcept {
+      std::string what = "terminate called without an active exception";
+      if (const std::exception_ptr e = std::current_exception()) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          what = std::string("uncaught exception: ") + x.what();
+        } catch (...) {
+          what = "uncaught exception of a type not derived from std::exception";
+        }
+      }
+      fail_all(what + " (ending every rank)");
+    });
+    return true;
+  }();
+  (void)installed;
 }
 
 class mpi_communicator {

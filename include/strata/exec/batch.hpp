@@ -2,20 +2,31 @@
 // A replica's batch and what a step returns.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace strata {
 
-// A replica's batch for one step (or one evaluation chunk): `samples` rows of the
-// model's input (each input_shape.numel() values) and labels for the loss rows.
-// Host memory, or (backends with device memory) memory already on the device: then
-// the batch is copied device to device and its values are checked there.
+namespace detail {
+// The first member of batch_view: nothing converts to it, so a positional
+// `{inputs, labels, n}` does not compile and only the named form does.
+struct fields_by_name_only {
+  explicit fields_by_name_only() = default;
+};
+}  // namespace detail
+
+// A replica's batch for one step (or one evaluation): `samples` rows, named fields only:
+//   train.step({.inputs = x, .labels = y, .samples = 64});
+// inputs holds samples × P::input_elems values (the input shape row-major; token ids as
+// values when an Embedding comes first), labels samples × P::labels_per_sample labels.
+// Both sizes are checked against the plan. Host memory, or (backends with device memory)
+// memory already on the device: then the batch is copied device to device and its values
+// are checked there.
 template <class T>
 struct batch_view {
-  const T* inputs = nullptr;
-  const std::int32_t* labels = nullptr;
+  [[no_unique_address]] detail::fields_by_name_only by_name_only = detail::fields_by_name_only{};
+  std::span<const T> inputs;
+  std::span<const std::int32_t> labels;
   std::size_t samples = 0;
-  std::size_t input_elems = 0;  // values per sample, checked against the plan
-  std::size_t labels_per_sample = 1;
 };
 
 struct step_result {

@@ -88,21 +88,32 @@ class executor {
 
   // ---- training: the stage's lowered action list ---------------------------------------
   // Everything up to the optimizer action, which the trainer runs once the loss is known.
-  void run_training_program() {
-    store_.zero_grads();
-    fill(q_, std::size_t(3), 0.0, acc_.data());
+  // A step of `passes` replica batches (run-time gradient accumulation) runs the program
+  // once per pass on the same buffers: gradients and the loss books accumulate from the
+  // first pass, and the gradient reduction goes out in the last.
+  void run_training_program(int pass = 0, int passes = 1) {
+    passes_ = passes;
+    final_pass_ = pass + 1 == passes;
+    if (pass == 0) {
+      store_.zero_grads();
+      fill(q_, std::size_t(3), 0.0, acc_.data());
+    }
     const auto& prog = L::train.prog;
     const int s = me_.stage;
     for (int i = 0; i < prog.length[idx(s)]; ++i) {
       const sched::instr& x = prog.at(s, i);
       if (x.kind == sched::op::optimizer_step) break;
       if (x.kind == sched::op::reduce_grads) {
-        finish_buckets();
+        if (final_pass_) finish_buckets();
         continue;
       }
       act_named(x, i, /*train=*/true);
     }
   }
+
+  // Multiplies every gradient (through the loss's scale): the one-device reference of a
+  // GradientReduce<ReduceSum> plan on dp replicas uses dp (runtime/verify.hpp).
+  void set_gradient_multiplier(double m) { multiplier_ = m; }
 
   // The optimizer action: the program's last.
   void run_optimizer(const optimizer& opt, long long step) { store_.apply(opt, step); }
@@ -205,7 +216,7 @@ class executor {
         case lower::step_kind::convert: convert(st.index, part, slots); break;
         case lower::step_kind::backward: layer(st.index, part, x.mb, slots, false); break;
         case lower::step_kind::bucket:
-          if (x.last) issue(st.index);  // gradients are complete only after the final micro-batch
+          if (x.last && final_pass_) issue(st.index);  // complete only after the final micro-batch
           break;
         default: break;
       }
@@ -276,9 +287,10 @@ class executor {
     const std::size_t start = std::size_t(mb) * per_mb + first_row;
     loss_.labels = labels_.data() + start;
     loss_.acc = acc_.data();
-    // d(mean loss over the global batch)/d(row loss); every gradient reduction sums.
-    const double rows_per_replica = double(step_samples) * double(labels_per_sample);
-    loss_.scale = 1.0 / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+    // d(mean loss over the replica's batch)/d(row loss), the batch being `passes_` chunks
+    // of step_samples; every gradient reduction sums, so ReduceMean also divides by dp.
+    const double rows_per_replica = double(step_samples) * double(labels_per_sample) * passes_;
+    loss_.scale = multiplier_ / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
     // one device reports rows that every device of the part holds
     loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
     // in an evaluation, rows past `valid` are padding
@@ -344,6 +356,9 @@ class executor {
   typename Backend::template buffer<double> acc_;
   loss_io<T> loss_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
+  int passes_ = 1;
+  bool final_pass_ = true;
+  double multiplier_ = 1.0;
   std::vector<comm::p2p_op> group_;
 };
 

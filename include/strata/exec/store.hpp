@@ -26,6 +26,7 @@ class param_store {
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
  public:
+  using master_type = M;
   param_store(typename Backend::queue& q, int stage, int index, std::uint64_t seed) : q_(q), stage_(stage) {
     for (int g = 0; g < 2; ++g) {
       const std::size_t n = static_cast<std::size_t>(elems(g) > 0 ? elems(g) : 1);

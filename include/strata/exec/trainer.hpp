@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/core/agreed_error.hpp"
 #include "strata/core/communicator.hpp"
 #include "strata/core/finite.hpp"
 #include "strata/core/precision.hpp"
@@ -23,6 +26,7 @@
 #include "strata/exec/executor.hpp"
 #include "strata/exec/init.hpp"
 #include "strata/exec/optimizer.hpp"
+#include "strata/exec/replicas.hpp"
 #include "strata/exec/world.hpp"
 #include "strata/plan/plan.hpp"
 
@@ -53,9 +57,15 @@ struct executable_list<type_list<L...>> {
 }  // namespace exec
 
 // T is the compute type: float or double (one precision throughout), or bf16 (mixed
-// precision: bf16 activations and parameter copies for the GEMMs, FP32 master
-// weights, gradients, optimizer state and statistics; see strata/core/precision.hpp).
+// precision: bf16 activations and parameter copies for the GEMMs, FP32 master weights,
+// gradients, optimizer state and statistics; see strata/core/precision.hpp).
 // The batch is given in master_t<T> (float for bf16).
+//
+// Errors: a problem every rank sees the same way (world size, batch shape or values, a
+// NaN loss, replicas that differ) is an agreed_error thrown on every rank; any other
+// exception escaping a call on one rank (a failed collective, a user layer that throws)
+// ends every rank of a multi-process job after printing the rank and the message, so no
+// rank is left waiting in a collective (exec/world.hpp).
 template <class P, class T, class Backend, class Comm>
 class trainer {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
@@ -81,22 +91,7 @@ class trainer {
  public:
   trainer(world<Backend, Comm>& w, optimizer opt, std::uint64_t seed = 0x5eed)
       : world_(w), q_(w.queue()), opt_(opt) {
-    const int W = w.size();
-    // Every rank computes the same verdict, so every rank throws the same error and
-    // none reaches a collective.
-    if (W % P::devices_per_replica != 0)
-      throw std::invalid_argument("strata: world size " + std::to_string(W) + " is not a multiple of the " +
-                                  std::to_string(P::devices_per_replica) +
-                                  " devices one replica of this plan uses (stages " + std::to_string(P::stages) +
-                                  " x devices per stage " + std::to_string(P::part_devices) + ")");
-    if (P::fixed_world != 0 && P::fixed_world != W)
-      throw std::invalid_argument("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
-                                  "> but the job runs " + std::to_string(W) + " processes");
-    // the batch's checks run on the CPU's threads: the host queue's own, or a pool
-    if constexpr (!host_queue) cpu_.emplace(default_threads());
-    me_ = P::coord(w.rank());
-    dp_ = P::data_parallel(W);
-    exec_.emplace(q_, w.comm(), me_, dp_, seed);
+    guarded("setting up the trainer", [&] { set_up(seed); });
   }
 
   int data_parallel() const { return dp_; }
@@ -107,15 +102,103 @@ class trainer {
   // Bytes of this device's activation buffers: P::activation_arena_bytes of its stage,
   // for this trainer's T.
   long long activation_bytes() const { return exec_->arena().bytes(); }
+  // Compare every replicated parameter across the world after every n-th step (0: never);
+  // differing bits throw an agreed_error naming the tensor and ranks. Default: the
+  // environment's STRATA_CHECK_REPLICAS, else every 100 steps in debug builds (no NDEBUG).
+  void check_replicas_every(long long n) { replica_every_ = n; }
 
-  // One training step on this replica's batch of micro_batch × num_micro_batch samples.
+  // One training step on this replica's batch of P::replica_batch samples, or of k times
+  // as many: gradient accumulation over k chunks, then one update (no graph replay then).
   step_result step(const batch_view<M>& b) {
-    check_batch(b, step_samples, "step");
-    upload(b, 0, step_samples);
+    return guarded("step", [&] { return step_on(b); });
+  }
+
+  // Forward only (no update): mean loss and correct predictions over the world's batch.
+  // This replica's batch is any positive multiple of the micro-batch, run in pieces of one
+  // step's size; its first `valid` rows count and the rest are padding (a rank passes the
+  // count of its own replica's shard, anything from 0 to the batch: the partial batch may
+  // land on any replica). The result sums the valid rows of every replica.
+  step_result evaluate(const batch_view<M>& b, std::size_t valid) {
+    return guarded("evaluate", [&] { return evaluate_on(b, valid); });
+  }
+
+  // Every logical parameter, assembled on every rank (tests and checkpoints):
+  // result[layer][tensor] holds the full tensor in row-major order (replica 0's copy).
+  std::vector<std::vector<std::vector<double>>> gather_parameters() {
+    return guarded("gather_parameters", [&] { return gather(); });
+  }
+
+  // Collective: are the data-parallel replicas (and the devices of a part that hold a
+  // whole tensor) still bit for bit identical? The same report on every rank.
+  replica_report check_replicas() {
+    return guarded("check_replicas", [&] {
+      return exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
+    });
+  }
+
+  // Multiplies every gradient (the one-device reference of a GradientReduce<ReduceSum>
+  // plan on dp replicas uses dp, runtime/verify.hpp); before the first step.
+  void set_gradient_multiplier(double m) {
+    exec_->set_gradient_multiplier(m);
+    if constexpr (has_graphs) graph_ = {};
+  }
+
+ private:
+  void set_up(std::uint64_t seed) {
+    const int W = world_.size();
+    // Every rank computes the same verdict, so every rank throws the same error and
+    // none reaches a collective.
+    if (W % P::devices_per_replica != 0)
+      throw agreed_error("strata: world size " + std::to_string(W) + " is not a multiple of the " +
+                                  std::to_string(P::devices_per_replica) +
+                                  " devices one replica of this plan uses (stages " + std::to_string(P::stages) +
+                                  " x devices per stage " + std::to_string(P::part_devices) + ")");
+    if (P::fixed_world != 0 && P::fixed_world != W)
+      throw agreed_error("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
+                                  "> but the job runs " + std::to_string(W) + " processes");
+    // the batch's checks run on the CPU's threads: the host queue's own, or a pool
+    if constexpr (!host_queue) cpu_.emplace(default_threads());
+    me_ = P::coord(world_.rank());
+    dp_ = P::data_parallel(W);
+    exec_.emplace(q_, world_.comm(), me_, dp_, seed);
+    if (const char* e = std::getenv("STRATA_CHECK_REPLICAS"); e && *e) {
+      char* end = nullptr;
+      const long long n = std::strtoll(e, &end, 10);
+      if (*end != '\0' || n < 0)
+        throw agreed_error(std::string("strata: STRATA_CHECK_REPLICAS='") + e + "' is not a number of steps");
+      replica_every_ = n;
+    }
+  }
+
+  // Runs f; an exception that is not agreed on by every rank ends the job (a world that
+  // can: several processes), since the other ranks would wait for this one for ever.
+  template <class F>
+  decltype(auto) guarded(const char* what, F&& f) {
+    try {
+      return f();
+    } catch (const agreed_error&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (world_.can_abort())
+        world_.abort(std::string("strata: ") + what + " failed on this rank alone: " + e.what() +
+                     " (ending every rank)");
+      throw;
+    }
+  }
+
+  step_result step_on(const batch_view<M>& b) {
+    check_batch(b, "step");
+    const int passes = static_cast<int>(b.samples / step_samples);
     // Everything between the upload and the loss read-back is the same device work every
     // step; a backend with graphs records it once (second step) and replays it.
     auto device_step = [&] { exec_->run_training_program(); };
-    if constexpr (has_graphs) {
+    if (passes > 1) {
+      for (int p = 0; p < passes; ++p) {
+        upload(b, std::size_t(p) * step_samples, step_samples);
+        exec_->run_training_program(p, passes);
+      }
+    } else if constexpr (has_graphs) {
+      upload(b, 0, step_samples);
       if (use_graph_ && step_ >= 1) {
         if (!graph_.ready()) graph_.capture(q_, device_step);
         graph_.launch(q_);
@@ -123,22 +206,27 @@ class trainer {
         device_step();
       }
     } else {
+      upload(b, 0, step_samples);
       device_step();
     }
     const step_result r = books(exec_->finish_books());
+    // the books are all-reduced: every rank sees the same loss
     if (!std::isfinite(r.loss))
-      throw std::runtime_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " +
-                               std::to_string(r.loss) + " (NaN/Inf): stopping before the update");
+      throw agreed_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
+                         " (NaN/Inf): stopping before the update");
     ++step_;
     exec_->run_optimizer(opt_, step_);
+    if (replica_every_ > 0 && step_ % replica_every_ == 0) {
+      const replica_report rep = exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
+      if (!rep.identical)
+        throw agreed_error("strata: after step " + std::to_string(step_) + " the replicas differ: " +
+                           rep.first_difference);
+    }
     return r;
   }
 
-  // Forward only (no update): mean loss and correct predictions over `samples` rows,
-  // of which the first `valid` count (padding rows of the last chunk do not). The batch
-  // is any positive multiple of the micro-batch, run in pieces of one step's size.
-  step_result evaluate(const batch_view<M>& b, std::size_t valid) {
-    check_batch(b, 0, "evaluate");
+  step_result evaluate_on(const batch_view<M>& b, std::size_t valid) {
+    check_batch(b, "evaluate", valid);
     if constexpr (has_graphs) graph_ = {};  // evaluation reuses the step's buffers: record again
     std::array<double, 3> total{};
     for (std::size_t first = 0; first < b.samples; first += step_samples) {
@@ -152,9 +240,7 @@ class trainer {
     return books(total);
   }
 
-  // Every logical parameter, assembled on every rank (tests and checkpoints):
-  // result[layer][tensor] holds the full tensor in row-major order.
-  std::vector<std::vector<std::vector<double>>> gather_parameters() {
+  std::vector<std::vector<std::vector<double>>> gather() {
     constexpr int NL = P::num_layers;
     std::vector<std::vector<std::vector<double>>> out(NL);
     auto& store = exec_->store();
@@ -181,7 +267,6 @@ class trainer {
     return out;
   }
 
- private:
   static step_result books(const std::array<double, 3>& v) {
     step_result r;
     r.rows = static_cast<long long>(v[2]);
@@ -194,9 +279,9 @@ class trainer {
   // (device to device when the batch is on the device), then device errors and ids.
   void upload(const batch_view<M>& b, std::size_t first, std::size_t samples) {
     const std::size_t x = samples * per_sample, n = samples * labels_per_sample;
-    const M* in = b.inputs + first * per_sample;
-    const std::int32_t* lab = b.labels + first * labels_per_sample;
-    if (on_device(b.inputs)) {  // graphs read fixed buffers: copy, device to device
+    const M* in = b.inputs.data() + first * per_sample;
+    const std::int32_t* lab = b.labels.data() + first * labels_per_sample;
+    if (on_device(b.inputs.data())) {  // graphs read fixed buffers: copy, device to device
       copy(q_, x, in, exec_->inputs());
       copy(q_, n, lab, exec_->labels());
     } else {
@@ -227,70 +312,77 @@ class trainer {
     else cpu_->run(tasks, f);
   }
 
-  // `samples` = 0: any positive multiple of the micro-batch (evaluation).
-  void check_batch(const batch_view<M>& b, std::size_t samples, const char* what) {
+  // step: a positive multiple of the replica's step; evaluate: of the micro-batch.
+  void check_batch(const batch_view<M>& b, const char* what, std::size_t valid = 0) {
+    const bool train = std::string_view(what) == "step";
+    const std::size_t unit = train ? step_samples : std::size_t(P::micro_batch);
+    const M* x = b.inputs.data();
+    const std::int32_t* y = b.labels.data();
     std::string problem;
-    if (!b.inputs || !b.labels) problem = "the batch has no data";
-    else if (samples != 0 && b.samples != samples)
-      problem = "the batch holds " + std::to_string(b.samples) + " samples but this plan's replica consumes " +
-                std::to_string(samples) + " (micro-batch " + std::to_string(P::micro_batch) + " x " +
-                std::to_string(samples / P::micro_batch) + " micro-batches)";
-    else if (b.samples == 0 || b.samples % std::size_t(P::micro_batch) != 0)
-      problem = "the batch holds " + std::to_string(b.samples) + " samples, not a positive multiple of the micro-batch " +
-                std::to_string(P::micro_batch) + " (pad the last chunk and pass the valid count)";
-    else if (b.input_elems != per_sample)
-      problem = "each sample has " + std::to_string(b.input_elems) + " values but the model's input shape holds " +
-                std::to_string(per_sample);
-    else if (b.labels_per_sample != labels_per_sample)
-      problem = "the batch has " + std::to_string(b.labels_per_sample) + " labels per sample but the loss has " +
-                std::to_string(labels_per_sample) + " rows per sample";
-    else if (on_device(b.inputs) != on_device(b.labels))
+    if (b.samples == 0 || b.samples % unit != 0) {
+      problem = "the batch holds " + std::to_string(b.samples) + " samples but this plan's replica consumes ";
+      problem += train ? std::to_string(step_samples) + " per step (micro-batch " + std::to_string(P::micro_batch) +
+                             " x " + std::to_string(P::num_micro_batch) +
+                             " micro-batches; a multiple of it accumulates gradients)"
+                       : "a positive multiple of the micro-batch " + std::to_string(P::micro_batch) +
+                             " (pad the last chunk and pass the valid count)";
+    } else if (b.inputs.size() != b.samples * per_sample)
+      problem = "the batch's inputs hold " + std::to_string(b.inputs.size()) + " values, not " +
+                std::to_string(b.samples) + " samples x " + std::to_string(per_sample) +
+                " values per sample (the model's input shape)";
+    else if (b.labels.size() != b.samples * labels_per_sample)
+      problem = "the batch's labels hold " + std::to_string(b.labels.size()) + " values, not " +
+                std::to_string(b.samples) + " samples x " + std::to_string(labels_per_sample) +
+                " labels per sample (the loss's rows per sample)";
+    else if (valid > b.samples)
+      problem = "the valid count " + std::to_string(valid) + " exceeds the batch's " + std::to_string(b.samples) +
+                " samples";
+    else if (on_device(x) != on_device(y))
       problem = "the batch's inputs and labels must both be in host memory or both on the device";
-    else if (on_device(b.inputs)) {
+    else if (on_device(x)) {
       // A device batch's labels (and token ids) are small: checked on the host; its
       // inputs' NaN/Inf scan runs on the device.
-      device_labels_.resize(b.samples * b.labels_per_sample);
-      Backend::download(q_, b.labels, device_labels_.size(), device_labels_.data());
+      device_labels_.resize(b.labels.size());
+      Backend::download(q_, y, device_labels_.size(), device_labels_.data());
       if constexpr (embedding_first) {
-        device_ids_.resize(b.samples * per_sample);
-        Backend::download(q_, b.inputs, device_ids_.size(), device_ids_.data());
+        device_ids_.resize(b.inputs.size());
+        Backend::download(q_, x, device_ids_.size(), device_ids_.data());
       }
       Backend::synchronize(q_);
-      batch_view<M> host = b;
-      host.labels = device_labels_.data();
-      host.inputs = embedding_first ? device_ids_.data() : nullptr;
-      problem = check_values(host);
-      if constexpr (requires { all_finite(q_, std::size_t(0), b.inputs); })
-        if (problem.empty() && !embedding_first && !all_finite(q_, b.samples * per_sample, b.inputs))
+      problem = check_values(embedding_first ? std::span<const M>(device_ids_) : std::span<const M>(),
+                             device_labels_);
+      if constexpr (requires { all_finite(q_, std::size_t(0), x); })
+        if (problem.empty() && !embedding_first && !all_finite(q_, b.inputs.size(), x))
           problem = "the inputs contain NaN or Inf";
     } else {
-      problem = check_values(b);
-      if (problem.empty() &&
-          !all_finite_bits(b.samples * per_sample, b.inputs, [&](std::size_t t, auto&& f) { on_cpu(t, f); }))
+      problem = check_values(b.inputs, b.labels);
+      if (problem.empty() && !all_finite_bits(b.inputs.size(), x, [&](std::size_t t, auto&& f) { on_cpu(t, f); }))
         problem = "the inputs contain NaN or Inf";
     }
-    world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+    try {
+      world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
+    } catch (const comm::comm_error& e) {
+      throw agreed_error(e.what());  // every rank throws it
+    }
   }
 
-  // Token ids (when an Embedding comes first) and labels of a batch in host memory;
-  // b.inputs may be null when the model reads no ids.
-  std::string check_values(const batch_view<M>& b) const {
-    const layer_plan& loss = P::layer_plans[static_cast<std::size_t>(P::num_layers - 1)];
-    const long long classes = loss.in.last();
+  // Token ids (when an Embedding comes first; else `ids` is empty) and labels of a batch
+  // in host memory.
+  std::string check_values(std::span<const M> ids, std::span<const std::int32_t> labels) const {
     // token ids are checked here, on every rank, not only where the embedding runs
     if constexpr (embedding_first) {
-      const double vocab = P::layer_plans[0].desc.params[0].shape.dim[0];
-      for (std::size_t i = 0; b.inputs && i < b.samples * per_sample; ++i) {
-        const double id = static_cast<double>(b.inputs[i]);
+      const double vocab = double(P::vocabulary);
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const double id = static_cast<double>(ids[i]);
         if (!(id >= 0 && id < vocab && id == std::floor(id)))
           return "token id " + std::to_string(id) + " at position " + std::to_string(i) + " is not an integer in [0, " +
-                 std::to_string(static_cast<long long>(vocab)) + ")";
+                 std::to_string(P::vocabulary) + ")";
       }
     }
-    for (std::size_t i = 0; i < b.samples * b.labels_per_sample; ++i)
-      if (b.labels[i] < 0 || b.labels[i] >= classes)
-        return "label " + std::to_string(b.labels[i]) + " at position " + std::to_string(i) + " is outside [0, " +
-               std::to_string(classes) + ")";
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0 || labels[i] >= P::classes)
+        return "label " + std::to_string(labels[i]) + " at position " + std::to_string(i) + " is outside [0, " +
+               std::to_string(P::classes) + ")";
     return {};
   }
 
@@ -304,6 +396,11 @@ class trainer {
   std::optional<thread_pool> cpu_;  // host-side checks of the batch, whatever the backend
   [[no_unique_address]] typename exec::graph_of<Backend>::type graph_{};
   bool use_graph_ = true;
+#ifdef NDEBUG
+  long long replica_every_ = 0;
+#else
+  long long replica_every_ = 100;
+#endif
   std::vector<std::int32_t> device_labels_;
   std::vector<M> device_ids_;
 };

@@ -405,6 +405,26 @@ struct Plan {
   static constexpr int data_parallel(int world) { return world / devices_per_replica; }
   static constexpr int data_parallel() requires(fixed_world > 0) { return fixed_world / devices_per_replica; }
   static constexpr int global_batch(int world) { return data_parallel(world) * micro_batch * num_micro_batch; }
+
+  // ---- what a data loader needs ------------------------------------------------------------
+  // A replica's step: replica_batch samples, each input_elems values (input_shape, row-major;
+  // token ids when an Embedding comes first) and labels_per_sample labels in [0, classes).
+  static constexpr int replica_batch = micro_batch * num_micro_batch;
+  static constexpr long long input_elems = input_shape.numel();
+  static constexpr bool reads_token_ids = num_layers > 0 && descs[0].role == layer_role::embedding;
+  // the embedding's vocabulary (token ids lie in [0, vocabulary)); 0 when the model reads no ids
+  static constexpr long long vocabulary = reads_token_ids ? descs[0].params[0].shape.dim[0] : 0;
+  static constexpr long long labels_per_sample = [] {
+    if constexpr (num_layers == 0) return 0LL;
+    else {
+      const shape_t in = layer_plans[detail::idx(num_layers - 1)].in;
+      return in.last() > 0 ? in.numel() / in.last() : 0LL;
+    }
+  }();
+  static constexpr long long classes = [] {
+    if constexpr (num_layers == 0) return 0LL;
+    else return static_cast<long long>(layer_plans[detail::idx(num_layers - 1)].in.last());
+  }();
   // Tensor-mesh factors of the Split TaskGraphs (1D: features split n ways).
   static constexpr detail::mesh_factors mesh = detail::mesh_of(mode, part_devices, tensor_depth);
 

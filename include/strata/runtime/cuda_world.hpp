@@ -31,15 +31,19 @@ world<backend::Cuda, comm::nccl_communicator> init(int& argc, char**& argv) {
   auto st = std::make_shared<detail::cuda_world_state>();
 #ifdef STRATA_NCCL_WITH_MPI
   st->mpi.emplace(&argc, &argv);
-  if (st->mpi->size() > 1) st->nccl.emplace(comm::nccl_communicator::world(st->mpi->world()));
+  comm::end_job_on_terminate();
+  const bool several = st->mpi->size() > 1;
+  if (several) st->nccl.emplace(comm::nccl_communicator::world(st->mpi->world()));
   else st->nccl.emplace(comm::nccl_communicator::single());
+  job_abort_fn abort_job = several ? &comm::fail_all : nullptr;  // MPI_Abort also ends NCCL's kernels
 #else
   (void)argc;
   (void)argv;
   st->nccl.emplace(comm::nccl_communicator::single());  // built without MPI: one GPU
+  job_abort_fn abort_job = nullptr;
 #endif
   comm::nccl_communicator* c = &*st->nccl;
-  world<backend::Cuda, comm::nccl_communicator> w(std::move(st), c);
+  world<backend::Cuda, comm::nccl_communicator> w(std::move(st), c, abort_job);
   // Collectives run on the compute queue's stream, in program order with the kernels
   // (sub-communicators split later inherit it); gradient buckets get their own stream.
   c->set_stream(w.queue().stream());
@@ -55,5 +59,10 @@ inline world<backend::Cuda, comm::nccl_communicator> cuda_local_world() {
   c->set_stream(w.queue().stream());
   return w;
 }
+
+template <>
+struct one_device_world<backend::Cuda> {
+  static auto make() { return cuda_local_world(); }
+};
 
 }  // namespace strata

@@ -38,7 +38,9 @@ template <class Backend>
 world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
   auto env = std::make_shared<comm::mpi_environment>(&argc, &argv);
   comm::mpi_communicator* c = &env->world();
-  world<Backend, comm::mpi_communicator> w(std::move(env), c);
+  // One rank failing alone ends the job (comm::fail_all), never leaves the others waiting.
+  comm::end_job_on_terminate();
+  world<Backend, comm::mpi_communicator> w(std::move(env), c, &comm::fail_all);
   if constexpr (requires { w.queue().set_threads(1u); }) {
     // Ranks on one node share its cores: each takes its share of the CPUs it may
     // run on (backend::host::cpu_share), for strata's pool and the BLAS together.
@@ -87,6 +89,11 @@ world<Backend, comm::self_communicator> local_world() {
   comm::self_communicator* c = self.get();
   return world<Backend, comm::self_communicator>(std::move(self), c);
 }
+
+template <>
+struct one_device_world<backend::Host> {
+  static auto make() { return local_world<backend::Host>(); }
+};
 
 
 }  // namespace strata

@@ -1,0 +1,75 @@
+// Every schedule, and schedules of your own. The three built-in ones are also the
+// building blocks of custom schedules: sched::gpipe<stages, M>(), sched::one_f_one_b<stages,
+// M>() and sched::interleaved<stages, M, V>(). A custom schedule is any type with
+// kind = schedule_kind::custom, its chunks per stage, and build<stages, M, V>() returning a
+// sched::program; the plan proves it complete and deadlock-free like a built-in one, and
+// then it trains: the executor runs whatever program the plan holds.
+#include <strata/strata.hpp>
+
+using namespace strata;
+using sched::instr;
+using sched::op;
+
+using Net = Pipeline<Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 32>, ReLU>,
+                     Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 4>>>;
+template <class S, int M = 8>
+using With = Plan<Net, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<S>>;
+
+// The built-in schedules: GPipe keeps every micro-batch's activations, 1F1B at most
+// `stages` of them; both leave the same bubble, (p - 1) / (m + p - 1).
+static_assert(With<PreferForward>::schedule == schedule_kind::gpipe);
+static_assert(With<PreferBackward>::schedule == schedule_kind::one_f_one_b);
+static_assert(With<PreferForward>::peak_in_flight(0) == 8 && With<PreferBackward>::peak_in_flight(0) == 4);
+static_assert(With<PreferForward>::bubble == sched::fraction{3, 11} && With<PreferBackward>::bubble == sched::fraction{3, 11});
+// Interleaved<2>: the four parts become two chunks on each of two stages.
+using I = Plan<Net, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<4>, Schedule<Interleaved<2>>>;
+static_assert(I::stages == 2 && I::chunks == 2 && I::deadlock_free);
+
+// A custom schedule from the building blocks: GPipe while the micro-batches are few (the
+// same bubble, no warm-up bookkeeping), 1F1B once memory matters.
+struct Adaptive {
+  static constexpr schedule_kind kind = schedule_kind::custom;
+  static constexpr int chunks = 1;
+  template <int Stages, int M, int V>
+  static constexpr auto build() {
+    if constexpr (M <= Stages) return sched::gpipe<Stages, M>();
+    else return sched::one_f_one_b<Stages, M>();
+  }
+};
+static_assert(With<Adaptive, 2>::deadlock_free && With<Adaptive, 2>::peak_in_flight(0) == 2);
+static_assert(With<Adaptive, 16>::deadlock_free && With<Adaptive, 16>::peak_in_flight(0) == 4);
+
+// A program written instruction by instruction: two stages, one micro-batch. Stage 0
+// runs forward, sends the activation, waits for the gradient and runs backward; stage 1
+// receives, runs forward and backward, and sends the gradient back.
+struct ByHand {
+  static constexpr schedule_kind kind = schedule_kind::custom;
+  static constexpr int chunks = 1;
+  template <int Stages, int M, int V>
+  static constexpr auto build() {
+    static_assert(Stages == 2 && M == 1, "ByHand is written for 2 stages and 1 micro-batch");
+    sched::program<2, sched::schedule_capacity(1, 1)> p{};
+    p.micro_batches = 1;
+    p.push(0, instr{op::forward, 0, 0, -1});
+    p.push(0, instr{op::send_act, 0, 0, 1});
+    p.push(0, instr{op::recv_grad, 0, 0, 1});
+    p.push(0, instr{op::backward, 0, 0, -1});
+    p.push(1, instr{op::recv_act, 0, 0, 0});
+    p.push(1, instr{op::forward, 0, 0, -1});
+    p.push(1, instr{op::backward, 0, 0, -1});
+    p.push(1, instr{op::send_grad, 0, 0, 0});
+    for (int s = 0; s < 2; ++s) {
+      p.push(s, instr{op::reduce_grads, 0, 0, -1});
+      p.push(s, instr{op::optimizer_step, 0, 0, -1});
+    }
+    return p;
+  }
+};
+using Two = Pipeline<Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 4>>>;
+using H = Plan<Two, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<1>, Schedule<ByHand>>;
+static_assert(H::deadlock_free && H::bubble == sched::fraction{1, 2});
+// The same order as 1F1B with one micro-batch, instruction for instruction.
+using Ref = Plan<Two, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<1>, Schedule<PreferBackward>>;
+static_assert(H::program.length[0] == Ref::program.length[0] && H::program.length[1] == Ref::program.length[1]);
+
+int main() { return 0; }

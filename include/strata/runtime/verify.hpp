@@ -1,0 +1,257 @@
+#pragma once
+// strata::verify: check a plan against the same model on one device.
+//
+//   auto world = strata::init<Host>(argc, argv);
+//   auto r = strata::verify::against_one_device<P>(world, Adam{.lr = 1e-3}, 10,
+//                                                  strata::verify::random_data<P>());
+//   if (world.rank() == 0) std::puts(r.text().c_str());
+//   return r.ok() ? 0 : 1;
+//
+// Both runs start from the same seed and train on the same global batches: the plan on
+// the world (each replica on its shard), the reference — the same layers as one
+// Replicate<1> on one device, built on every rank — on the whole global batch, as
+// data-parallel-degree chunks accumulated into one update, so the global batch is the
+// world's, known at run time. Compared: every step's loss, every parameter after every
+// step (relative L2 per tensor), an evaluation at the end, the bytes every kind of
+// collective moved in each step against the plan's communication_of, the activation
+// buffers against the lowered plan, and the replicas' parameters against each other, bit
+// for bit. The verdict is the same on every rank.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "strata/comm/counting.hpp"
+#include "strata/exec/replicas.hpp"
+#include "strata/exec/trainer.hpp"
+#include "strata/exec/world.hpp"
+#include "strata/plan/plan.hpp"
+
+namespace strata::verify {
+
+namespace detail {
+template <class List>
+struct replicate_one;
+template <class... L>
+struct replicate_one<type_list<L...>> {
+  using type = Replicate<1, L...>;
+};
+}  // namespace detail
+
+// P's layers (the loss included) on one device; a step of P::replica_batch samples.
+template <class P>
+using one_device_plan = Plan<typename detail::replicate_one<typename P::layers>::type, InputShape<P::input_shape>,
+                             MicroBatch<P::micro_batch>, NumMicroBatch<P::num_micro_batch>>;
+
+// Relative tolerance for losses and parameters, by the element type trained in.
+template <class T>
+constexpr double default_tolerance() {
+  if constexpr (std::is_same_v<T, double>) return 1e-9;
+  else if constexpr (std::is_same_v<T, float>) return 1e-4;
+  else return 3e-2;  // bf16 activations
+}
+
+struct report {
+  int world = 1, data_parallel = 1, steps = 0;
+  long long global_batch = 0;
+  double tolerance = 0;
+  double worst_loss = 0, worst_param = 0, worst_eval = 0;  // relative errors
+  std::string worst_param_tensor;
+  std::string first_difference;  // the first step and value beyond the tolerance
+  double eval_loss = 0, eval_loss_reference = 0;
+  long long eval_rows = 0, eval_correct = 0, eval_correct_reference = 0;
+  bool bytes_as_planned = true, buffers_as_planned = true;
+  std::string bytes_difference;
+  replica_report replicas;
+
+  bool ok() const {
+    return first_difference.empty() && worst_eval <= tolerance && bytes_as_planned && buffers_as_planned &&
+           replicas.identical;
+  }
+  std::string text() const {
+    char line[256];
+    std::string s = ok() ? "strata verify: OK" : "strata verify: FAILED";
+    std::snprintf(line, sizeof line,
+                  " (world %d, data parallel %d, global batch %lld, %d steps, tolerance %.1e)\n", world,
+                  data_parallel, global_batch, steps, tolerance);
+    s += line;
+    std::snprintf(line, sizeof line, "  worst loss %.3e, worst parameter %.3e (%s), evaluation loss %.3e\n",
+                  worst_loss, worst_param, worst_param_tensor.c_str(), worst_eval);
+    s += line;
+    std::snprintf(line, sizeof line, "  evaluation of %lld rows: loss %.6f, one device %.6f; correct %lld, one device %lld\n",
+                  eval_rows, eval_loss, eval_loss_reference, eval_correct, eval_correct_reference);
+    s += line;
+    s += std::string("  bytes per collective as planned: ") + (bytes_as_planned ? "yes" : "no") + bytes_difference +
+         "\n";
+    s += std::string("  activation buffers as planned: ") + (buffers_as_planned ? "yes" : "no") + "\n";
+    s += "  replicas identical: " + std::string(replicas.identical ? "yes" : "no: " + replicas.first_difference) +
+         " (" + std::to_string(replicas.tensors_compared) + " tensors)\n";
+    if (!first_difference.empty()) s += "  first difference: " + first_difference + "\n";
+    return s;
+  }
+};
+
+// Deterministic synthetic data for P: inputs N(0, 1) (token ids below P::vocabulary when
+// the model reads ids) and labels below P::classes, from (seed, step) alone, so every
+// rank makes the same global batch.
+template <class P>
+auto random_data(std::uint64_t seed = 1234) {
+  return [seed]<class M>(int step, std::span<M> inputs, std::span<std::int32_t> labels) {
+    std::mt19937_64 g(seed + static_cast<std::uint64_t>(step));
+    std::normal_distribution<double> nd;
+    for (auto& v : inputs) {
+      if constexpr (P::reads_token_ids) v = static_cast<M>(static_cast<double>(g() % std::uint64_t(P::vocabulary)));
+      else v = static_cast<M>(nd(g));
+    }
+    for (auto& v : labels) v = static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(P::classes));
+  };
+}
+
+inline double relative(double a, double b) {
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30});
+}
+
+// Trains P on `w` in T and its one-device reference in R (R = double checks a bf16 or
+// float plan against exact arithmetic) for `steps` steps. data(step, inputs, labels)
+// fills a global batch (P::global_batch(w.size()) samples: inputs × P::input_elems values
+// of master_t<T>, labels × P::labels_per_sample) and must give every rank the same
+// values; step == steps asks for the evaluation batch. Collective: every rank calls it.
+template <class P, class T = typename P::element_type, class R = T, class Backend, class Comm, class Data>
+report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Data&& data,
+                          double tolerance = default_tolerance<T>(), std::uint64_t seed = 0x5eed) {
+  using X = master_t<T>;
+  using XR = master_t<R>;
+  using RP = one_device_plan<P>;
+  report rep;
+  rep.world = w.size();
+  rep.steps = steps;
+  rep.tolerance = tolerance;
+  // the parallel run counts the bytes its communicators move (a private copy of the world)
+  comm::counting<Comm> counted(w.comm().split(0, w.rank()));
+  world<Backend, comm::counting<Comm>> cw(nullptr, &counted, w.abort_fn());
+  if constexpr (requires { cw.queue().set_threads(w.queue().threads()); }) cw.queue().set_threads(w.queue().threads());
+  auto par = make_trainer<P, T>(cw, opt, seed);
+  par.check_replicas_every(0);  // checked below, outside the counted steps
+  const int dp = par.data_parallel();
+  rep.data_parallel = dp;
+  const std::size_t S = std::size_t(P::replica_batch), G = S * std::size_t(dp);
+  rep.global_batch = static_cast<long long>(G);
+  const std::size_t in = std::size_t(P::input_elems), lab = std::size_t(P::labels_per_sample);
+
+  auto one = one_device_world<Backend>::make();
+  if constexpr (requires { one.queue().set_threads(w.queue().threads()); })
+    one.queue().set_threads(w.queue().threads());
+  auto ref = make_trainer<RP, R>(one, opt, seed);
+  if (P::gradient_reduce == reduce_method::sum) ref.set_gradient_multiplier(dp);  // dp × the mean gradient
+  ref.check_replicas_every(0);
+
+  const int stage = par.coord().stage;
+  rep.buffers_as_planned = par.activation_bytes() == P::lowering::arena_bytes(stage, sizeof(T), sizeof(stat_t<T>));
+  const auto planned = [&] {
+    const auto t = P::communication_of(stage, dp, sizeof(T), sizeof(stat_t<T>), sizeof(X));
+    std::array<long long, 7> b{};
+    for (int i = 0; i < t.size; ++i) b[static_cast<std::size_t>(t.rows[static_cast<std::size_t>(i)].kind)] += t.rows[static_cast<std::size_t>(i)].bytes;
+    if (w.size() > 1) b[static_cast<std::size_t>(collective::all_reduce)] += P::loss_books_bytes;
+    return b;
+  }();
+
+  std::vector<X> x(G * in);
+  std::vector<XR> xr(G * in);
+  std::vector<std::int32_t> y(G * lab);
+  const std::size_t mine = std::size_t(par.coord().data) * S;
+  auto shard = [&](std::size_t samples) {
+    return batch_view<X>{.inputs = std::span<const X>(x).subspan(mine * in, samples * in),
+                         .labels = std::span<const std::int32_t>(y).subspan(mine * lab, samples * lab),
+                         .samples = samples};
+  };
+  auto whole = [&]() { return batch_view<XR>{.inputs = xr, .labels = y, .samples = G}; };
+  auto note = [&](const std::string& what) {
+    if (rep.first_difference.empty()) rep.first_difference = what;
+  };
+  for (int s = 0; s < steps; ++s) {
+    data(s, std::span<X>(x), std::span<std::int32_t>(y));
+    std::copy(x.begin(), x.end(), xr.begin());
+    counted.clear();
+    const step_result a = par.step(shard(S));
+    for (std::size_t k = 1; k < planned.size(); ++k)
+      if (planned[k] != counted.books().bytes[k] && rep.bytes_as_planned) {
+        rep.bytes_as_planned = false;
+        rep.bytes_difference = " (rank " + std::to_string(w.rank()) + ", stage " + std::to_string(stage) +
+                               ", step " + std::to_string(s + 1) + ": " +
+                               std::string(to_string(static_cast<collective>(k))) + " moved " +
+                               std::to_string(counted.books().bytes[k]) + " bytes, the plan says " +
+                               std::to_string(planned[k]) + ")";
+      }
+    const step_result b = ref.step(whole());
+    const double e = relative(a.loss, b.loss);
+    rep.worst_loss = std::max(rep.worst_loss, e);
+    if (e > tolerance)
+      note("step " + std::to_string(s + 1) + ": loss " + std::to_string(a.loss) + ", one device " +
+           std::to_string(b.loss) + " (relative " + std::to_string(e) + ")");
+    const auto pa = par.gather_parameters();
+    const auto pb = ref.gather_parameters();
+    for (std::size_t i = 0; i < pa.size(); ++i)
+      for (std::size_t k = 0; k < pa[i].size(); ++k) {
+        double num = 0, den = 0;
+        for (std::size_t j = 0; j < pa[i][k].size(); ++j) {
+          num += (pa[i][k][j] - pb[i][k][j]) * (pa[i][k][j] - pb[i][k][j]);
+          den += pb[i][k][j] * pb[i][k][j];
+        }
+        const double pe = std::sqrt(num / std::max(den, 1e-300));
+        const layer_plan& lp = P::layer_plans[i];
+        const std::string name = "layer " + std::to_string(i) + " (" + std::string(lp.desc.name) + ") '" +
+                                 std::string(lp.desc.params[k].name) + "'";
+        if (rep.worst_param_tensor.empty() || pe > rep.worst_param) {
+          rep.worst_param = pe;
+          rep.worst_param_tensor = name;
+        }
+        if (pe > tolerance)
+          note("after step " + std::to_string(s + 1) + ": " + name + " differs by " + std::to_string(pe) +
+               " (relative L2)");
+      }
+  }
+  // an evaluation of one global batch, every row valid
+  data(steps, std::span<X>(x), std::span<std::int32_t>(y));
+  std::copy(x.begin(), x.end(), xr.begin());
+  const step_result ea = par.evaluate(shard(S), S);
+  const step_result eb = ref.evaluate(whole(), G);
+  rep.worst_eval = relative(ea.loss, eb.loss);
+  rep.eval_loss = ea.loss;
+  rep.eval_loss_reference = eb.loss;
+  rep.eval_rows = ea.rows;
+  rep.eval_correct = ea.correct;
+  rep.eval_correct_reference = eb.correct;
+  rep.replicas = par.check_replicas();
+  // one verdict on every rank: the worst errors over the world
+  std::array<double, 4> worst{rep.worst_loss, rep.worst_param, rep.worst_eval,
+                              rep.bytes_as_planned && rep.buffers_as_planned ? 0.0 : 1.0};
+  {
+    auto d = Backend::template allocate<double>(worst.size());
+    Backend::upload(w.queue(), worst.data(), worst.size(), d.data());
+    Backend::synchronize(w.queue());
+    w.comm().all_reduce(d.data(), worst.size(), comm::reduce_op::max);
+    w.comm().synchronize();
+    Backend::download(w.queue(), d.data(), worst.size(), worst.data());
+    Backend::synchronize(w.queue());
+  }
+  rep.worst_loss = worst[0];
+  rep.worst_param = worst[1];
+  rep.worst_eval = worst[2];
+  if (worst[3] != 0.0 && rep.bytes_as_planned && rep.buffers_as_planned) {
+    rep.bytes_as_planned = false;
+    rep.bytes_difference = " (on another rank)";
+  }
+  if (rep.first_difference.empty() && (rep.worst_loss > tolerance || rep.worst_param > tolerance))
+    rep.first_difference = "on another rank (worst loss " + std::to_string(rep.worst_loss) + ", parameter " +
+                           std::to_string(rep.worst_param) + ")";
+  return rep;
+}
+
+}  // namespace strata::verify

@@ -1,7 +1,8 @@
 // Replica consistency and the evaluation's padding across ranks: trained replicas hold
 // identical bits; a replica that drifted (here: initialised from another seed) is named,
 // with its tensor and ranks, in the same report on every rank; the periodic check stops
-// training on every rank; and an evaluation whose partial batch lands on a middle replica
+// training on every rank; the verifier fails a run that does not match one device; and an
+// evaluation whose partial batch lands on a middle replica
 // (later replicas holding only padding) equals the one-device evaluation of the valid rows.
 // mpi-ranks: 2 4
 #include "doctest_world.hpp"
@@ -91,6 +92,22 @@ TEST_CASE("a drifted replica is named, with its tensor and ranks, on every rank"
           "rank 0 (replica 0, stage 0, device 0)");
     same_everywhere(r.first_difference);
   }
+}
+
+TEST_CASE("the verifier fails a run that does not train like one device, on every rank") {
+  auto& w = mpi_test::world();
+  // breaks the verifier's contract: rank 1 sees other data than the others (a loader bug)
+  auto skewed = [&](int step, std::span<double> x, std::span<std::int32_t> y) {
+    verify::random_data<DP>()(step, x, y);
+    if (w.rank() == 1) x[0] += 1.0;
+  };
+  const verify::report r = verify::against_one_device<DP, double>(w, SGD{.lr = 0.1}, 3, skewed);
+  CHECK_FALSE(r.ok());
+  CHECK(r.worst_loss > 1e-9);
+  // where this rank's own reference differs, the first step already does; a rank whose
+  // reference happens to agree says the difference was found on another rank
+  CHECK((r.first_difference.rfind("step 1: loss", 0) == 0 || r.first_difference.rfind("on another rank", 0) == 0));
+  CHECK(r.bytes_as_planned);                                 // the communication was as planned
 }
 
 TEST_CASE("the partial batch of an evaluation may land on any replica") {

@@ -183,6 +183,11 @@ class trainer {
         world_.abort(std::string("strata: ") + what + " failed on this rank alone: " + e.what() +
                      " (ending every rank)");
       throw;
+    } catch (...) {
+      if (world_.can_abort())
+        world_.abort(std::string("strata: ") + what + " failed on this rank alone: an exception not derived from "
+                     "std::exception (ending every rank)");
+      throw;
     }
   }
 

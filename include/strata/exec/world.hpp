@@ -58,7 +58,7 @@ class world {
   // the same (an agreed_error: the job ends normally); ends every rank otherwise.
   //   catch (const std::exception& e) { return world.fail(e); }
   int fail(const std::exception& e) const noexcept {
-    if (dynamic_cast<const agreed_error*>(&e) == nullptr && size() > 1) abort(e.what());
+    if (dynamic_cast<const agreed_error*>(&e) == nullptr && abort_) abort(e.what());
     std::fprintf(stderr, "[strata] rank %d: %s\n", comm_->rank(), e.what());
     std::fflush(stderr);
     return 1;

@@ -40,7 +40,7 @@ world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
   comm::mpi_communicator* c = &env->world();
   // One rank failing alone ends the job (comm::fail_all), never leaves the others waiting.
   comm::end_job_on_terminate();
-  world<Backend, comm::mpi_communicator> w(std::move(env), c, &comm::fail_all);
+  world<Backend, comm::mpi_communicator> w(std::move(env), c, c->size() > 1 ? &comm::fail_all : nullptr);
   if constexpr (requires { w.queue().set_threads(1u); }) {
     // Ranks on one node share its cores: each takes its share of the CPUs it may
     // run on (backend::host::cpu_share), for strata's pool and the BLAS together.

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -71,9 +72,11 @@ struct report {
   std::string bytes_difference;
   replica_report replicas;
 
+  bool eval_correct_ok = true;  // the same correct rows (up to 1% argmax flips unless all double)
+
   bool ok() const {
-    return first_difference.empty() && worst_eval <= tolerance && bytes_as_planned && buffers_as_planned &&
-           replicas.identical;
+    return first_difference.empty() && worst_eval <= tolerance && eval_correct_ok && bytes_as_planned &&
+           buffers_as_planned && replicas.identical;
   }
   std::string text() const {
     char line[256];
@@ -123,9 +126,29 @@ inline double relative(double a, double b) {
 // fills a global batch (P::global_batch(w.size()) samples: inputs × P::input_elems values
 // of master_t<T>, labels × P::labels_per_sample) and must give every rank the same
 // values; step == steps asks for the evaluation batch. Collective: every rank calls it.
+namespace detail {
+template <class P, class T, class R, class Backend, class Comm, class Data>
+report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed);
+}  // namespace detail
+
 template <class P, class T = typename P::element_type, class R = T, class Backend, class Comm, class Data>
 report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Data&& data,
                           double tolerance = default_tolerance<T>(), std::uint64_t seed = 0x5eed) {
+  // Errors every rank reaches alike (a world size the plan cannot use, a NaN loss, a bad
+  // label from `data`) are thrown to the caller; any other ends the job, as a trainer's do.
+  try {
+    return detail::run<P, T, R>(w, opt, steps, data, tolerance, seed);
+  } catch (const agreed_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (w.can_abort()) w.abort(std::string("strata::verify failed on this rank alone: ") + e.what());
+    throw;
+  }
+}
+
+namespace detail {
+template <class P, class T, class R, class Backend, class Comm, class Data>
+report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed) {
   using X = master_t<T>;
   using XR = master_t<R>;
   using RP = one_device_plan<P>;
@@ -134,11 +157,16 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
   rep.steps = steps;
   rep.tolerance = tolerance;
   // the parallel run counts the bytes its communicators move (a private copy of the world)
+  // (no abort function: errors reach the wrapper above, which ends the job if need be)
   comm::counting<Comm> counted(w.comm().split(0, w.rank()));
-  world<Backend, comm::counting<Comm>> cw(nullptr, &counted, w.abort_fn());
+  world<Backend, comm::counting<Comm>> cw(nullptr, &counted);
   if constexpr (requires { cw.queue().set_threads(w.queue().threads()); }) cw.queue().set_threads(w.queue().threads());
+  // a communicator with a stream (NCCL) runs on this world's queue, in order with its kernels
+  if constexpr (requires { counted.inner().set_stream(cw.queue().stream()); })
+    counted.inner().set_stream(cw.queue().stream());
   auto par = make_trainer<P, T>(cw, opt, seed);
   par.check_replicas_every(0);  // checked below, outside the counted steps
+  par.use_graphs(false);        // every step calls the communicators, so every step is counted
   const int dp = par.data_parallel();
   rep.data_parallel = dp;
   const std::size_t S = std::size_t(P::replica_batch), G = S * std::size_t(dp);
@@ -191,8 +219,8 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
       }
     const step_result b = ref.step(whole());
     const double e = relative(a.loss, b.loss);
-    rep.worst_loss = std::max(rep.worst_loss, e);
-    if (e > tolerance)
+    if (!std::isnan(rep.worst_loss) && !(e <= rep.worst_loss)) rep.worst_loss = e;  // a NaN sticks
+    if (!(e <= tolerance))
       note("step " + std::to_string(s + 1) + ": loss " + std::to_string(a.loss) + ", one device " +
            std::to_string(b.loss) + " (relative " + std::to_string(e) + ")");
     const auto pa = par.gather_parameters();
@@ -208,11 +236,11 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
         const layer_plan& lp = P::layer_plans[i];
         const std::string name = "layer " + std::to_string(i) + " (" + std::string(lp.desc.name) + ") '" +
                                  std::string(lp.desc.params[k].name) + "'";
-        if (rep.worst_param_tensor.empty() || pe > rep.worst_param) {
-          rep.worst_param = pe;
+        if (rep.worst_param_tensor.empty() || (!std::isnan(rep.worst_param) && !(pe <= rep.worst_param))) {
+          rep.worst_param = pe;  // a NaN sticks
           rep.worst_param_tensor = name;
         }
-        if (pe > tolerance)
+        if (!(pe <= tolerance))
           note("after step " + std::to_string(s + 1) + ": " + name + " differs by " + std::to_string(pe) +
                " (relative L2)");
       }
@@ -223,6 +251,9 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
   const step_result ea = par.evaluate(shard(S), S);
   const step_result eb = ref.evaluate(whole(), G);
   rep.worst_eval = relative(ea.loss, eb.loss);
+  // the same rows right, up to argmax ties that rounding may flip (none in double)
+  const long long flips = std::is_same_v<T, double> && std::is_same_v<R, double> ? 0 : std::max(1LL, ea.rows / 100);
+  rep.eval_correct_ok = std::abs(ea.correct - eb.correct) <= flips;
   rep.eval_loss = ea.loss;
   rep.eval_loss_reference = eb.loss;
   rep.eval_rows = ea.rows;
@@ -230,8 +261,11 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
   rep.eval_correct_reference = eb.correct;
   rep.replicas = par.check_replicas();
   // one verdict on every rank: the worst errors over the world
-  std::array<double, 4> worst{rep.worst_loss, rep.worst_param, rep.worst_eval,
-                              rep.bytes_as_planned && rep.buffers_as_planned ? 0.0 : 1.0};
+  // (a NaN error becomes +Inf: a max reduction may drop NaNs)
+  auto no_nan = [](double e) { return std::isnan(e) ? std::numeric_limits<double>::infinity() : e; };
+  std::array<double, 6> worst{no_nan(rep.worst_loss), no_nan(rep.worst_param), no_nan(rep.worst_eval),
+                              rep.bytes_as_planned ? 0.0 : 1.0, rep.buffers_as_planned ? 0.0 : 1.0,
+                              rep.eval_correct_ok ? 0.0 : 1.0};
   {
     auto d = Backend::template allocate<double>(worst.size());
     Backend::upload(w.queue(), worst.data(), worst.size(), d.data());
@@ -244,14 +278,17 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
   rep.worst_loss = worst[0];
   rep.worst_param = worst[1];
   rep.worst_eval = worst[2];
-  if (worst[3] != 0.0 && rep.bytes_as_planned && rep.buffers_as_planned) {
+  if (worst[3] != 0.0 && rep.bytes_as_planned) {
     rep.bytes_as_planned = false;
     rep.bytes_difference = " (on another rank)";
   }
-  if (rep.first_difference.empty() && (rep.worst_loss > tolerance || rep.worst_param > tolerance))
+  rep.buffers_as_planned = worst[4] == 0.0;
+  rep.eval_correct_ok = worst[5] == 0.0;
+  if (rep.first_difference.empty() && !(rep.worst_loss <= tolerance && rep.worst_param <= tolerance))
     rep.first_difference = "on another rank (worst loss " + std::to_string(rep.worst_loss) + ", parameter " +
                            std::to_string(rep.worst_param) + ")";
   return rep;
 }
+}  // namespace detail
 
 }  // namespace strata::verify

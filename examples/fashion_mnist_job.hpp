@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "agreed_load.hpp"
 #include "fashion_mnist/fashion_mnist.hpp"
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
@@ -29,25 +30,6 @@ static_assert(P::peak_activation_bytes(0) <= (64 << 20));
 using Single = Plan<Replicate<1, Flatten, Linear<784, 512>, ReLU, Linear<512, 512>, ReLU, Linear<512, 10>>,
                     Loss<SoftmaxCrossEntropy>, MicroBatch<64>, NumMicroBatch<4>>;
 
-// A split read on every rank; if any rank cannot read it, every rank throws the same
-// agreed_error naming that rank's problem (so a file missing on one node ends the job on all).
-template <class World>
-fashion_mnist::basic_dataset<float> load_everywhere(World& world, fashion_mnist::split which) {
-  fashion_mnist::basic_dataset<float> d;
-  std::string problem;
-  try {
-    d = fashion_mnist::load_fashion_mnist<float>(which);
-  } catch (const std::exception& e) {
-    problem = e.what();
-  }
-  try {
-    world.comm().agree(problem.empty(), problem);
-  } catch (const comm::comm_error& e) {
-    throw agreed_error(e.what());
-  }
-  return d;
-}
-
 // T: float, or bf16 for mixed precision (bf16 activations, FP32 master weights).
 template <class Plan, class T, class World>
 int run(World& world, int epochs) {
@@ -62,8 +44,8 @@ int run(World& world, int epochs) {
                   P::global_batch(world.size()), P::stages > 1 ? "1F1B, Adam lr 1e-3" : "one device, Adam lr 1e-3",
                   std::is_same_v<T, bf16> ? "bf16 mixed precision (FP32 master weights)" : "float32");
 
-    const auto train_set = load_everywhere(world, fashion_mnist::split::train);
-    const auto test_set = load_everywhere(world, fashion_mnist::split::test);
+    const auto train_set = examples::agreed_load(world, [] { return fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::train); });
+    const auto test_set = examples::agreed_load(world, [] { return fashion_mnist::load_fashion_mnist<float>(fashion_mnist::split::test); });
     fashion_mnist::sharded_loader loader(train_set, replica, dp, P::replica_batch, /*seed=*/2024);
     const auto steps = loader.steps_per_epoch();
 

@@ -2,7 +2,9 @@
 # The host benchmarks, in one run on this machine:
 #  1. GEMMs: strata's host gemm vs OpenBLAS called directly (1 thread and T threads);
 #  2. the seed MLP's training step (float32, Adam, one process, T threads) at batch 64,
-#     256 and 1024: strata vs PyTorch on the same CPU and thread count.
+#     256 and 1024: strata vs PyTorch on the same CPU and thread count;
+#  3. the main job's GPT training step (float32, AdamW, one process, T threads) at 8, 16
+#     and 32 sequences of 128 tokens: tokens/s, strata vs PyTorch.
 # PyTorch is installed with pip into a private venv (STRATA_BENCH_VENV, default
 # .venv-bench, git-ignored); it is never a dependency of strata. The report (ratios,
 # machine, versions, the command) goes to stdout and to bench/results/host_<date>_<cpu>.md.
@@ -14,7 +16,7 @@ threads=${1:-$(nproc)}
 bash scripts/deps.sh >/dev/null
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
   -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-bench --target bench_host_gemm bench_host_step >/dev/null
+cmake --build build-bench --target bench_host_gemm bench_host_step bench_host_gpt >/dev/null
 
 venv=${STRATA_BENCH_VENV:-.venv-bench}
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
@@ -32,6 +34,12 @@ echo "== training step"
 for pass in 1 2; do
   ./build-bench/bench/bench_host_step "$threads" | tee -a "$out/strata"
   "$venv/bin/python" bench/host/pytorch_mlp.py --threads "$threads" | tee -a "$out/torch"
+done
+
+echo "== GPT training step"
+for pass in 1 2; do
+  ./build-bench/bench/bench_host_gpt "$threads" | tee -a "$out/strata_gpt"
+  "$venv/bin/python" bench/host/pytorch_gpt.py --threads "$threads" | tee -a "$out/torch_gpt"
 done
 
 best() {  # best ms/step of framework file $1 at batch $2
@@ -62,6 +70,19 @@ best() {  # best ms/step of framework file $1 at batch $2
   for b in 64 256 1024; do
     s=$(best "$out/strata" "$b"); t=$(best "$out/torch" "$b")
     echo "| $b | $s | $t | $(awk -v s="$s" -v t="$t" 'BEGIN { printf "%.2f", t / s }') |"
+  done
+  echo
+  echo "## GPT training step (the main job's model: 4 blocks, D 128, 4 heads, context 128, vocabulary 256), $threads threads"
+  echo
+  echo "PyTorch's attention is its fused \`scaled_dot_product_attention\`; strata's is two batched GEMMs"
+  echo "around its own causal softmax. Goal: strata/PyTorch speed >= 1.0."
+  echo
+  echo "| sequences | strata ms/step | PyTorch ms/step | strata tokens/s | PyTorch tokens/s | speed ratio strata/PyTorch |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  for b in 8 16 32; do
+    s=$(best "$out/strata_gpt" "$b"); t=$(best "$out/torch_gpt" "$b")
+    echo "| $b | $s | $t | $(awk -v s="$s" -v b="$b" 'BEGIN { printf "%.0f", b * 128 / s * 1e3 }') |" \
+         "$(awk -v t="$t" -v b="$b" 'BEGIN { printf "%.0f", b * 128 / t * 1e3 }') | $(awk -v s="$s" -v t="$t" 'BEGIN { printf "%.2f", t / s }') |"
   done
 } > "$out/report.md"
 echo

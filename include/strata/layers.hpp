@@ -8,4 +8,6 @@
 #include "strata/layers/linear.hpp"
 #include "strata/layers/loss.hpp"
 #include "strata/layers/moe.hpp"
+#include "strata/layers/position.hpp"
+#include "strata/layers/residual.hpp"
 #include "strata/core/shape.hpp"

@@ -37,11 +37,14 @@
 //                              outputs also norm-wise 2e-2 (bf16 storage accuracy)
 //   conversions, copies,       bit-exact (cast_elements; NaN only as NaN), embedding
 //   lookups                    forward; embedding backward bit-identical to adding the
-//                              rows of one id in row order in the gradient type
+//                              rows of one id in row order in the gradient type; head
+//                              permutations; position backward bit-identical to adding
+//                              each position's rows in row order in double, rounded once
 //   reductions to double       1e-12 of sum|x| (sum) or of sum x^2 (sum_squares)
 //   optimizer state that may   element-wise: float 1e-5 relative plus 1e-5 absolute,
 //   cancel (m, velocity)       double 1e-12 plus 1e-12 (inputs of magnitude 1)
 //   finite differences         1e-6 (double, central differences with h = 1e-6)
+#include "kernel_suite_attention.hpp"
 #include "kernel_suite_common.hpp"
 #include "kernel_suite_elementwise.hpp"
 #include "kernel_suite_gemm.hpp"

@@ -201,3 +201,16 @@ TEST_CASE("SoftmaxCrossEntropy (mean loss)") {
   lio.scale = 1.0 / 5;
   check_layer<layers::SoftmaxCrossEntropy>(shape_v<5>, 5, h.rand(5 * 5, 2.0), &lio);
 }
+
+TEST_CASE("MultiHeadAttention and CausalSelfAttention") {
+  // three sequences of 4 tokens, D 6, 2 heads; all of x and every parameter
+  harness h;
+  check_layer<layers::MultiHeadAttention<6, 2, 4>>(shape_v<4, 6>, 3 * 4, h.rand(3 * 4 * 6));
+  check_layer<layers::CausalSelfAttention<6, 2, 4>>(shape_v<4, 6>, 3 * 4, h.rand(3 * 4 * 6));
+  check_layer<layers::CausalSelfAttention<8, 4, 3>>(shape_v<3, 8>, 2 * 3, h.rand(2 * 3 * 8, 2.0));
+}
+
+TEST_CASE("PositionEmbedding") {
+  harness h;
+  check_layer<layers::PositionEmbedding<3, 5>>(shape_v<3, 5>, 2 * 3, h.rand(2 * 3 * 5));
+}

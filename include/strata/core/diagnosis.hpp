@@ -27,11 +27,15 @@ enum class rule_id : unsigned char {
   needs_loss,
   input_shape,
   input_rank,
+  residual_shape,
+  residual_part,
+  residual_pairs,
   split_features,
   split_vocab,
   split_heads,
   split_experts,
   split_tokens,
+  split_rows,
   tensor_mode_layer,
   tensor_batch,
   tensor_features,
@@ -71,11 +75,15 @@ constexpr bool raise() {
   else if constexpr (R == needs_loss) return rule::plan_needs_loss<(A != 0)>::value;
   else if constexpr (R == input_shape) return rule::input_shape_known<(A != 0)>::value;
   else if constexpr (R == input_rank) return rule::input_rank<A, B, C>::value;
+  else if constexpr (R == residual_shape) return rule::residual_shape<A, B, C>::value;
+  else if constexpr (R == residual_part) return rule::residual_part<A, B, C>::value;
+  else if constexpr (R == residual_pairs) return rule::residual_pairs<A, B>::value;
   else if constexpr (R == split_features) return rule::split_features_divisible<A, B, C>::value;
   else if constexpr (R == split_vocab) return rule::split_vocab_divisible<A, B, C>::value;
   else if constexpr (R == split_heads) return rule::split_heads_divisible<A, B, C>::value;
   else if constexpr (R == split_experts) return rule::split_experts_divisible<A, B, C>::value;
   else if constexpr (R == split_tokens) return rule::split_tokens_divisible<A, B, C>::value;
+  else if constexpr (R == split_rows) return rule::split_rows_divisible<A, B, C>::value;
   else if constexpr (R == tensor_mode_layer) return rule::tensor_mode_supports_layer<A, B>::value;
   else if constexpr (R == tensor_batch) return rule::tensor_batch_divisible<A, B>::value;
   else if constexpr (R == tensor_features) return rule::tensor_features_divisible<A, B, C>::value;

@@ -72,6 +72,31 @@ struct input_rank {
                        "(input_rank<layer index, rank received, rank expected>)");
 };
 
+// Residual<L...>: y = x + f(x) needs f to return x's shape.
+template <int EndLayer, int BranchElems, int InputElems>
+struct residual_shape {
+  static constexpr bool value = BranchElems == InputElems;
+  static_assert(value, "strata rule [residual-shape]: a Residual<...> branch must return its input's shape "
+                       "(residual_shape<layer index of the residual's end, elements per sample of the branch's "
+                       "output, of its input>)");
+};
+
+// The skip connection is a buffer of one device group: both ends in one pipeline part.
+template <int BeginLayer, int BeginPart, int EndPart>
+struct residual_part {
+  static constexpr bool value = BeginPart == EndPart;
+  static_assert(value, "strata rule [residual-part]: a Residual<...> must lie within one pipeline part "
+                       "(residual_part<layer index of its start, part of its start, part of its end>)");
+};
+
+// ResidualBegin / ResidualEnd written by hand must pair up like brackets.
+template <int Layer, int Unclosed>
+struct residual_pairs {
+  static constexpr bool value = Layer < 0;  // raised only when broken (dependent, so not at definition)
+  static_assert(value, "strata rule [residual-pairs]: a ResidualEnd without its ResidualBegin, or a ResidualBegin "
+                       "never ended (residual_pairs<layer index, 1 if a begin is left open>); write Residual<...>");
+};
+
 template <bool Known>
 struct input_shape_known {
   static constexpr bool value = Known;
@@ -160,6 +185,16 @@ struct split_tokens_divisible {
   static constexpr bool value = N > 0 && Tokens % N == 0;
   static_assert(value, "strata rule [split-tokens]: Split<N>: an expert-parallel layer's tokens per micro-batch "
                        "are not divisible by N (split_tokens_divisible<layer index, tokens, N>)");
+};
+
+// A row split (sequence parallelism, or a Replicate<N> cutting the micro-batch) keeps
+// whole rows: the micro-batch's rows (samples x tokens) must divide among the devices.
+template <int Layer, int Rows, int N>
+struct split_rows_divisible {
+  static constexpr bool value = N > 0 && Rows % N == 0;
+  static_assert(value, "strata rule [split-rows]: a layer whose rows are split over N devices (sequence "
+                       "parallelism) receives a micro-batch whose rows are not divisible by N "
+                       "(split_rows_divisible<layer index, rows per micro-batch, N>)");
 };
 
 template <int Index, int Experts, int N>

@@ -134,6 +134,7 @@ enum class shard_rule : unsigned char {
   split_heads,
   split_experts,
   split_tokens,
+  split_rows,
   tensor_mode_layer,
   tensor_batch,
   tensor_features
@@ -176,6 +177,7 @@ struct shard_query {
   int split_extent = 0;      // heads, vocabulary or experts
   long long micro_batch = 1;
   bool next_is_loss = false; // a column-parallel layer feeding the loss is a vocabulary split
+  bool sequence_parallel = false;  // SequenceParallel: row-wise layers take a partial sum as a row split
 };
 
 // A layer's answer: its signature, the layout it needs and produces, how it cuts its

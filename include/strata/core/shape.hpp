@@ -58,7 +58,9 @@ enum class layer_role : unsigned char {
   attention,    // head-parallel
   moe,          // expert-parallel with all-to-all
   loss,         // must be last; vocabulary-parallel when logits arrive split
-  opaque        // user layer with no sharding knowledge: whole features, replicated params
+  opaque,       // user layer with no sharding knowledge: whole features, replicated params
+  residual_begin,  // Residual<...>: where the skip connection leaves (its input is kept)
+  residual_end     // Residual<...>: where it is added back, in the skip's layout
 };
 
 constexpr std::string_view to_string(layer_role r) {
@@ -72,6 +74,8 @@ constexpr std::string_view to_string(layer_role r) {
     case layer_role::moe: return "moe";
     case layer_role::loss: return "loss";
     case layer_role::opaque: return "opaque";
+    case layer_role::residual_begin: return "residual-begin";
+    case layer_role::residual_end: return "residual-end";
   }
   return "?";
 }

@@ -45,8 +45,8 @@ class activation_arena {
       v += L::slots(sched::pool_kind::gin, p) * pp.gin_values;
     }
     const lower::work_layout& w = L::tables.work[idx(stage_)];
-    work_v_ = v, work_s_ = s;
-    v += w.values(), s += w.stats();
+    work_v_ = v, work_s_ = s, work_i_ = i;
+    v += w.values(), s += w.stats(), i += w.ids();
     values_ = Backend::template allocate<T>(static_cast<std::size_t>(v > 0 ? v : 1));
     stats_ = Backend::template allocate<S>(static_cast<std::size_t>(s > 0 ? s : 1));
     ids_ = Backend::template allocate<std::int32_t>(static_cast<std::size_t>(i > 0 ? i : 1));
@@ -71,7 +71,8 @@ class activation_arena {
   };
 
   long long offset(const lower::buf& b, int p, const slot_set& s) const {
-    if (b.where == lower::pool::work) return (b.of == lower::kind::stats ? work_s_ : work_v_) + b.off;
+    if (b.where == lower::pool::work)
+      return (b.of == lower::kind::stats ? work_s_ : b.of == lower::kind::ids ? work_i_ : work_v_) + b.off;
     const lower::part_plan& pp = L::tables.parts[idx(b.part)];
     const base& bs = bases_[idx(b.part)];
     const bool own = b.part == p;
@@ -91,7 +92,7 @@ class activation_arena {
 
   int stage_;
   std::array<base, idx(NP)> bases_{};
-  long long work_v_ = 0, work_s_ = 0, bytes_ = 0;
+  long long work_v_ = 0, work_s_ = 0, work_i_ = 0, bytes_ = 0;
   typename Backend::template buffer<T> values_;
   typename Backend::template buffer<S> stats_;
   typename Backend::template buffer<std::int32_t> ids_;

@@ -47,6 +47,9 @@ struct layer_ctx {
   stat_t<T>* scratch_stats = nullptr;
   const std::int32_t* ids = nullptr;   // the model's token ids, when this layer reads them
   loss_io<T>* loss = nullptr;          // the loss layer's books
+  const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
+  T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
+  std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)
 };
 
 }  // namespace strata::exec

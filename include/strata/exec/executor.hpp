@@ -215,6 +215,7 @@ class executor {
       switch (st.kind) {
         case lower::step_kind::convert: convert(st.index, part, slots); break;
         case lower::step_kind::backward: layer(st.index, part, x.mb, slots, false); break;
+        case lower::step_kind::recompute: layer(st.index, part, x.mb, slots, true); break;
         case lower::step_kind::bucket:
           if (x.last && final_pass_) issue(st.index);  // complete only after the final micro-batch
           break;
@@ -264,13 +265,18 @@ class executor {
     ctx.stash_ids = arena_.ids(c.stash_ids, part, slots);
     ctx.scratch_values = arena_.values(c.scratch_values, part, slots);
     ctx.scratch_stats = arena_.stats(c.scratch_stats, part, slots);
+    ctx.skip = arena_.values(c.skip, part, slots);
+    ctx.skip_grad = arena_.values(c.skip_grad, part, slots);
+    ctx.row0 = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * ctx.rows : 0;
     if (c.reads_ids) {
       const std::size_t local = ctx.rows * ctx.in_cols;
       const std::size_t first = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * local : 0;
       ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
     }
     if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
-    if (c.needs.view) {  // a view runs no kernel; at a part's edge its output is a copy
+    // a view runs no kernel (at a part's edge its output is a copy); ResidualBegin is a
+    // view forward only: its backward adds the skip's gradient
+    if (c.needs.view && (fwd || lp.desc.role != layer_role::residual_begin)) {
       const std::size_t e = ctx.rows * ctx.in_cols;
       if (fwd && ctx.y != ctx.x) copy(q_, e, ctx.x, ctx.y);
       if (!fwd && ctx.dx && ctx.dx != ctx.dy) copy(q_, e, ctx.dy, ctx.dx);

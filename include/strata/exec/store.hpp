@@ -77,6 +77,15 @@ class param_store {
   }
   M* grads(int g) { return grads_[idx(g)].data(); }
 
+  // Overwrites one local tensor's master values (host memory, the tensor's local size);
+  // call refresh() after the last one.
+  void set_master(int layer, int k, const M* host) {
+    const lower::tensor_place& t = place(layer, k);
+    Backend::upload(q_, host, static_cast<std::size_t>(t.size), params_[idx(t.group)].data() + t.offset);
+    Backend::synchronize(q_);
+  }
+  void refresh() { refresh_copies(); }
+
   void zero_grads() {
     for (int g = 0; g < 2; ++g) fill(q_, grads_[idx(g)].size(), M(0), grads_[idx(g)].data());
   }

@@ -72,8 +72,8 @@ class trainer {
                 "trainer<T>: T is float, double or bf16");
   static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
   static_assert(exec::executable_list<typename P::layers>::value,
-                "trainer: this plan uses a layer without forward/backward (MultiHeadAttention and MoE are planned "
-                "and costed only so far); a user layer runs once it defines them (see docs/concepts.md)");
+                "trainer: this plan uses a layer without forward/backward (MoE layers are planned and costed "
+                "only so far); a user layer runs once it defines them (see docs/concepts.md)");
   static_assert(P::mode == tensor_mode::d1,
                 "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
 
@@ -126,6 +126,12 @@ class trainer {
   // result[layer][tensor] holds the full tensor in row-major order (replica 0's copy).
   std::vector<std::vector<std::vector<double>>> gather_parameters() {
     return guarded("gather_parameters", [&] { return gather(); });
+  }
+
+  // The inverse of gather_parameters: every rank passes the whole model (the same values
+  // everywhere) and keeps its shards of it. Optimizer state is left as it is.
+  void set_parameters(const std::vector<std::vector<std::vector<double>>>& full) {
+    guarded("set_parameters", [&] { scatter(full); });
   }
 
   // Collective: are the data-parallel replicas (and the devices of a part that hold a
@@ -243,6 +249,40 @@ class trainer {
       for (std::size_t k = 0; k < 3; ++k) total[k] += v[k];
     }
     return books(total);
+  }
+
+  void scatter(const std::vector<std::vector<std::vector<double>>>& full) {
+    auto& store = exec_->store();
+    std::string problem;
+    if (full.size() != std::size_t(P::num_layers))
+      problem = "set_parameters: " + std::to_string(full.size()) + " layers given, the plan has " +
+                std::to_string(P::num_layers);
+    for (int i = 0; problem.empty() && i < P::num_layers; ++i) {
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      if (full[std::size_t(i)].size() != std::size_t(lp.desc.num_params)) {
+        problem = "set_parameters: layer " + std::to_string(i) + " has " + std::to_string(lp.desc.num_params) +
+                  " tensors, " + std::to_string(full[std::size_t(i)].size()) + " given";
+        break;
+      }
+      for (int k = 0; k < lp.desc.num_params; ++k)
+        if (full[std::size_t(i)][std::size_t(k)].size() != std::size_t(lp.desc.params[std::size_t(k)].shape.numel()))
+          problem = "set_parameters: layer " + std::to_string(i) + " tensor '" +
+                    std::string(lp.desc.params[std::size_t(k)].name) + "' has the wrong size";
+    }
+    if (!problem.empty()) throw agreed_error("strata: " + problem);  // the same verdict on every rank
+    std::vector<M> local;
+    for (int i = 0; i < P::num_layers; ++i) {
+      if (!store.owns(i)) continue;
+      const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const shape_t whole = lp.desc.params[std::size_t(k)].shape, mine = lp.local_params[std::size_t(k)];
+        local.resize(static_cast<std::size_t>(mine.numel()));
+        for (std::size_t e = 0; e < local.size(); ++e)
+          local[e] = static_cast<M>(full[std::size_t(i)][std::size_t(k)][exec::logical_index(whole, mine, me_.index, e)]);
+        store.set_master(i, k, local.data());
+      }
+    }
+    store.refresh();
   }
 
   std::vector<std::vector<std::vector<double>>> gather() {

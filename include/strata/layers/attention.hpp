@@ -1,21 +1,31 @@
 #pragma once
-// MultiHeadAttention<D, Heads, Seq>: self-attention over [Seq, D]. Under Split<N> heads
-// are divided among devices: QKV column-parallel, output projection row-parallel.
-// Planned and costed; not executable yet.
+// MultiHeadAttention<D, Heads, Seq, Causal>: self-attention over [Seq, D] with a fused QKV
+// projection and an output projection, optionally causal (a token attends to itself and
+// the tokens before it: GPT). Under Split<N> heads are divided among devices (Megatron):
+// the QKV projection column-parallel, the output projection row-parallel, so its output
+// is a partial sum the planner reduces once.
+//
+// Parameters: w_qkv [D, 3D] whose columns are, head after head, that head's q, k and v
+// blocks of D/Heads (so a contiguous cut of the columns is a set of whole heads), b_qkv
+// [3D] alike, w_out [D, D] whose rows follow the heads, b_out [D].
+#include <cmath>
+
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
 
 namespace strata::layers {
 
-template <int D, int Heads, int Seq>
+template <int D, int Heads, int Seq, bool Causal = false>
 struct MultiHeadAttention {
   static_assert(rule::layer_dim_positive<D, Heads>::value && rule::layer_dim_positive<Seq, Seq>::value);
   static_assert(rule::attention_heads_divide_dim<D, Heads>::value);
-  static constexpr std::string_view name = "MultiHeadAttention";
+  static constexpr std::string_view name = Causal ? "CausalSelfAttention" : "MultiHeadAttention";
   static constexpr layer_role role = layer_role::attention;
   static constexpr int features = D;
   static constexpr int heads = Heads;
   static constexpr int seq = Seq;
+  static constexpr bool causal = Causal;
+  static constexpr int head_dim = D / Heads;
   static constexpr int split_extent = Heads;
   static constexpr shape_t in_shape = shape_v<Seq, D>;
   static constexpr shape_t out_shape(shape_t in) { return in; }
@@ -41,12 +51,113 @@ struct MultiHeadAttention {
     if (Heads % q.n != 0) c.violate(shard_rule::split_heads, Heads);
     return c;
   }
-  // x; this device's heads' q/k/v, attention probabilities and context.
+
+  // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (head-major), the context
+  // (token rows, for dW_out) and the attention probabilities. Scratch: the QKV rows and
+  // head-major context (forward), and the gradients of each (backward).
   static constexpr buffer_needs memory(const local_dims& d) {
     const long long split = d.sig == signature::head_parallel ? d.n : 1;
-    const long long seqs = d.rows / Seq;
-    return {.keep_input = true, .stash_values = 4 * d.rows * D / split + seqs * (Heads / split) * Seq * Seq};
+    const long long rows = d.rows, width = rows * D / split, scores = rows / Seq * (Heads / split) * Seq * Seq;
+    return {.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores};
+  }
+
+  template <class C>
+  static void forward(C& c) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    const shapes s = local(c);
+    T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | probabilities]
+    T* ctx = q_h + 3 * s.width;
+    T* probs = ctx + s.width;
+    T* qkv = c.scratch_values;
+    T* ctx_h = qkv + 3 * s.width;
+    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, 3 * s.w, std::size_t(D), S(1), c.x,
+                  std::size_t(D), c.w[0], 3 * s.w, S(0), qkv, 3 * s.w, c.w[1], backend::activation::none,
+                  static_cast<T*>(nullptr));
+    heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.heads, 3, std::size_t(head_dim), qkv, q_h);
+    const T* k_h = q_h + s.width;
+    const T* v_h = q_h + 2 * s.width;
+    // scores = q kᵀ per (sequence, head), then the scaled (causal) softmax in place
+    gemm_strided_batched(c.q, backend::trans::N, backend::trans::T, std::size_t(Seq), std::size_t(Seq),
+                         std::size_t(head_dim), S(1), q_h, std::size_t(head_dim), s.head, k_h, std::size_t(head_dim),
+                         s.head, S(0), probs, std::size_t(Seq), s.square, s.items);
+    attention_softmax_forward(c.q, s.items, std::size_t(Seq), scale(), Causal, probs, probs);
+    gemm_strided_batched(c.q, backend::trans::N, backend::trans::N, std::size_t(Seq), std::size_t(head_dim),
+                         std::size_t(Seq), S(1), probs, std::size_t(Seq), s.square, v_h, std::size_t(head_dim), s.head,
+                         S(0), ctx_h, std::size_t(head_dim), s.head, s.items);
+    rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.heads, 1, std::size_t(head_dim), ctx_h, ctx);
+    // the output projection; a head-parallel output is a partial sum: its bias is added once
+    const T* bias = c.sig != signature::head_parallel || c.index == 0 ? c.w[3] : nullptr;
+    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, std::size_t(D), s.w, S(1), ctx, s.w, c.w[2],
+                  std::size_t(D), S(0), c.y, std::size_t(D), bias, backend::activation::none,
+                  static_cast<T*>(nullptr));
+  }
+
+  template <class C>
+  static void backward(C& c) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    const shapes s = local(c);
+    const T* q_h = c.stash_values;
+    const T* k_h = q_h + s.width;
+    const T* v_h = q_h + 2 * s.width;
+    const T* ctx = q_h + 3 * s.width;
+    const T* probs = ctx + s.width;
+    T* dctx = c.scratch_values;  // [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows | dprobs]
+    T* dctx_h = dctx + s.width;
+    T* dq_h = dctx_h + s.width;
+    T* dk_h = dq_h + s.width;
+    T* dv_h = dk_h + s.width;
+    T* dqkv = dv_h + s.width;
+    T* dprobs = dqkv + 3 * s.width;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    const std::size_t seq = Seq, dh = head_dim;
+    // output projection: dW_out += ctxᵀ dy, db_out += Σ dy, dctx = dy W_outᵀ
+    gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2], std::size_t(D));
+    bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
+    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx, s.w);
+    heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, dctx, dctx_h);
+    // attention: dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q
+    gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), dctx_h, dh, s.head, v_h, dh, s.head, S(0), dprobs, seq,
+                         s.square, s.items);
+    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), probs, seq, s.square, dctx_h, dh, s.head, S(0), dv_h, dh,
+                         s.head, s.items);
+    attention_softmax_backward(c.q, s.items, seq, scale(), probs, dprobs, dprobs);
+    gemm_strided_batched(c.q, N, N, seq, dh, seq, S(1), dprobs, seq, s.square, k_h, dh, s.head, S(0), dq_h, dh, s.head,
+                         s.items);
+    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), dprobs, seq, s.square, q_h, dh, s.head, S(0), dk_h, dh,
+                         s.head, s.items);
+    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
+    // QKV projection: dW_qkv += xᵀ dqkv, db_qkv += Σ dqkv, dx = dqkv W_qkvᵀ (a partial sum over heads)
+    gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
+    bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
+    if (c.dx)
+      gemm(c.q, N, Tr, c.rows, std::size_t(D), 3 * s.w, S(1), dqkv, 3 * s.w, c.w[0], 3 * s.w, S(0), c.dx,
+           std::size_t(D));
+  }
+
+ private:
+  static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
+  // This device's share: its heads, sequences and the sizes derived from them.
+  struct shapes {
+    std::size_t heads, w, seqs, items, width, head, square;
+  };
+  template <class C>
+  static shapes local(const C& c) {
+    shapes s{};
+    s.heads = std::size_t(c.sig == signature::head_parallel ? Heads / c.n : Heads);
+    s.w = s.heads * std::size_t(head_dim);
+    s.seqs = c.rows / std::size_t(Seq);
+    s.items = s.seqs * s.heads;              // one (sequence, head) per batched GEMM item
+    s.width = c.rows * s.w;                  // elements of q, k, v or the context
+    s.head = std::size_t(Seq) * head_dim;    // one head's q (k, v) of one sequence
+    s.square = std::size_t(Seq) * std::size_t(Seq);
+    return s;
   }
 };
+
+// GPT's attention: each token attends to itself and the tokens before it.
+template <int D, int Heads, int Seq>
+using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true>;
 
 }  // namespace strata::layers

@@ -68,11 +68,15 @@ constexpr void split_share(shard_choice& c, int n) {
   c.flops_div = c.rows_div * c.feat_div;
 }
 
+// Where a row-wise layer receives a partial sum: reduced whole, or under SequenceParallel
+// reduced and scattered by rows.
+constexpr sbp reduced(const shard_query& q) { return q.sequence_parallel ? sbp::split_batch : sbp::broadcast; }
+
 // Pointwise: any split or broadcast layout passes through; a partial sum is reduced first.
 constexpr shard_choice pointwise(const shard_query& q) {
   shard_choice c;
   c.sig = signature::pointwise;
-  c.need = c.out = q.arrives == sbp::partial ? sbp::broadcast : q.arrives;
+  c.need = c.out = q.arrives == sbp::partial ? reduced(q) : q.arrives;
   split_share(c, q.n);
   return c;
 }
@@ -93,7 +97,7 @@ constexpr shard_choice reshape(const shard_query& q) {
 constexpr shard_choice whole_features(const shard_query& q) {
   shard_choice c;
   c.sig = signature::replicated;
-  c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : sbp::broadcast;
+  c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : q.arrives == sbp::partial ? reduced(q) : sbp::broadcast;
   split_share(c, q.n);
   if (c.need != sbp::split_batch) c.flops_div = 1;  // every device computes the whole layer
   return c;

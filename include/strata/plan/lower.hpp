@@ -45,6 +45,8 @@ struct layer_call {
   buf stash_values, stash_stats, stash_ids;  // kept from forward for backward (act pool)
   buf scratch_values, scratch_stats;         // inside one call (work)
   buf dy, dx;                                // backward: output and input gradients (dx empty: not computed)
+  buf skip, skip_grad;                       // residuals: the skip (ResidualEnd reads it) and its
+                                             // gradient (ResidualEnd writes it, ResidualBegin reads it)
   bool reads_ids = false;                    // the model's token ids (an Embedding first)
 };
 
@@ -59,7 +61,9 @@ struct conversion {
   long long comm_elems = 0;  // the collective's size, by comm_desc's rule
 };
 
-enum class step_kind : unsigned char { load, convert, forward, backward, bucket };
+// recompute: a layer's forward run again in the backward, from its checkpointed region's
+// kept input (into the same buffers, so what backward reads is what forward wrote).
+enum class step_kind : unsigned char { load, convert, forward, backward, bucket, recompute };
 struct step {
   step_kind kind = step_kind::forward;
   int index = 0;  // layer, conversion or bucket
@@ -71,6 +75,7 @@ constexpr std::string_view to_string(step_kind k) {
     case step_kind::forward: return "forward";
     case step_kind::backward: return "backward";
     case step_kind::bucket: return "reduce-bucket";
+    case step_kind::recompute: return "recompute";
   }
   return "?";
 }
@@ -100,11 +105,15 @@ struct bucket {
 };
 
 // Work-region layout (per stage): two activation/gradient buffers used in turn, the
-// conversion staging, the layers' scratch.
+// conversion staging, the layers' scratch, and the activations of one recomputed region
+// (every region of the stage reuses it: a region's forward is run again right before
+// its backward, and nothing else runs in between).
 struct work_layout {
   long long ping = 0, staging = 0, scratch_values = 0, scratch_stats = 0;
-  constexpr long long values() const { return 2 * ping + staging + scratch_values; }
-  constexpr long long stats() const { return scratch_stats; }
+  long long recompute_values = 0, recompute_stats = 0, recompute_ids = 0;
+  constexpr long long values() const { return 2 * ping + staging + scratch_values + recompute_values; }
+  constexpr long long stats() const { return scratch_stats + recompute_stats; }
+  constexpr long long ids() const { return recompute_ids; }
 };
 
 namespace detail {
@@ -121,7 +130,7 @@ template <class P>
 struct lowered {
   static constexpr int NL = P::num_layers, NP = P::num_parts, NS = P::stages;
   static constexpr int max_buckets = 2 * P::buckets;
-  static constexpr int max_steps = NP + 5 * NL + NS * max_buckets + 1;
+  static constexpr int max_steps = NP + 7 * NL + NS * max_buckets + 1;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
   // ---- the programs -----------------------------------------------------------------
@@ -234,15 +243,37 @@ struct lowered {
         return c.needs.view && !(i == pp.last && has_next);
       };
 
-      // Which layer inputs must survive until backward: kept inputs, and the input of a
-      // view whose output (the same buffer) is kept.
+      // Recomputed regions (P::recompute_region): a region's input is kept in the act
+      // slot; everything its layers write in forward goes to the stage's recompute
+      // buffers (rc), written again when the backward recomputes the region.
+      auto region = [&](int i) { return i < pp.first || i > pp.last ? -1 : P::recompute_region[idx(i)]; };
+      auto region_first = [&](int i) { return region(i) >= 0 && region(i - 1) != region(i); };
+      auto region_last = [&](int i) { return region(i) >= 0 && region(i + 1) != region(i); };
+      long long rc_v = 0, rc_s = 0, rc_i = 0;
+      auto rc = [&](kind k, long long e) {
+        long long& o = k == kind::values ? rc_v : k == kind::stats ? rc_s : rc_i;
+        long long& top = k == kind::values ? w.recompute_values : k == kind::stats ? w.recompute_stats : w.recompute_ids;
+        const buf b{pool::work, k, -1, recompute_code - o, e};
+        o += e;
+        top = detail::max2(top, o);
+        return b;
+      };
+      // where layer i keeps something for its backward
+      auto keep = [&](int i, kind k, long long e) { return region(i) >= 0 ? rc(k, e) : act(k, e); };
+      std::array<int, idx(NL)> fconv{};  // each layer's forward conversion, for the recompute
+
+      // Which layer inputs must survive until backward: kept inputs, the input of a
+      // view whose output (the same buffer) is kept, and a recomputed region's input.
       std::array<bool, idx(NL)> persist{};
       for (int i = pp.last; i >= pp.first; --i) {
         const layer_call& c = t.calls[idx(i)];
-        persist[idx(i)] = c.needs.keep_input || (aliases(i, c) && i < pp.last && !converts(i + 1) && persist[idx(i + 1)]);
+        persist[idx(i)] = c.needs.keep_input || region_first(i) ||
+                          (aliases(i, c) && i < pp.last && !converts(i + 1) && persist[idx(i + 1)]);
       }
 
       // ---- forward -------------------------------------------------------------------
+      std::array<int, idx(NL) + 1> open{};  // residuals begun and not yet ended
+      int depth = 0;
       pp.fwd_begin = t.num_steps;
       const layer_plan& F = lp[idx(pp.first)];
       const long long entry_elems = rows_of(F.in, F.arrives) * cols_of(F.in, F.arrives);
@@ -253,17 +284,31 @@ struct lowered {
         const layer_plan& L = lp[idx(i)];
         layer_call& c = t.calls[idx(i)];
         const long long x_elems = c.dims.rows * c.dims.in_cols;
+        if (region_first(i)) rc_v = rc_s = rc_i = 0;  // regions reuse the recompute buffers
+        const bool inside = region(i) >= 0 && !region_first(i);
+        fconv[idx(i)] = -1;
         if (converts(i) && !in_place(L.arrives, L.in_layout)) {
-          const buf dst = persist[idx(i)] ? act(kind::values, x_elems) : ping(other(src), x_elems);
-          push(step_kind::convert, conv_of(i, pass::forward, L.arrives, L.in_layout, L.in, src, dst));
+          const buf dst = inside ? rc(kind::values, x_elems)
+                          : persist[idx(i)] ? act(kind::values, x_elems) : ping(other(src), x_elems);
+          fconv[idx(i)] = conv_of(i, pass::forward, L.arrives, L.in_layout, L.in, src, dst);
+          push(step_kind::convert, fconv[idx(i)]);
           c.x = dst;
         } else {
-          if (converts(i)) push(step_kind::convert, conv_of(i, pass::forward, L.arrives, L.in_layout, L.in, src, src));
+          if (converts(i)) {
+            fconv[idx(i)] = conv_of(i, pass::forward, L.arrives, L.in_layout, L.in, src, src);
+            push(step_kind::convert, fconv[idx(i)]);
+          }
           c.x = src;
         }
-        if (c.needs.stash_values) c.stash_values = act(kind::values, c.needs.stash_values);
-        if (c.needs.stash_stats) c.stash_stats = act(kind::stats, c.needs.stash_stats);
-        if (c.needs.stash_ids) c.stash_ids = act(kind::ids, c.needs.stash_ids);
+        if (c.needs.stash_values) c.stash_values = keep(i, kind::values, c.needs.stash_values);
+        if (L.desc.role == layer_role::residual_begin) open[idx(depth++)] = i;
+        if (L.desc.role == layer_role::residual_end && depth > 0) {
+          const int b = open[idx(--depth)];
+          c.skip = t.calls[idx(b)].x;  // kept: ResidualBegin keeps its input
+          t.calls[idx(b)].skip_grad = c.stash_values;
+        }
+        if (c.needs.stash_stats) c.stash_stats = keep(i, kind::stats, c.needs.stash_stats);
+        if (c.needs.stash_ids) c.stash_ids = keep(i, kind::ids, c.needs.stash_ids);
         if (c.needs.scratch_values) {
           w.scratch_values = detail::max2(w.scratch_values, c.needs.scratch_values);
           c.scratch_values = buf{pool::work, kind::values, -1, scratch_code, c.needs.scratch_values};
@@ -284,7 +329,11 @@ struct lowered {
           c.y = pp.exit;
         } else {
           const bool direct = !converts(i + 1) || in_place(lp[idx(i + 1)].arrives, lp[idx(i + 1)].in_layout);
-          c.y = direct && persist[idx(i + 1)] ? act(kind::values, y_elems) : ping(other(c.x), y_elems);
+          // inside a region nothing goes to the ping buffers: the recompute must not
+          // overwrite the gradient that its backward is about to read
+          if (region(i) >= 0 && (region(i + 1) == region(i) || !(direct && persist[idx(i + 1)])))
+            c.y = rc(kind::values, y_elems);
+          else c.y = direct && persist[idx(i + 1)] ? act(kind::values, y_elems) : ping(other(c.x), y_elems);
         }
         push(step_kind::forward, i);
         src = c.y;
@@ -310,14 +359,26 @@ struct lowered {
       for (int i = pp.last; i >= pp.first; --i) {
         const layer_plan& L = lp[idx(i)];
         layer_call& c = t.calls[idx(i)];
+        if (region_last(i)) {  // run the region's forward again from its kept input
+          int f = i;
+          while (!region_first(f)) --f;
+          for (int j = f; j <= i; ++j) {
+            if (j != f && fconv[idx(j)] >= 0) push(step_kind::convert, fconv[idx(j)]);
+            push(step_kind::recompute, j);
+          }
+        }
         c.dy = dy;
         const bool want_dx = need_dx[idx(i)];
         const sbp g_in = strata::detail::input_grad_layout(L), g_out = strata::detail::grad_of(L.arrives);
         const bool conv = want_dx && g_in != g_out;
         const bool conv_in_place = conv && in_place(g_in, g_out);
-        const bool alias = c.needs.view && !(i == pp.first && has_prev);
+        // a view's gradient is its output's, with no step (ResidualBegin is a view forward
+        // only: its backward adds the skip's gradient); ResidualEnd hands dy on but runs a
+        // step to keep a copy for the skip
+        const bool alias = c.needs.view && L.desc.role != layer_role::residual_begin && !(i == pp.first && has_prev);
+        const bool end = L.desc.role == layer_role::residual_end;
         if (!want_dx) c.dx = buf{};
-        else if (alias) c.dx = c.dy;
+        else if (alias || end) c.dx = c.dy;
         else if (i == pp.first && (!conv || conv_in_place)) c.dx = pp.gin;
         else c.dx = ping(other(dy), c.dims.rows * c.dims.in_cols);
         if (!alias) push(step_kind::backward, i);
@@ -348,14 +409,15 @@ struct lowered {
     for (int i = 0; i < NL; ++i) {
       layer_call& c = t.calls[idx(i)];
       const work_layout& w = t.work[idx(t.parts[idx(lp[idx(i)].part)].stage)];
-      for (buf* b : {&c.x, &c.y, &c.dy, &c.dx, &c.scratch_values})
-        if (b->where == pool::work) b->off = fix(b->off, w);
+      for (buf* b : {&c.x, &c.y, &c.dy, &c.dx, &c.scratch_values, &c.scratch_stats, &c.skip, &c.skip_grad,
+                     &c.stash_values, &c.stash_stats, &c.stash_ids})
+        if (b->where == pool::work) b->off = fix(*b, w);
     }
     for (int k = 0; k < t.num_convs; ++k) {
       conversion& c = t.convs[idx(k)];
       const work_layout& w = t.work[idx(t.parts[idx(lp[idx(c.layer)].part)].stage)];
       for (buf* b : {&c.src, &c.dst, &c.staging})
-        if (b->where == pool::work) b->off = fix(b->off, w);
+        if (b->where == pool::work) b->off = fix(*b, w);
     }
 
     // ---- parameters and gradient buckets -----------------------------------------------
@@ -389,9 +451,18 @@ struct lowered {
     return t;
   }
 
-  // Work offsets are codes until the stage's sizes are known.
-  static constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4;
-  static constexpr long long fix(long long code, const work_layout& w) {
+  // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |
+  // staging | scratch | recompute], stats [scratch | recompute], ids [recompute]; a
+  // recompute buffer at offset o within its section is coded recompute_code − o.
+  static constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4, recompute_code = -16;
+  static constexpr long long fix(const buf& b, const work_layout& w) {
+    const long long code = b.off;
+    if (code <= recompute_code) {
+      const long long o = recompute_code - code;
+      if (b.of == kind::values) return 2 * w.ping + w.staging + w.scratch_values + o;
+      if (b.of == kind::stats) return w.scratch_stats + o;
+      return o;
+    }
     switch (code) {
       case ping0: return 0;
       case ping1: return w.ping;
@@ -465,7 +536,7 @@ struct lowered {
       b += slots(sched::pool_kind::gin, p) * pp.gin_values * t_bytes;
     }
     const work_layout& w = tables.work[idx(stage)];
-    return b + w.values() * t_bytes + w.stats() * s_bytes;
+    return b + w.values() * t_bytes + w.stats() * s_bytes + w.ids() * 4;
   }
   // The stash: what one micro-batch keeps in its act slot, and the stage's peak.
   static constexpr long long stash_bytes(int part, long long t_bytes, long long s_bytes) {

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "strata/core/typelist.hpp"
+#include "strata/layers/residual.hpp"
 #include "strata/strategy/strategy.hpp"
 
 namespace strata::detail {
@@ -20,17 +21,32 @@ struct item_desc {
   bool group = false;                       // a Pipeline/Colocate/Model where an item belongs
 };
 
+// The flat layers of an item: Residual<...> and Repeat<N, ...> expanded (layers/residual.hpp).
 template <class T>
 struct item_layers {
-  using type = type_list<T>;
+  using type = expand_t<T>;
 };
 template <int N, class... L>
 struct item_layers<Replicate<N, L...>> {
-  using type = type_list<L...>;
+  using type = concat_t<expand_t<L>...>;
 };
 template <int N, class... L>
 struct item_layers<Split<N, L...>> {
-  using type = type_list<L...>;
+  using type = concat_t<expand_t<L>...>;
+};
+
+// The recomputation marks of an item's flat layers (layers/residual.hpp).
+template <class T>
+struct item_marks : marks<T> {};
+template <int N, class... L>
+struct item_marks<Replicate<N, L...>> {
+  static constexpr auto user = join_marks(marks<L>::user...);
+  static constexpr auto block = join_marks(marks<L>::block...);
+};
+template <int N, class... L>
+struct item_marks<Split<N, L...>> {
+  static constexpr auto user = join_marks(marks<L>::user...);
+  static constexpr auto block = join_marks(marks<L>::block...);
 };
 
 template <class T>
@@ -49,6 +65,14 @@ constexpr item_desc describe_item() {
     }(typename item_layers<T>::type{});
   } else if constexpr (is_annotation_v<T>) {
     d.group = true;  // a grouping construct where an item was expected
+  } else {
+    d.num_layers = item_layers<T>::type::size;  // a bare Residual or Repeat stands for several
+    d.nested_at = []<class... L>(type_list<L...>) {  // a strategy written inside a Residual
+      constexpr std::array<bool, sizeof...(L) + 1> nested{is_annotation_v<L>..., false};
+      for (int i = 0; i < static_cast<int>(sizeof...(L)); ++i)
+        if (nested[static_cast<std::size_t>(i)]) return i;
+      return -1;
+    }(typename item_layers<T>::type{});
   }
   return d;
 }
@@ -69,6 +93,8 @@ template <class... I>
 struct items_info<type_list<I...>> {
   static constexpr std::array<item_desc, sizeof...(I)> value{describe_item<I>()...};
   using layers = concat_t<typename item_layers<I>::type...>;
+  static constexpr auto user_marks = join_marks(item_marks<I>::user...);
+  static constexpr auto block_marks = join_marks(item_marks<I>::block...);
 };
 
 // net_traits<Net>: items (flattened across parts) with their part index.

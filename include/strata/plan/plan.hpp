@@ -149,6 +149,10 @@ struct Plan {
   static constexpr reduce_method gradient_reduce =
       detail::pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
   static constexpr int buckets = detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
+  static constexpr bool sequence_parallel =
+      detail::pick_t<option_kind::sequence_parallel, NoSequenceParallel, Options...>::value;
+  static constexpr checkpoint_mode recompute =
+      detail::pick_t<option_kind::gradient_checkpoint, GradientCheckpoint<checkpoint_mode::collection>, Options...>::value;
   // Element<T> is the training precision (make_trainer's default T): activations and the
   // weights layers read in T, master weights, gradients and optimizer state in master_t<T>
   // (float for bf16), so the analyses below count each in its own type.
@@ -260,7 +264,9 @@ struct Plan {
       for (int i = 0; i < num_layers; ++i) {
         const auto& d = descs[detail::idx(i)];
         if (d.in_shape.rank > 0) return true;
-        if (d.role != layer_role::elementwise && d.role != layer_role::reshape) return d.role == layer_role::embedding;
+        if (d.role != layer_role::elementwise && d.role != layer_role::reshape && d.role != layer_role::residual_begin &&
+            d.role != layer_role::residual_end)
+          return d.role == layer_role::embedding;
       }
       return false;
     }
@@ -282,6 +288,15 @@ struct Plan {
   }();
 
  private:
+  // The pipeline part of every layer.
+  static constexpr auto layer_part = [] {
+    std::array<int, static_cast<std::size_t>(num_layers) + 1> a{};
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[detail::idx(t)];
+      for (int i = tg.first_layer; i < tg.first_layer + tg.num_layers && i < num_layers; ++i) a[detail::idx(i)] = tg.part;
+    }
+    return a;
+  }();
   static constexpr auto shapes = [] {
     std::array<std::array<shape_t, 2>, static_cast<std::size_t>(num_layers)> s{};
     shape_t cur = input_shape;
@@ -320,6 +335,22 @@ struct Plan {
         return detail::diagnosis{loss_last, i, num_layers};
     if (num_layers == 0 || descs[detail::idx(num_layers - 1)].role != layer_role::loss)
       return detail::diagnosis{needs_loss};
+    // residuals: the branch returns the input's shape, within one pipeline part
+    std::array<int, static_cast<std::size_t>(num_layers) + 1> open{};
+    int depth = 0;
+    for (int i = 0; i < num_layers; ++i) {
+      const layer_role r = descs[detail::idx(i)].role;
+      if (r == layer_role::residual_begin) open[detail::idx(depth++)] = i;
+      if (r != layer_role::residual_end) continue;
+      if (depth == 0) return detail::diagnosis{residual_pairs, i, 0};
+      const int b = open[detail::idx(--depth)];
+      const long long got = shapes[detail::idx(i)][0].numel(), want = shapes[detail::idx(b)][0].numel();
+      if (shapes[detail::idx(i)][0] != shapes[detail::idx(b)][0])
+        return detail::diagnosis{residual_shape, i, static_cast<int>(got), static_cast<int>(want)};
+      const int pb = layer_part[detail::idx(b)], pe = layer_part[detail::idx(i)];
+      if (pb != pe) return detail::diagnosis{residual_part, b, pb, pe};
+    }
+    if (depth > 0) return detail::diagnosis{residual_pairs, open[detail::idx(depth - 1)], 1};
     return detail::diagnosis{};
   }();
   // The guard is part of the template argument: `ok || raise<...>()` would still instantiate raise<...>.
@@ -346,7 +377,8 @@ struct Plan {
       r.layers = lp;
       return r;
     }
-    return detail::plan_shardings(lp, taskgraphs, detail::shard_inputs{mode, tensor_depth, micro_batch});
+    return detail::plan_shardings(lp, taskgraphs,
+                                  detail::shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel});
   }();
 
   static constexpr detail::diagnosis shard_diag = [] {
@@ -359,6 +391,7 @@ struct Plan {
       case shard_rule::split_heads: return detail::diagnosis{split_heads, v.layer, v.value, v.n};
       case shard_rule::split_experts: return detail::diagnosis{split_experts, v.layer, v.value, v.n};
       case shard_rule::split_tokens: return detail::diagnosis{split_tokens, v.layer, v.value, v.n};
+      case shard_rule::split_rows: return detail::diagnosis{split_rows, v.layer, v.value, v.n};
       case shard_rule::tensor_features: return detail::diagnosis{tensor_features, v.layer, v.value, v.n};
       case shard_rule::tensor_mode_layer: return detail::diagnosis{tensor_mode_layer, v.layer, v.value};
       case shard_rule::tensor_batch: return detail::diagnosis{tensor_batch, v.value, v.n};
@@ -370,6 +403,43 @@ struct Plan {
 
  public:
   static constexpr std::array<layer_plan, static_cast<std::size_t>(num_layers)> layer_plans = sharded.layers;
+
+  // ---- activation recomputation ----------------------------------------------------------------
+  // The region each layer is recomputed in (−1: its activations are kept), by
+  // GradientCheckpoint's mode; regions never cross a TaskGraph or part, and end before a
+  // part's last layer (whose output is a message) and before the loss (whose forward
+  // accumulates the step's loss).
+  static constexpr auto recompute_region = [] {
+    std::array<int, static_cast<std::size_t>(num_layers) + 1> r{};
+    using info = detail::items_info<items>;
+    int regions = 0, prev_tg = -1;
+    bool open = false;
+    for (int i = 0; i < num_layers; ++i) {
+      const layer_plan& L = layer_plans[detail::idx(i)];
+      unsigned char m = detail::mark_none;
+      if (i < static_cast<int>(info::user_marks.size())) {
+        if constexpr (recompute == checkpoint_mode::collection) m = info::user_marks[detail::idx(i)];
+        else if constexpr (recompute == checkpoint_mode::automatic) m = info::block_marks[detail::idx(i)];
+        else m = L.taskgraph != prev_tg ? detail::mark_start : detail::mark_inside;
+      }
+      const bool part_last = i + 1 >= num_layers || layer_plans[detail::idx(i + 1)].part != L.part;
+      if (m == detail::mark_none || part_last || L.desc.role == layer_role::loss) {
+        r[detail::idx(i)] = -1, open = false;
+      } else {
+        if (m == detail::mark_start || !open || L.taskgraph != prev_tg) ++regions, open = true;
+        r[detail::idx(i)] = regions - 1;
+      }
+      prev_tg = L.taskgraph;
+    }
+    r[detail::idx(num_layers)] = -1;
+    return r;
+  }();
+  static constexpr int recompute_regions = [] {
+    int n = 0;
+    for (int i = 0; i < num_layers; ++i)
+      if (recompute_region[detail::idx(i)] + 1 > n) n = recompute_region[detail::idx(i)] + 1;
+    return n;
+  }();
 
   // ---- schedule -------------------------------------------------------------------------------
   static constexpr auto program = [] {
@@ -414,6 +484,13 @@ struct Plan {
   static constexpr bool reads_token_ids = num_layers > 0 && descs[0].role == layer_role::embedding;
   // the embedding's vocabulary (token ids lie in [0, vocabulary)); 0 when the model reads no ids
   static constexpr long long vocabulary = reads_token_ids ? descs[0].params[0].shape.dim[0] : 0;
+  // Elements of every logical parameter tensor (the model's size, before any split).
+  static constexpr long long model_parameters = [] {
+    long long n = 0;
+    for (const layer_desc& d : descs)
+      for (int k = 0; k < d.num_params; ++k) n += d.params[detail::idx(k)].shape.numel();
+    return n;
+  }();
   static constexpr long long labels_per_sample = [] {
     if constexpr (num_layers == 0) return 0LL;
     else {
@@ -542,7 +619,7 @@ struct Plan {
   // data-parallel degree; a reduction over a group of one device is no traffic and is
   // not listed. With dp = 0 (unknown: the default unless the plan fixes World<N>)
   // data-group reductions are listed as for any dp > 1.
-  static constexpr int max_comms = 2 * num_layers + max_layer_comms * num_layers + 4 * num_parts + 2 * buckets + 4;
+  static constexpr int max_comms = 4 * num_layers + max_layer_comms * num_layers + 4 * num_parts + 2 * buckets + 4;
   struct comm_table {
     std::array<comm_total, static_cast<std::size_t>(max_comms)> rows{};
     int size = 0;
@@ -572,13 +649,15 @@ struct Plan {
         if (c.coll == collective::none) continue;
         add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * t_bytes * m, m});
       }
-      // collectives inside layers (after the conversions the sharding pass listed first)
+      // collectives inside layers (after the conversions the sharding pass listed first);
+      // a recomputed layer's forward ones run twice
       for (int i = pp.first; i <= pp.last; ++i) {
         const layer_plan& lp = layer_plans[detail::idx(i)];
         for (int k = lp.num_conversion_comms; k < lp.num_comms; ++k) {
           const comm_desc& c = lp.comms[detail::idx(k)];
           const long long eb = c.stats ? s_bytes : t_bytes;
-          add(comm_total{c.kind, c.group, c.when, i, p, c.elems * eb * c.calls * m, c.calls * m});
+          const int runs = c.when == pass::forward && recompute_region[detail::idx(i)] >= 0 ? 2 : 1;
+          add(comm_total{c.kind, c.group, c.when, i, p, c.elems * eb * c.calls * m * runs, c.calls * m * runs});
         }
       }
     }

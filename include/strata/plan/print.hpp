@@ -55,6 +55,7 @@ std::string step_text(const lower::step& st) {
     case lower::step_kind::load: return "load";
     case lower::step_kind::forward:
     case lower::step_kind::backward:
+    case lower::step_kind::recompute:
       return std::string(lower::to_string(st.kind)) + " L" + std::to_string(st.index) + " " +
              std::string(P::layer_plans[static_cast<std::size_t>(st.index)].desc.name);
     case lower::step_kind::convert: {

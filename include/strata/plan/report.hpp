@@ -69,8 +69,13 @@ std::string report(int world = 0) {
   appendf(o, "schedule %s, %d chunk(s) per stage, bubble %lld/%lld = %.4f, deadlock-free: %s; tensor mode %s\n",
           sv(detail::schedule_name(P::schedule)), P::chunks, P::bubble.num, P::bubble.den, P::bubble_fraction,
           P::deadlock_free ? "proven" : "NO", sv(detail::mode_name(P::mode)));
-  appendf(o, "gradient reduction: %s over the data group, %d bucket(s)\n",
+  appendf(o, "gradient reduction: %s over the data group, %d bucket(s) per parameter group\n",
           P::gradient_reduce == reduce_method::mean ? "mean" : "sum", P::buckets);
+  appendf(o, "sequence parallel: %s; activation recomputation: %d region(s) (%s)\n", P::sequence_parallel ? "yes" : "no",
+          P::recompute_regions,
+          P::recompute == checkpoint_mode::collection  ? "Checkpoint<...> regions"
+          : P::recompute == checkpoint_mode::automatic ? "every residual block"
+                                                       : "every TaskGraph");
 
   o += "\nranks\n  rank  data  stage  index  row  col  depth\n";
   for (int r = 0; r < world && r < 64; ++r) {

@@ -73,6 +73,7 @@ struct shard_inputs {
   tensor_mode mode = tensor_mode::d1;
   int depth = 1;
   int micro_batch = 1;
+  bool sequence_parallel = false;
 };
 
 constexpr int isqrt(int n) {
@@ -161,6 +162,9 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
     if (r.violation.rule == shard_rule::ok) r.violation = shard_violation{rule, layer, value, n};
   };
   const std::array<bool, NL> need_dx = input_grads_needed(r.layers);
+  // open residuals: the layout of each skip connection, innermost last
+  std::array<sbp, NL + 1> skips{};
+  int open = 0;
   sbp cur = sbp::broadcast;
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
@@ -219,12 +223,25 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           default: fail(shard_rule::tensor_mode_layer, li, mode_code, n); break;
         }
       } else {
-        c = d.shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch, next_is_loss});
+        c = d.shard(
+            shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch, next_is_loss, ctx.sequence_parallel});
+        if (d.role == layer_role::residual_end && open > 0) {
+          // the branch's output is converted into the skip's layout
+          c = shard_choice{};
+          c.sig = signature::pointwise;
+          c.need = c.out = skips[static_cast<std::size_t>(open - 1)];
+          sharding::split_share(c, n);
+        }
         if (c.violated != shard_rule::ok) fail(c.violated, li, c.violated_value, n);
+        // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices
+        if (c.need == sbp::split_batch && (ctx.micro_batch * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1))) % n != 0)
+          fail(shard_rule::split_rows, li, static_cast<int>(ctx.micro_batch * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1))), n);
         for (int pi = 0; pi < d.num_params; ++pi)
           local[static_cast<std::size_t>(pi)] =
               cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
       }
+      if (d.role == layer_role::residual_begin) skips[static_cast<std::size_t>(open++)] = c.out;
+      if (d.role == layer_role::residual_end && open > 0) --open;
       lp.arrives = cur;
       lp.in_layout = c.need;
       lp.out_layout = c.out;

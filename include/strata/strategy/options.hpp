@@ -18,7 +18,9 @@ enum class option_kind : unsigned char {
   default_strategy,
   gradient_reduce,
   buckets,
-  element
+  element,
+  sequence_parallel,
+  gradient_checkpoint
 };
 
 // Samples one replica consumes per micro-batch (EPL's "micro batch size").
@@ -140,6 +142,32 @@ template <class T>
 struct Element {
   static constexpr option_kind option = option_kind::element;
   using type = T;
+};
+
+// Megatron's sequence parallelism for Split<N> TaskGraphs: where a partial sum (a
+// row-parallel output) meets a layer that works row by row (LayerNorm, a residual add,
+// position embeddings, activations), it is reduce-scattered to a row split instead of
+// all-reduced, and the rows are all-gathered before the next column- or head-parallel
+// layer: those regions hold 1/N of the activations each.
+struct SequenceParallel {
+  static constexpr option_kind option = option_kind::sequence_parallel;
+  static constexpr bool value = true;
+};
+struct NoSequenceParallel {  // the default (not an option)
+  static constexpr bool value = false;
+};
+
+// Activation recomputation (EPL's gradient_checkpoint): which layers' activations are
+// dropped after the forward and computed again, one region at a time, in the backward.
+//  collection     the regions written as Checkpoint<...> (the default: none unless written)
+//  automatic      every outermost Residual<...> block (a transformer's attention and MLP halves)
+//  end_taskgraph  every TaskGraph: only what enters a TaskGraph is kept
+// A region stops before a pipeline part's last layer (its output is a message) and the loss.
+enum class checkpoint_mode : unsigned char { collection, automatic, end_taskgraph };
+template <checkpoint_mode M>
+struct GradientCheckpoint {
+  static constexpr option_kind option = option_kind::gradient_checkpoint;
+  static constexpr checkpoint_mode value = M;
 };
 
 namespace detail {

@@ -2,7 +2,7 @@
 #pragma once
 // strata CUDA backend, elementwise kernels (as host/elementwise.hpp): bias +
 // activation forward, activation backward (strata/core/math.hpp's formulas),
-// scale/axpy/copy/fill, casts between element types, strided copies, token-id casts.
+// scale/axpy/add/copy/fill, casts between element types, strided copies, token-id casts.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -150,6 +150,20 @@ __global__ void k_axpy(std::size_t n, T a, const T* x, T* y) {
 }
 
 template <class T, int W>
+__global__ void k_add(std::size_t n, const T* a, const T* b, T* y) {
+  using C = compute_t<T>;
+  flat_loop<W>(n, [&](std::size_t i, auto w) {
+    constexpr int V = decltype(w)::value;
+    T av[V], bv[V];
+    load<V>(a + i, av);
+    load<V>(b + i, bv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) av[k] = T(C(av[k]) + C(bv[k]));
+    store<V>(y + i, av);
+  });
+}
+
+template <class T, int W>
 __global__ void k_fill(std::size_t n, T value, T* x) {
   flat_loop<W>(n, [&](std::size_t i, auto w) {
     constexpr int V = decltype(w)::value;
@@ -225,7 +239,7 @@ __global__ void k_cast_ids(std::size_t n, const T* values, std::int32_t* ids) {
 
 }  // namespace detail
 
-// x *= alpha
+// x *= alpha (bf16: in float, alpha rounded to bf16 first, as the host does)
 template <class T>
 void scale(queue& q, std::size_t n, double alpha, T* x) {
   static_assert(detail::is_elem_v<T>);
@@ -239,7 +253,7 @@ void scale(queue& q, std::size_t n, double alpha, T* x) {
   STRATA_CUDA_CHECK_LAUNCH("k_scale");
 }
 
-// y += alpha * x
+// y += alpha * x (bf16: in float, alpha rounded to bf16 first)
 template <class T>
 void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   static_assert(detail::is_elem_v<T>);
@@ -251,6 +265,20 @@ void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   else
     detail::k_axpy<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, x, y);
   STRATA_CUDA_CHECK_LAUNCH("k_axpy");
+}
+
+// y = a + b, n elements, in compute_t<T> (one rounding for bf16); y may alias a or b.
+template <class T>
+void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  if (n == 0) return;
+  detail::need(a && b && y, "add", "null pointer");
+  constexpr int W = detail::vec_width<T>;
+  if (detail::aligned16(a) && detail::aligned16(b) && detail::aligned16(y))
+    detail::k_add<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
+  else
+    detail::k_add<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
+  STRATA_CUDA_CHECK_LAUNCH("k_add");
 }
 
 // y = x (non-overlapping). Either side may also be host memory (the runtime

@@ -1,7 +1,8 @@
 // strata-header: cuda-only
 #pragma once
 // strata CUDA backend, embeddings (as host/embedding.hpp): id checks, lookups and the
-// gradient's deterministic scatter-add (a stable sort of (id, row) through CUB).
+// gradient's deterministic scatter-add (a stable sort of (id, row) through CUB), and
+// learned positions (forward add, backward per-position row sums).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -105,6 +106,40 @@ __global__ void k_embedding_accumulate(std::size_t rows, std::size_t D, const st
   *d = acc;
 }
 
+// y[r, j] = x[r, j] + pos[(row0 + r) mod seq, j], in compute_t<T>. A vector never
+// straddles rows (D % W == 0 when W > 1).
+template <class T, int W>
+__global__ void k_position_forward(std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* x,
+                                   const T* pos, T* y) {
+  using C = compute_t<T>;
+  const bool small = rows * D <= 0xffffffffull;
+  flat_loop<W>(rows * D, [&](std::size_t i, auto w) {
+    constexpr int V = decltype(w)::value;
+    const std::size_t r = d_div(i, D, small), j = i - r * D;
+    T xv[V], pv[V];
+    load<V>(x + i, xv);
+    load<V>(pos + ((row0 + r) % seq) * D + j, pv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) xv[k] = T(C(xv[k]) + C(pv[k]));
+    store<V>(y + i, xv);
+  });
+}
+
+// One thread per (position t, column j): dpos[t, j] (+)= the dy[r, j] of the rows r at
+// position t, in row order, in double (the host's order: the same bits).
+template <class T, class G>
+__global__ void k_position_backward(std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* dy,
+                                    G* dpos, bool accumulate) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < seq * D;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t t = i / D, j = i - t * D;
+    double acc = accumulate ? double(dpos[i]) : 0.0;
+    const std::size_t first = (t + seq - row0 % seq) % seq;  // the first local row at position t
+    for (std::size_t r = first; r < rows; r += seq) acc += double(dy[r * D + j]);
+    dpos[i] = G(acc);
+  }
+}
+
 inline int bits_for(std::size_t v) {
   int b = 1;
   while (b < 32 && (std::size_t(1) << b) <= v) ++b;
@@ -203,6 +238,41 @@ void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::in
   detail::k_embedding_accumulate<T, G><<<grid, tile, 0, q.stream()>>>(rows, D, keys_out, rows_out, dout,
                                                                       static_cast<std::uint32_t>(vocab_local), dtable);
   STRATA_CUDA_CHECK_LAUNCH("k_embedding_accumulate");
+}
+
+// Learned positions: y[r, :] = x[r, :] + pos[(row0 + r) mod seq, :] for rows of
+// `seq`-token sequences, of which this device holds rows from `row0` on (a row split
+// keeps whole rows in order). y may alias x. Computed in compute_t<T>.
+template <class T>
+void position_forward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* x,
+                      const T* pos, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  if (rows == 0 || D == 0) return;
+  detail::need(seq > 0, "position_forward", "seq must be positive");
+  detail::need(x && pos && y, "position_forward", "null pointer");
+  constexpr int W = detail::vec_width<T>;
+  if (D % W == 0 && detail::aligned16(x) && detail::aligned16(pos) && detail::aligned16(y))
+    detail::k_position_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
+        rows, D, seq, row0, x, pos, y);
+  else
+    detail::k_position_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
+        rows, D, seq, row0, x, pos, y);
+  STRATA_CUDA_CHECK_LAUNCH("k_position_forward");
+}
+
+// dpos[t, :] (+)= Σ over this device's rows r with (row0 + r) mod seq == t of dy[r, :],
+// in row order with double accumulation (deterministic, bit-identical to the host).
+// accumulate == false zeroes the seq x D gradient first. T: dy (float, double, bf16);
+// G: dpos (float or double; G = T for reals).
+template <class T, class G = T>
+void position_backward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* dy,
+                       G* dpos, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
+  if (D == 0 || seq == 0) return;
+  detail::need(dpos && (rows == 0 || dy), "position_backward", "null pointer");
+  detail::k_position_backward<T, G><<<detail::flat_grid(q, seq * D), detail::flat_threads, 0, q.stream()>>>(
+      rows, D, seq, row0, dy, dpos, accumulate);
+  STRATA_CUDA_CHECK_LAUNCH("k_position_backward");
 }
 
 }  // namespace strata::backend::cuda

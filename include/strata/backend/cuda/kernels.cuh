@@ -4,6 +4,7 @@
 // backend/host/kernels.hpp, with a cuda::queue first and device pointers; found by
 // argument-dependent lookup on the queue), and the backend checked against the
 // Backend concept.
+#include "strata/backend/cuda/attention.cuh"
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/elementwise.cuh"
 #include "strata/backend/cuda/embedding.cuh"

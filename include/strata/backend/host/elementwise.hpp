@@ -71,23 +71,37 @@ void activation_backward(queue& q, activation act, std::size_t n, const T* pre, 
   });
 }
 
-// x *= alpha
+// x *= alpha (bf16: in float, alpha rounded to bf16 first, as the CUDA backend does)
 template <class T>
 void scale(queue& q, std::size_t n, double alpha, T* x) {
-  static_assert(detail::is_real_v<T>);
-  const T a = T(alpha);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  const C a = C(T(alpha));
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) x[i] *= a;
+    for (std::size_t i = b; i < e; ++i) x[i] = T(C(x[i]) * a);
   });
 }
 
-// y += alpha * x
+// y += alpha * x (bf16: in float, alpha rounded to bf16 first)
 template <class T>
 void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
-  static_assert(detail::is_real_v<T>);
-  const T a = T(alpha);
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  const C a = C(T(alpha));
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) y[i] += a * x[i];
+    for (std::size_t i = b; i < e; ++i) y[i] = T(C(y[i]) + a * C(x[i]));
+  });
+}
+
+// y = a + b, n elements, in compute_t<T> (one rounding for bf16); y may alias a or b.
+template <class T>
+void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (n == 0) return;
+  detail::need(a && b && y, "add", "null pointer");
+  detail::for_range(q, n, detail::grain, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) y[i] = T(C(a[i]) + C(b[i]));
   });
 }
 

@@ -83,4 +83,43 @@ void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::in
   });
 }
 
+// Learned positions: y[r, :] = x[r, :] + pos[(row0 + r) mod seq, :] for rows of
+// `seq`-token sequences, of which this device holds rows from `row0` on (a row split
+// keeps whole rows in order). y may alias x. Computed in compute_t<T>.
+template <class T>
+void position_forward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* x,
+                      const T* pos, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (rows == 0 || D == 0) return;
+  detail::need(seq > 0, "position_forward", "seq must be positive");
+  detail::need(x && pos && y, "position_forward", "null pointer");
+  detail::for_rows(q, rows, D, [&](std::size_t r) {
+    const T* p = pos + ((row0 + r) % seq) * D;
+    for (std::size_t j = 0; j < D; ++j) y[r * D + j] = T(C(x[r * D + j]) + C(p[j]));
+  });
+}
+
+// dpos[t, :] (+)= Σ over this device's rows r with (row0 + r) mod seq == t of dy[r, :],
+// in row order with double accumulation (deterministic). accumulate == false zeroes
+// the seq x D gradient first.
+template <class T, class G = T>
+void position_backward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* dy,
+                       G* dpos, bool accumulate) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
+  if (D == 0 || seq == 0) return;
+  detail::need(dpos && (rows == 0 || dy), "position_backward", "null pointer");
+  q.parallel_for(seq, [&](std::size_t t) {
+    thread_local std::vector<double> acc;
+    acc.assign(D, 0.0);
+    G* d = dpos + t * D;
+    if (accumulate)
+      for (std::size_t j = 0; j < D; ++j) acc[j] = double(d[j]);
+    const std::size_t first = (t + seq - row0 % seq) % seq;  // the first local row at position t
+    for (std::size_t r = first; r < rows; r += seq)
+      for (std::size_t j = 0; j < D; ++j) acc[j] += double(dy[r * D + j]);
+    for (std::size_t j = 0; j < D; ++j) d[j] = G(acc[j]);
+  });
+}
+
 }  // namespace strata::backend::host

@@ -161,16 +161,36 @@ void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, 
 }
 
 // `batch` independent GEMMs at fixed element strides (attention heads,
-// micro-batches); the cuBLASLt strided-batch layout.
+// micro-batches); the cuBLASLt strided-batch layout. Many small items run one
+// item per pool task (each a single-threaded BLAS call, so the result does not
+// depend on the thread count); a few large ones run one after another, each split
+// over the pool like gemm.
 template <class T>
   requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
 void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
                           const T* A, std::size_t lda, std::size_t stride_a, const T* B, std::size_t ldb,
                           std::size_t stride_b, T beta, T* C, std::size_t ldc, std::size_t stride_c,
                           std::size_t batch) {
-  for (std::size_t b = 0; b < batch; ++b)
-    gemm(q, trans_a, trans_b, M, N, K, alpha, A ? A + b * stride_a : A, lda, B ? B + b * stride_b : B, ldb, beta,
-         C + b * stride_c, ldc);
+  if (M == 0 || N == 0 || batch == 0) return;
+  const bool reads_ab = K != 0 && alpha != T(0);
+  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
+  if (!reads_ab || batch == 1 || batch < q.threads()) {
+    for (std::size_t b = 0; b < batch; ++b)
+      gemm(q, trans_a, trans_b, M, N, K, alpha, A ? A + b * stride_a : A, lda, B ? B + b * stride_b : B, ldb, beta,
+           C + b * stride_c, ldc);
+    return;
+  }
+  detail::blas_single_threaded();
+  const auto ta = detail::blas_trans(trans_a), tb = detail::blas_trans(trans_b);
+  q.parallel_for(batch, [&](std::size_t b) {
+    const T* a = A + b * stride_a;
+    const T* bb = B + b * stride_b;
+    T* c = C + b * stride_c;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c, int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c, int(ldc));
+  });
 }
 
 // ---- bf16 operands -----------------------------------------------------------
@@ -228,6 +248,41 @@ inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::siz
   gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, c, N);
   q.parallel_for(M, [&](std::size_t r) {
     for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = bf16(c[r * N + j]);
+  });
+}
+
+// bf16 operands and output, `batch` items at fixed strides: each item's operands
+// widened to float, multiplied in float, rounded once (one item per pool task).
+inline void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                                 float alpha, const bf16* A, std::size_t lda, std::size_t stride_a, const bf16* B,
+                                 std::size_t ldb, std::size_t stride_b, float beta, bf16* C, std::size_t ldc,
+                                 std::size_t stride_c, std::size_t batch) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  const bool reads_ab = K != 0 && alpha != 0.0f;
+  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
+  detail::blas_single_threaded();
+  const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
+  const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
+  auto widen = [](const bf16* X, std::size_t rows, std::size_t cols, std::size_t ld, float* w) {
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) w[r * cols + c] = float(X[r * ld + c]);
+  };
+  q.parallel_for(batch, [&](std::size_t b) {
+    float* a = detail::widen_scratch<0>(ar * ac);
+    float* bb = detail::widen_scratch<1>(br * bc);
+    float* c = detail::widen_scratch<2>(M * N);
+    bf16* cb = C + b * stride_c;
+    if (beta != 0.0f) widen(cb, M, N, ldc, c);
+    if (reads_ab) {
+      widen(A + b * stride_a, ar, ac, lda, a);
+      widen(B + b * stride_b, br, bc, ldb, bb);
+      cblas_sgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
+                  alpha, a, int(ac), bb, int(bc), beta, c, int(N));
+    } else {
+      for (std::size_t i = 0; i < M * N; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    }
+    for (std::size_t r = 0; r < M; ++r)
+      for (std::size_t j = 0; j < N; ++j) cb[r * ldc + j] = bf16(c[r * N + j]);
   });
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // strata host backend: every kernel family (the same names as backend/cuda/kernels.cuh).
+#include "strata/backend/host/attention.hpp"
 #include "strata/backend/host/elementwise.hpp"
 #include "strata/backend/host/embedding.hpp"
 #include "strata/backend/host/gemm.hpp"

@@ -1,0 +1,126 @@
+// The GPT main job, written once for every backend: a byte-level GPT trained on the
+// fortune collections (examples/gpt/text_data.hpp). gpt_train.cpp runs it on CPUs (MPI),
+// gpt_train.cu on GPUs (NCCL).
+//
+// 4 processes: a two-stage pipeline (1F1B, 4 micro-batches), each stage Split<2> —
+// head-parallel attention, Megatron MLPs, a vocabulary-parallel embedding and loss —
+// with sequence parallelism (LayerNorms and residual adds hold half the tokens each).
+// One process: the same layers as a single-device plan.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "agreed_load.hpp"
+#include "gpt/reference.hpp"
+#include "gpt/text_data.hpp"
+#include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
+namespace gpt_job {
+
+using namespace strata;
+
+constexpr int Vocab = 256, Seq = 128, D = 128, Heads = 4, Blocks = 4;
+using Attention = Residual<LayerNorm<D>, CausalSelfAttention<D, Heads, Seq>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+using Block = Repeat<1, Attention, MLP>;
+
+using Net = Pipeline<Split<2, Embedding<Vocab, D>, PositionEmbedding<Seq, D>, Repeat<Blocks / 2, Attention, MLP>>,
+                     Split<2, Repeat<Blocks / 2, Attention, MLP>, LayerNorm<D>, Linear<D, Vocab>>>;
+using P = Plan<Net, Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<4>, SequenceParallel>;
+using Single = Plan<Replicate<1, Embedding<Vocab, D>, PositionEmbedding<Seq, D>, Repeat<Blocks, Attention, MLP>,
+                              LayerNorm<D>, Linear<D, Vocab>>,
+                    Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<4>>;
+static_assert(P::devices_per_replica == 4 && P::deadlock_free && P::sequence_parallel);
+static_assert(P::num_layers == Single::num_layers);
+
+template <class Plan, class World>
+int run(World& world, int steps) {
+  using M = float;
+  const bool leader = world.rank() == 0;
+  auto train = make_trainer<Plan, M>(world, AdamW{.lr = 2e-3, .weight_decay = 0.01});
+  const int dp = train.data_parallel(), replica = train.coord().data;
+  const gpt_text::corpus text = examples::agreed_load(world, [] { return gpt_text::load(); });
+  if (leader)
+    std::printf("strata GPT: %d blocks, D %d, %d heads, context %d, byte vocabulary; %d processes = %d stages x "
+                "Split<%d> x DP %d%s; %lld parameters\n"
+                "text: %zu collections of %s, %zu bytes training, %zu held out\n",
+                Blocks, D, Heads, Seq, world.size(), Plan::stages, Plan::part_devices, dp,
+                Plan::sequence_parallel ? " + sequence parallel" : "", Plan::model_parameters,
+                text.files.size(), gpt_text::text_dir().c_str(), text.train.size(), text.validation.size());
+
+  const std::size_t per_replica = std::size_t(Plan::replica_batch);
+  const double tokens_per_step = double(per_replica) * dp * Seq;
+  auto t0 = std::chrono::steady_clock::now();
+  double window_loss = 0;
+  int window = 0;
+  for (int s = 0; s < steps; ++s) {
+    const auto b = gpt_text::training_batch<M>(text.train, Seq, 2026, std::uint64_t(s), replica, dp, per_replica);
+    const step_result r = train.step({.inputs = b.inputs, .labels = b.labels, .samples = b.samples});
+    window_loss += r.loss, ++window;
+    if (leader && ((s + 1) % 25 == 0 || s + 1 == steps)) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %4d/%d  loss %.4f nats/token  %.0f tokens/s\n", s + 1, steps, window_loss / window,
+                  tokens_per_step * (s + 1) / secs);
+      std::fflush(stdout);
+      window_loss = 0, window = 0;
+    }
+  }
+
+  // Validation: the held-out windows, each replica evaluating every dp-th one (padded).
+  const auto all = gpt_text::validation_windows<M>(text.validation, Seq, 256);
+  gpt_text::windows<M> mine;
+  for (std::size_t i = std::size_t(replica); i < all.samples; i += std::size_t(dp))
+    mine.add(text.validation, i * Seq, Seq);
+  const std::size_t valid = mine.samples;
+  const std::size_t padded = (valid + per_replica - 1) / per_replica * per_replica;
+  while (mine.samples < padded) mine.add(text.validation, 0, Seq);
+  const step_result v = train.evaluate({.inputs = mine.inputs, .labels = mine.labels, .samples = mine.samples}, valid);
+  const double baseline = gpt_text::unigram_entropy(text.validation);
+
+  // The trained model in plain float64 (gpt/reference.hpp), on every rank: one held-out
+  // window's loss against the distributed evaluation of that window, then a sample.
+  const auto params = train.gather_parameters();
+  const gpt_reference::config cfg{Vocab, Seq, D, Heads, Blocks};
+  const double ref = gpt_reference::window_loss(cfg, params, reinterpret_cast<const unsigned char*>(text.validation.data()));
+  gpt_text::windows<M> first;
+  for (std::size_t i = 0; i < per_replica; ++i) first.add(text.validation, 0, Seq);
+  const step_result one = train.evaluate({.inputs = first.inputs, .labels = first.labels, .samples = first.samples}, 1);
+  if (leader) {
+    std::printf("validation tokens: %lld\n", v.rows);
+    std::printf("validation loss: %.4f nats/token (unigram baseline: %.4f)\n", v.loss, baseline);
+    std::printf("float64 reference forward, first held-out window: %.6f nats/token (strata: %.6f)\n", ref, one.loss);
+    const std::string prompt = "The meaning of life is";
+    gpt_reference::model m(cfg, params);
+    std::mt19937_64 g(7);
+    std::string out = prompt;
+    std::vector<double> z;
+    for (char ch : prompt) z = m.next(static_cast<unsigned char>(ch));
+    while (m.position() < Seq) {
+      double top = *std::max_element(z.begin(), z.end());
+      std::vector<double> w(z.size());
+      for (std::size_t i = 0; i < z.size(); ++i) w[i] = std::exp((z[i] - top) / 0.7);  // temperature 0.7
+      const int next = std::discrete_distribution<int>(w.begin(), w.end())(g);
+      out += static_cast<char>(next);
+      z = m.next(next);
+    }
+    std::printf("sample (prompt \"%s\", temperature 0.7):\n%s\n", prompt.c_str(), out.c_str());
+  }
+  return 0;
+}
+
+// `prog [steps]`: every rank reads the same arguments, so a bad one stops every rank
+// before any collective.
+template <class World>
+int run_job(World& world, int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 2800;
+  if (steps < 1) throw agreed_error("steps must be a positive integer, not '" + std::string(argv[1]) + "'");
+  if (world.size() == 1) return run<Single>(world, steps);
+  return run<P>(world, steps);
+}
+
+}  // namespace gpt_job

@@ -1,0 +1,208 @@
+// strata-header: cuda-only
+#pragma once
+// strata CUDA backend, attention (as host/attention.hpp): the head permutations around
+// the batched GEMMs and the scaled, optionally causal, softmax of the score matrices,
+// forward and backward. The GEMMs themselves are gemm_strided_batched (gemm.cuh): one
+// batch item per (sequence, head), head-major operands.
+//
+// Layouts. Token rows are [seqs, seq, heads, parts, dh] (the QKV projection's output:
+// per head its q, k, v blocks of dh, heads consecutive), and head-major tensors are
+// [parts][seqs, heads, seq, dh], part p at offset p·seqs·heads·seq·dh.
+//
+// One kernel each, plainly written: the permutations are one thread per element (a
+// grid-stride loop over the output, so writes are coalesced); the softmaxes are one
+// thread group per score row (launch.cuh's with_row_threads), maxima in compute_t<T>,
+// sums in double through the deterministic group reductions of device.cuh.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "strata/backend/cuda/device.cuh"
+
+namespace strata::backend::cuda {
+
+namespace detail {
+
+inline void check_attention(const char* kernel, std::size_t seq, std::size_t heads, std::size_t parts,
+                            std::size_t dh) {
+  need(seq > 0 && heads > 0 && parts > 0 && dh > 0, kernel, "seq, heads, parts and dh must be positive");
+}
+
+// The shape of one permutation: token rows [seqs, seq, heads, parts, dh] against
+// head-major [parts][seqs, heads, seq, dh].
+struct head_layout {
+  std::size_t seqs, seq, heads, parts, dh;
+  // The offset in the token rows of the element at head-major offset o.
+  __device__ std::size_t row_offset(std::size_t o) const {
+    const std::size_t d = o % dh;
+    std::size_t rest = o / dh;
+    const std::size_t t = rest % seq;
+    rest /= seq;
+    const std::size_t h = rest % heads;
+    rest /= heads;
+    const std::size_t s = rest % seqs;
+    const std::size_t p = rest / seqs;
+    return ((s * seq + t) * heads + h) * parts * dh + p * dh + d;
+  }
+  // The offset in head-major order of the element at token-row offset o.
+  __device__ std::size_t head_offset(std::size_t o) const {
+    const std::size_t d = o % dh;
+    std::size_t rest = o / dh;
+    const std::size_t p = rest % parts;
+    rest /= parts;
+    const std::size_t h = rest % heads;
+    rest /= heads;
+    const std::size_t t = rest % seq;
+    const std::size_t s = rest / seq;
+    return p * (seqs * heads * seq * dh) + ((s * heads + h) * seq + t) * dh + d;
+  }
+  std::size_t size() const { return seqs * seq * heads * parts * dh; }
+};
+
+// out[o] = rows[row_offset(o)] for every head-major offset o.
+template <class T>
+__global__ void k_heads_from_rows(head_layout L, std::size_t n, const T* __restrict__ rows, T* __restrict__ out) {
+  for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < n;
+       o += std::size_t(gridDim.x) * blockDim.x)
+    out[o] = rows[L.row_offset(o)];
+}
+
+// rows[o] = in[head_offset(o)] for every token-row offset o.
+template <class T>
+__global__ void k_rows_from_heads(head_layout L, std::size_t n, const T* __restrict__ in, T* __restrict__ rows) {
+  for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < n;
+       o += std::size_t(gridDim.x) * blockDim.x)
+    rows[o] = in[L.head_offset(o)];
+}
+
+// One group of TH threads per score row r (RPB rows per block); row r is row
+// i = r mod seq of its matrix, and a causal row reads only its first i + 1 columns.
+// Each thread reads and writes only its own columns, so p may alias s.
+template <class T, int TH, int RPB>
+__global__ void __launch_bounds__(TH* RPB)
+    k_attention_softmax_forward(std::size_t rows, std::size_t seq, compute_t<T> a, bool causal, const T* s, T* p) {
+  using C = compute_t<T>;
+  __shared__ C sm[RPB][TH / 32];
+  __shared__ double sd[RPB][TH / 32];
+  const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
+  const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
+  const bool active = r < rows;
+  const std::size_t n = !active ? 0 : causal ? r % seq + 1 : seq;
+  const T* x = s + (active ? r : 0) * seq;
+
+  C m = d_neg_inf<C>();
+  for (std::size_t j = t; j < n; j += TH) {
+    const C v = a * C(x[j]);
+    m = v > m ? v : m;
+  }
+  m = group<TH>::max(m, sm[g]);
+  double sum = 0;
+  for (std::size_t j = t; j < n; j += TH) sum += double(d_exp(a * C(x[j]) - m));
+  sum = group<TH>::sum(sum, sd[g]);
+  if (!active) return;  // no barriers below
+
+  T* y = p + r * seq;
+  const C inv = C(1.0 / sum);
+  for (std::size_t j = t; j < seq; j += TH) y[j] = j < n ? T(d_exp(a * C(x[j]) - m) * inv) : d_zero<T>();
+}
+
+// ds[r, j] = a · p[r, j] · (dp[r, j] − Σ_k p[r, k]·dp[r, k]), the dot in double.
+// Masked entries need no case of their own: p is 0 there, so ds is too. Each
+// thread reads and writes only its own columns, so ds may alias dp.
+template <class T, int TH, int RPB>
+__global__ void __launch_bounds__(TH* RPB)
+    k_attention_softmax_backward(std::size_t rows, std::size_t seq, compute_t<T> a, const T* p, const T* dp, T* ds) {
+  using C = compute_t<T>;
+  __shared__ double sd[RPB][TH / 32];
+  const int g = int(threadIdx.x) / TH, t = int(threadIdx.x) % TH;
+  const std::size_t r = std::size_t(blockIdx.x) * RPB + g;
+  const bool active = r < rows;
+  const std::size_t off = (active ? r : 0) * seq;
+  const T* pr = p + off;
+  const T* gr = dp + off;
+
+  double dot = 0;
+  if (active)
+    for (std::size_t j = t; j < seq; j += TH) dot += double(C(pr[j])) * double(C(gr[j]));
+  dot = group<TH>::sum(dot, sd[g]);
+  if (!active) return;  // no barriers below
+
+  const C d = C(dot);
+  T* o = ds + off;
+  for (std::size_t j = t; j < seq; j += TH) o[j] = T(a * C(pr[j]) * (C(gr[j]) - d));
+}
+
+}  // namespace detail
+
+// out[p][s, h, t, :] = rows[s, t, h, p, :] for every sequence s < seqs, position t < seq,
+// head h < heads, part p < parts. out must not overlap rows. Any trivially copyable T.
+template <class T>
+void heads_from_rows(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
+                     std::size_t dh, const T* rows, T* out) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (seqs == 0) return;
+  detail::check_attention("heads_from_rows", seq, heads, parts, dh);
+  detail::need(rows && out, "heads_from_rows", "null pointer");
+  const detail::head_layout L{seqs, seq, heads, parts, dh};
+  const std::size_t n = L.size();
+  detail::k_heads_from_rows<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, rows, out);
+  STRATA_CUDA_CHECK_LAUNCH("k_heads_from_rows");
+}
+
+// The inverse permutation: rows[s, t, h, p, :] = heads[p][s, h, t, :].
+template <class T>
+void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
+                     std::size_t dh, const T* in, T* rows) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (seqs == 0) return;
+  detail::check_attention("rows_from_heads", seq, heads, parts, dh);
+  detail::need(in && rows, "rows_from_heads", "null pointer");
+  const detail::head_layout L{seqs, seq, heads, parts, dh};
+  const std::size_t n = L.size();
+  detail::k_rows_from_heads<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, in, rows);
+  STRATA_CUDA_CHECK_LAUNCH("k_rows_from_heads");
+}
+
+// For each of `batch` seq × seq score matrices, row by row:
+//   p[i, j] = exp(scale·s[i, j] − m_i) / Σ_k exp(scale·s[i, k] − m_i)   over j (≤ i if causal),
+//   p[i, j] = 0 for j > i when causal.
+// Computed in compute_t<T> (float for bf16) with a double denominator, scale rounded
+// to compute_t<T>; p may alias s. T: float, double, bf16.
+template <class T>
+void attention_softmax_forward(queue& q, std::size_t batch, std::size_t seq, double scale, bool causal, const T* s,
+                               T* p) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (batch == 0 || seq == 0) return;
+  detail::need(s && p, "attention_softmax_forward", "null pointer");
+  const std::size_t rows = batch * seq;
+  detail::with_row_threads(seq, [&](auto th, auto rpb) {
+    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+    detail::k_attention_softmax_forward<T, TH, RPB>
+        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), causal, s,
+                                                                                      p);
+  });
+  STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_forward");
+}
+
+// The gradient of the raw scores from the probabilities' gradient:
+//   ds[i, j] = scale · p[i, j] · (dp[i, j] − Σ_k p[i, k]·dp[i, k])
+// (zero where p is, above the diagonal of a causal matrix). ds may alias dp.
+template <class T>
+void attention_softmax_backward(queue& q, std::size_t batch, std::size_t seq, double scale, const T* p, const T* dp,
+                                T* ds) {
+  static_assert(detail::is_elem_v<T>);
+  using C = detail::compute_t<T>;
+  if (batch == 0 || seq == 0) return;
+  detail::need(p && dp && ds, "attention_softmax_backward", "null pointer");
+  const std::size_t rows = batch * seq;
+  detail::with_row_threads(seq, [&](auto th, auto rpb) {
+    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+    detail::k_attention_softmax_backward<T, TH, RPB>
+        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), p, dp, ds);
+  });
+  STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_backward");
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,90 @@
+// Transformer plans at compile time: what sequence parallelism and activation
+// recomputation do to the lowered buffer plan.
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr int V = 64, S = 16, D = 32, H = 4;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <int N, class... Extra>
+using gpt = Plan<Split<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<3, Attn, MLP>, LayerNorm<D>, Linear<D, V>>,
+                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, Extra...>;
+
+// Elements a micro-batch keeps (act pool) for the layers that work row by row: the
+// LayerNorms and the residual adds — their kept inputs and their stashes.
+template <class P>
+constexpr long long row_region_elems() {
+  const auto& T = P::lowering::tables;
+  long long e = 0;
+  for (int i = 0; i < P::num_layers; ++i) {
+    const layer_role r = P::layer_plans[i].desc.role;
+    if (r != layer_role::layernorm && r != layer_role::residual_begin && r != layer_role::residual_end) continue;
+    const auto& c = T.calls[i];
+    if (c.x.where == lower::pool::act && r != layer_role::residual_end) e += c.x.elems;
+    for (const lower::buf& b : {c.stash_values, c.stash_stats})
+      if (b.where == lower::pool::act) e += b.elems;
+  }
+  return e;
+}
+
+// Megatron's sequence parallelism: those regions hold 1/N of their activations.
+static_assert(row_region_elems<gpt<2>>() > 0);
+static_assert(row_region_elems<gpt<2, SequenceParallel>>() * 2 == row_region_elems<gpt<2>>());
+static_assert(row_region_elems<gpt<4, SequenceParallel>>() * 4 == row_region_elems<gpt<4>>());
+// ... and the memory analysis shows it: the whole stash and the peak are smaller
+static_assert(gpt<2, SequenceParallel>::stash_bytes(0) < gpt<2>::stash_bytes(0));
+static_assert(gpt<2, SequenceParallel>::peak_memory_bytes(0) < gpt<2>::peak_memory_bytes(0));
+// each partial-sum all-reduce becomes a reduce-scatter, and an all-gather comes before
+// each column- or head-parallel layer: per block and micro-batch, forward
+template <class P>
+constexpr int count(collective k, pass when) {
+  int n = 0;
+  for (int s = 0; s < P::stages; ++s) {
+    const auto t = P::communication(s, 1);
+    for (int r = 0; r < t.size; ++r)
+      if (t.rows[r].kind == k && t.rows[r].when == when && t.rows[r].layer >= 0) n += t.rows[r].calls;
+  }
+  return n;
+}
+using TP = gpt<2>;
+using SP = gpt<2, SequenceParallel>;
+// without: the embedding's, each attention's and each MLP's partial sums all-reduced (1 + 2 x 3)
+static_assert(count<TP>(collective::all_reduce, pass::forward) == 7 + 3);  // + the loss's 3 statistics
+static_assert(count<SP>(collective::all_reduce, pass::forward) == 3);  // the loss's statistics only
+static_assert(count<SP>(collective::reduce_scatter, pass::forward) == 7);
+static_assert(count<SP>(collective::all_gather, pass::forward) == 7);  // before 3 attentions, 3 MLPs, the head
+
+// Activation recomputation: every block recomputed keeps only the blocks' inputs; the
+// recompute buffers (one region's activations) are shared by every region of the stage.
+using Kept = gpt<2, SequenceParallel>;
+using Blocks = gpt<2, SequenceParallel, GradientCheckpoint<checkpoint_mode::automatic>>;
+using Whole = gpt<2, SequenceParallel, GradientCheckpoint<checkpoint_mode::end_taskgraph>>;
+static_assert(Kept::recompute_regions == 0 && Blocks::recompute_regions == 6 && Whole::recompute_regions == 1);
+static_assert(Blocks::stash_bytes(0) * 3 < Kept::stash_bytes(0));
+static_assert(Blocks::peak_memory_bytes(0) < Kept::peak_memory_bytes(0));
+static_assert(Whole::stash_bytes(0) < Blocks::stash_bytes(0));
+// a recomputed region's layers are run again in the backward, between its last layer's
+// gradient arriving and its backward
+template <class P>
+constexpr int recompute_steps() {
+  const auto& T = P::lowering::tables;
+  int n = 0;
+  for (int k = 0; k < T.num_steps; ++k) n += T.steps[k].kind == lower::step_kind::recompute;
+  return n;
+}
+static_assert(recompute_steps<Kept>() == 0);
+static_assert(recompute_steps<Blocks>() == 3 * (4 + 6));  // per block: the attention half (4 layers), the MLP half (6)
+// with 1F1B, the saving is per micro-batch in flight
+using PP = Plan<Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>, Split<2, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
+                Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<8>>;
+using PP_RC = Plan<Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>, Split<2, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
+                   Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<8>,
+                   GradientCheckpoint<checkpoint_mode::automatic>>;
+static_assert(PP_RC::peak_activation_bytes(0) * 2 < PP::peak_activation_bytes(0));
+
+}  // namespace
+
+int main() { return 0; }

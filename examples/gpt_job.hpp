@@ -85,7 +85,7 @@ int run(World& world, int steps) {
   // The trained model in plain float64 (gpt/reference.hpp), on every rank: one held-out
   // window's loss against the distributed evaluation of that window, then a sample.
   const auto params = train.gather_parameters();
-  const gpt_reference::config cfg{Vocab, Seq, D, Heads, Blocks};
+  const gpt_reference::config cfg{Vocab, Seq, D, Heads, Blocks, 4 * D};
   const double ref = gpt_reference::window_loss(cfg, params, reinterpret_cast<const unsigned char*>(text.validation.data()));
   gpt_text::windows<M> first;
   for (std::size_t i = 0; i < per_replica; ++i) first.add(text.validation, 0, Seq);

@@ -24,4 +24,7 @@ cp /usr/include/zlib.h /usr/include/zconf.h .carry/include/
 cp -L "$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/{print $NF; exit}')" .carry/lib/libz.so.1
 ln -sf libz.so.1 .carry/lib/libz.so
 cp /usr/share/datasets/fashion-mnist/*.gz .carry/data/
+# the GPT main job's text (Debian's fortunes), dereferenced
+mkdir -p .carry/data/fortunes
+cp -L /usr/share/games/fortunes/* .carry/data/fortunes/ 2>/dev/null || true
 du -sh .carry

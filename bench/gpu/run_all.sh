@@ -16,6 +16,7 @@
 #   kernels         bench_kernels
 #   mainjob         the Fashion-MNIST main job (examples/fashion_mnist_train.cu) on one GPU,
 #                   3 epochs in float32, then in bf16 mixed precision
+#   gpt             the GPT main job (examples/gpt_train.cu) on one GPU, 600 steps
 # Each part's failure is recorded and reported; the others still run. Every part's output
 # stays in the work dir ($BUILD_DIR/run_all), and the report is re-assembled after every
 # part from whatever parts are there, so the work can be split over several calls on a warm
@@ -46,7 +47,7 @@ results="${RESULTS_DIR:-$root/bench/results}"
 python="${PYTHON:-$(command -v python3 || command -v python || true)}"
 part_timeout="${PART_TIMEOUT:-1800}"
 test_timeout="${TEST_TIMEOUT:-900}"
-all_parts=(build tests step pytorch-launch pytorch-gemm kernels mainjob)
+all_parts=(build tests step pytorch-launch pytorch-gemm kernels mainjob gpt)
 
 usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 only="" quick=0 fresh=0
@@ -148,7 +149,7 @@ done
 # The binaries each part runs, and the CMake targets that make them.
 declare -A target_path=(
   [bench_kernels]="$build/bench/bench_gpu_kernels" [bench_step]="$build/bench/bench_gpu_step"
-  [fashion_mnist_train]="$build/examples/fashion_mnist_train_cuda")
+  [fashion_mnist_train]="$build/examples/fashion_mnist_train_cuda" [gpt_train]="$build/examples/gpt_train_cuda")
 
 configure() {
   # shellcheck disable=SC2086
@@ -414,7 +415,7 @@ part_build() {
   # tests are CI's, and building them here would spend device time on a CPU's work)
   local targets
   targets="$(ninja -C "$build" -t targets all 2>/dev/null |
-             sed -n 's/^\(gpu_[A-Za-z0-9_]*\|bench_gpu_[a-z_]*\|fashion_mnist_train_cuda\): phony$/\1/p')"
+             sed -n 's/^\(gpu_[A-Za-z0-9_]*\|bench_gpu_[a-z_]*\|fashion_mnist_train_cuda\|gpt_train_cuda\): phony$/\1/p')"
   # shellcheck disable=SC2086
   cmake --build "$build" --target $targets >"$work/logs/build.log" 2>&1
   rc=$?
@@ -510,6 +511,26 @@ part_mainjob() {
   done
 }
 
+# The GPT main job on one GPU (the single-device plan), 600 steps: its validation line.
+part_gpt() {
+  local rc start val text_dir=""
+  if ! ensure_built gpt_train; then status gpt "skipped" 0 "gpt_train_cuda not built"; return; fi
+  for d in "${STRATA_TEXT_DIR:-}" /usr/share/games/fortunes "$carry/data/fortunes"; do
+    [[ -n "$d" && -f "$d/computers" ]] && { text_dir="$d"; break; }
+  done
+  if [[ -z "$text_dir" ]]; then status gpt "skipped" 0 "no fortunes text"; return; fi
+  if ! nvidia-smi -L >/dev/null 2>&1; then status gpt "skipped" 0 "no CUDA device"; return; fi
+  start=$(date +%s)
+  STRATA_TEXT_DIR="$text_dir" watched run_limited "$part_timeout" "${target_path[gpt_train]}" 600 >"$work/logs/gpt.log" 2>&1
+  rc=$?
+  val="$(grep -o 'validation loss: .*' "$work/logs/gpt.log" | tail -1)"
+  case $rc in
+    0) status gpt "ok" $(( $(date +%s) - start )) "${val:-no validation line printed}" ;;
+    124|137) status gpt "failed" $(( $(date +%s) - start )) "timed out after $part_timeout s" ;;
+    *) status gpt "failed" $(( $(date +%s) - start )) "exit $rc, see logs/gpt.log" ;;
+  esac
+}
+
 for p in "${all_parts[@]}"; do
   wants "$p" || continue
   echo "== $p"
@@ -521,6 +542,7 @@ for p in "${all_parts[@]}"; do
     pytorch-gemm) part_pytorch gemm ;;
     kernels) part_kernels ;;
     mainjob) part_mainjob ;;
+    gpt) part_gpt ;;
   esac
   assemble >/dev/null
 done

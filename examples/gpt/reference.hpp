@@ -13,7 +13,7 @@ using tensor = std::vector<double>;
 using parameters = std::vector<std::vector<tensor>>;  // [layer][tensor], as gather_parameters
 
 struct config {
-  int vocab, seq, d, heads, blocks;
+  int vocab, seq, d, heads, blocks, hidden;  // hidden: the MLP's width
 };
 
 class model {
@@ -34,7 +34,7 @@ class model {
       tensor a = attend(b, h, P(at + 2, 0), P(at + 2, 1), P(at + 2, 2), P(at + 2, 3));
       for (int j = 0; j < D; ++j) x[j] += a[j];
       h = norm(x, P(at + 5, 0), P(at + 5, 1));
-      tensor u = affine(h, P(at + 6, 0), P(at + 6, 1), 4 * D);
+      tensor u = affine(h, P(at + 6, 0), P(at + 6, 1), c_.hidden);
       for (double& e : u) e = gelu(e);
       tensor m = affine(u, P(at + 8, 0), P(at + 8, 1), D);
       for (int j = 0; j < D; ++j) x[j] += m[j];

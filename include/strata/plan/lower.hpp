@@ -432,22 +432,45 @@ struct lowered {
         total += size;
       }
     }
+    std::array<int, idx(NP)> fb{};  // each part's final backward in its stage's program
+    for (int q = 0; q < NP; ++q) fb[idx(q)] = final_backward(P::stage_of_part(q), q);
     for (int s = 0; s < NS; ++s) {
+      std::array<long long, 2> chunk{};
+      std::array<int, 2> first{};  // a group's first bucket
       for (int g = 0; g < 2; ++g) {
         const long long total = t.group_elems[idx(s)][idx(g)];
+        first[idx(g)] = t.num_buckets[idx(s)];
         if (total == 0) continue;
-        const long long chunk = (total + P::buckets - 1) / P::buckets;
-        for (long long off = 0; off < total; off += chunk) {
-          bucket b{g, off, chunk < total - off ? chunk : total - off, -1};
-          b.layer = issue_layer(t, s, b);
-          t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] = b;
+        chunk[idx(g)] = (total + P::buckets - 1) / P::buckets;
+        for (long long off = 0; off < total; off += chunk[idx(g)])
+          t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
+              bucket{g, off, chunk[idx(g)] < total - off ? chunk[idx(g)] : total - off, -1};
+      }
+      // The layer after whose final backward a bucket's gradients are complete: among the
+      // parts with tensors in the bucket, the one whose final backward comes last in the
+      // stage's program, and within it the lowest such layer. One pass over the layers.
+      std::array<int, idx(max_buckets)> best_pos{};
+      for (auto& v : best_pos) v = -1;
+      for (int i = 0; i < NL; ++i) {
+        const layer_plan& L = lp[idx(i)];
+        if (P::stage_of_part(L.part) != s) continue;
+        const int pos = fb[idx(L.part)];
+        for (int k = 0; k < L.desc.num_params; ++k) {
+          const tensor_place& tp = t.params[idx(i)][idx(k)];
+          if (tp.size == 0) continue;
+          const int g = tp.group;
+          const long long lo = tp.offset / chunk[idx(g)], hi = (tp.offset + tp.size - 1) / chunk[idx(g)];
+          for (long long j = lo; j <= hi; ++j) {
+            bucket& b = t.buckets[idx(s)][idx(first[idx(g)] + static_cast<int>(j))];
+            int& bp = best_pos[idx(first[idx(g)] + static_cast<int>(j))];
+            if (pos > bp || (pos == bp && i < b.layer)) bp = pos, b.layer = i;
+          }
         }
       }
     }
     // Insert each bucket after its layer's backward step (the executor runs bucket steps
     // during a part's final backward only).
-    for (int s = 0; s < NS; ++s)
-      for (int b = 0; b < t.num_buckets[idx(s)]; ++b) insert_bucket(t, t.buckets[idx(s)][idx(b)].layer, b);
+    insert_buckets(t);
     return t;
   }
 
@@ -472,25 +495,6 @@ struct lowered {
     return code;  // stats scratch: 0
   }
 
-  // The layer after whose final backward a bucket's gradients are complete: among the
-  // parts with tensors in the bucket, the one whose final backward comes last in the
-  // stage's program, and within it the lowest such layer.
-  static constexpr int issue_layer(const layer_tables& t, int s, const bucket& b) {
-    int best_layer = -1, best_pos = -1;
-    for (int i = 0; i < NL; ++i) {
-      const layer_plan& L = P::layer_plans[idx(i)];
-      if (P::stage_of_part(L.part) != s) continue;
-      bool in = false;
-      for (int k = 0; k < L.desc.num_params; ++k) {
-        const tensor_place& tp = t.params[idx(i)][idx(k)];
-        if (tp.group == b.group && tp.offset < b.offset + b.count && tp.offset + tp.size > b.offset) in = true;
-      }
-      if (!in) continue;
-      const int pos = final_backward(s, L.part);
-      if (pos > best_pos || (pos == best_pos && i < best_layer)) best_pos = pos, best_layer = i;
-    }
-    return best_layer;
-  }
   static constexpr int final_backward(int s, int part) {
     int pos = -1;
     for (int i = 0; i < train.prog.length[idx(s)]; ++i) {
@@ -499,23 +503,33 @@ struct lowered {
     }
     return pos;
   }
-  static constexpr void insert_bucket(layer_tables& t, int layer, int b) {
-    const int owner = P::layer_plans[idx(layer)].part;
-    int at = t.parts[idx(owner)].bwd_end;
-    for (int k = t.parts[idx(owner)].bwd_begin; k < t.parts[idx(owner)].bwd_end; ++k)
-      if (t.steps[idx(k)].kind == step_kind::backward && t.steps[idx(k)].index == layer) at = k + 1;
-    for (int k = t.num_steps; k > at; --k) t.steps[idx(k)] = t.steps[idx(k - 1)];
-    t.steps[idx(at)] = step{step_kind::bucket, b};
-    ++t.num_steps;
-    // every range at or after the insertion point moves up; the owner's backward grows
-    auto shift = [&](int& v) { if (v >= at) ++v; };
-    for (int q = 0; q < NP; ++q) {
+  // Each bucket's step goes right after its layer's backward step (the executor runs
+  // bucket steps during a part's final backward only); several on one layer go in
+  // descending bucket order. One pass over the step list: parts lie in it in order,
+  // each its forward steps then its backward steps.
+  static constexpr void insert_buckets(layer_tables& t) {
+    // in place, from the back: the list only grows, so no step is overwritten unread
+    int added = 0;
+    for (int s = 0; s < NS; ++s)
+      for (int b = 0; b < t.num_buckets[idx(s)]; ++b) added += t.buckets[idx(s)][idx(b)].layer >= 0;
+    int w = t.num_steps + added;
+    t.num_steps = w;
+    for (int q = NP - 1; q >= 0; --q) {
       part_plan& r = t.parts[idx(q)];
-      if (q == owner) {
-        ++r.bwd_end;
-      } else {
-        shift(r.fwd_begin), shift(r.fwd_end), shift(r.bwd_begin), shift(r.bwd_end);
+      const int s = P::stage_of_part(q);
+      const int fb = r.fwd_begin, fe = r.fwd_end, bb = r.bwd_begin, be = r.bwd_end;
+      r.bwd_end = w;
+      for (int k = be - 1; k >= bb; --k) {
+        const step st = t.steps[idx(k)];
+        if (st.kind == step_kind::backward)
+          for (int b = 0; b < t.num_buckets[idx(s)]; ++b)
+            if (t.buckets[idx(s)][idx(b)].layer == st.index) t.steps[idx(--w)] = step{step_kind::bucket, b};
+        t.steps[idx(--w)] = st;
       }
+      r.bwd_begin = w;
+      r.fwd_end = w;
+      for (int k = fe - 1; k >= fb; --k) t.steps[idx(--w)] = t.steps[idx(k)];
+      r.fwd_begin = w;
     }
   }
 

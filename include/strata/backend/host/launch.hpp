@@ -39,6 +39,19 @@
 #include "strata/core/kernel_args.hpp"
 #include "strata/core/precision.hpp"
 
+// Dispatch on what the CPU has: a hot float loop marked STRATA_HOST_CLONES is compiled
+// for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline, and the loader picks
+// one per process (GCC's target_clones). Elementwise results are the same in every
+// clone up to FMA contraction, which the compiler may apply in the v3/v4 ones. Not with
+// clang 14 (its clones of inline functions collide at link time) nor nvcc's host pass;
+// STRATA_NO_CPU_DISPATCH turns it off.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
+    !defined(STRATA_NO_CPU_DISPATCH)
+#define STRATA_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define STRATA_HOST_CLONES
+#endif
+
 namespace strata::backend::host {
 
 namespace detail {

@@ -117,7 +117,7 @@ int run(World& world, int steps) {
 // before any collective.
 template <class World>
 int run_job(World& world, int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 2800;
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 5000;
   if (steps < 1) throw agreed_error("steps must be a positive integer, not '" + std::string(argv[1]) + "'");
   if (world.size() == 1) return run<Single>(world, steps);
   return run<P>(world, steps);

@@ -72,14 +72,9 @@ int run(World& world, int steps) {
   }
 
   // Validation: the held-out windows, each replica evaluating every dp-th one (padded).
-  const auto all = gpt_text::validation_windows<M>(text.validation, Seq, 256);
-  gpt_text::windows<M> mine;
-  for (std::size_t i = std::size_t(replica); i < all.samples; i += std::size_t(dp))
-    mine.add(text.validation, i * Seq, Seq);
-  const std::size_t valid = mine.samples;
-  const std::size_t padded = (valid + per_replica - 1) / per_replica * per_replica;
-  while (mine.samples < padded) mine.add(text.validation, 0, Seq);
-  const step_result v = train.evaluate({.inputs = mine.inputs, .labels = mine.labels, .samples = mine.samples}, valid);
+  const auto mine = gpt_text::validation_windows<M>(text.validation, Seq, 256, replica, dp, per_replica);
+  const step_result v =
+      train.evaluate({.inputs = mine.w.inputs, .labels = mine.w.labels, .samples = mine.w.samples}, mine.valid);
   const double baseline = gpt_text::unigram_entropy(text.validation);
 
   // The trained model in plain float64 (gpt/reference.hpp), on every rank: one held-out

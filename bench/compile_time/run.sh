@@ -269,6 +269,25 @@ if [ -n "$NVCC" ]; then
   NVCC_DEFAULT_DEPTH="200-deep recursion compiles: $a; 201-deep compiles: $b"
 fi
 
+# bench_with_limits <layers> <shape> <compiler> <what>: a row at default flags; a limit hit
+# there is reported, then measured again with the limit raised.
+bench_with_limits() {
+  local n=$1 shape=$2 c=$3 what=$4
+  bench_row "$n" "$shape" "$c"
+  case "$c/$LAST_KIND" in
+    g++/"constexpr evaluation limit")
+      WORKAROUNDS+=("g++ hit its constexpr operation limit at $what; rerun with -fconstexpr-ops-limit=$((1 << 30))")
+      bench_row "$n" "$shape" g++ -fconstexpr-ops-limit=$((1 << 30)) ;;
+    clang++/"expression nesting (bracket depth)")
+      WORKAROUNDS+=("clang++ hit its expression nesting limit (-fbracket-depth, default 256) at $what; rerun with -fbracket-depth=1024")
+      CLANG_NEEDS_BRACKET=1
+      bench_row "$n" "$shape" clang++ -fbracket-depth=1024 ;;
+    clang++/"constexpr evaluation limit")
+      WORKAROUNDS+=("clang++ hit its constexpr step limit at $what; rerun with -fconstexpr-steps=$((1 << 26))")
+      bench_row "$n" "$shape" clang++ -fconstexpr-steps=$((1 << 26)) ;;
+  esac
+}
+
 # ---- the runs --------------------------------------------------------------------------
 SHAPES_OF() { if [ "$1" = "$(echo "$LAYERS" | tr ' ' '\n' | sort -n | tail -1)" ]; then echo "replicate pipeline interleaved"; else echo "replicate pipeline"; fi; }
 MAXN="$(echo "$LAYERS" | tr ' ' '\n' | sort -n | tail -1)"
@@ -281,22 +300,7 @@ for n in $LAYERS; do
     f="$WORK/plan_${n}_${shape}.cpp"
     gen "$n" "$shape" "$f"
     FILE_OF[$n.$shape]=$f
-    for c in "${COMPILERS[@]}"; do
-      bench_row "$n" "$shape" "$c"
-      # A limit hit at default flags: report it, then measure again with the limit raised.
-      case "$c/$LAST_KIND" in
-        g++/"constexpr evaluation limit")
-          WORKAROUNDS+=("g++ hit its constexpr operation limit at $n layers ($shape); rerun with -fconstexpr-ops-limit=$((1 << 30))")
-          bench_row "$n" "$shape" g++ -fconstexpr-ops-limit=$((1 << 30)) ;;
-        clang++/"expression nesting (bracket depth)")
-          WORKAROUNDS+=("clang++ hit its expression nesting limit (-fbracket-depth, default 256) at $n layers ($shape); rerun with -fbracket-depth=1024")
-          CLANG_NEEDS_BRACKET=1
-          bench_row "$n" "$shape" clang++ -fbracket-depth=1024 ;;
-        clang++/"constexpr evaluation limit")
-          WORKAROUNDS+=("clang++ hit its constexpr step limit at $n layers ($shape); rerun with -fconstexpr-steps=$((1 << 26))")
-          bench_row "$n" "$shape" clang++ -fconstexpr-steps=$((1 << 26)) ;;
-      esac
-    done
+    for c in "${COMPILERS[@]}"; do bench_with_limits "$n" "$shape" "$c" "$n layers ($shape)"; done
   done
 done
 
@@ -307,20 +311,7 @@ for b in $GPT_BLOCKS; do
   f="$WORK/gpt_${b}.cpp"
   gen_gpt "$b" "$f"
   FILE_OF[$n.gpt-$b-blocks]=$f
-  for c in "${COMPILERS[@]}"; do
-    bench_row "$n" "gpt-$b-blocks" "$c"
-    case "$c/$LAST_KIND" in
-      g++/"constexpr evaluation limit")
-        WORKAROUNDS+=("g++ hit its constexpr operation limit at the $b-block GPT; rerun with -fconstexpr-ops-limit=$((1 << 30))")
-        bench_row "$n" "gpt-$b-blocks" g++ -fconstexpr-ops-limit=$((1 << 30)) ;;
-      clang++/"expression nesting (bracket depth)")
-        WORKAROUNDS+=("clang++ hit its expression nesting limit at the $b-block GPT; rerun with -fbracket-depth=1024")
-        bench_row "$n" "gpt-$b-blocks" clang++ -fbracket-depth=1024 ;;
-      clang++/"constexpr evaluation limit")
-        WORKAROUNDS+=("clang++ hit its constexpr step limit at the $b-block GPT; rerun with -fconstexpr-steps=$((1 << 26))")
-        bench_row "$n" "gpt-$b-blocks" clang++ -fconstexpr-steps=$((1 << 26)) ;;
-    esac
-  done
+  for c in "${COMPILERS[@]}"; do bench_with_limits "$n" "gpt-$b-blocks" "$c" "the $b-block GPT"; done
 done
 
 # Smallest template depth for the largest plans (g++: every shape; nvcc: the pipeline).

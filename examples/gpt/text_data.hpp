@@ -105,12 +105,24 @@ windows<M> training_batch(const std::string& text, std::size_t seq, std::uint64_
   return w;
 }
 
-// Validation windows: consecutive, non-overlapping, from the start of the held-out text.
+// Replica `replica` of `replicas`' share of the validation windows — consecutive,
+// non-overlapping, at most `count` from the start of the held-out text, every replicas-th
+// one — padded with copies of the first to a multiple of `multiple` samples; `valid` is
+// how many are real.
 template <class M>
-windows<M> validation_windows(const std::string& text, std::size_t seq, std::size_t count) {
+struct validation_share {
   windows<M> w;
-  for (std::size_t i = 0; i < count && (i + 1) * seq + 1 <= text.size(); ++i) w.add(text, i * seq, seq);
-  return w;
+  std::size_t valid = 0;
+};
+template <class M>
+validation_share<M> validation_windows(const std::string& text, std::size_t seq, std::size_t count, int replica,
+                                       int replicas, std::size_t multiple) {
+  validation_share<M> v;
+  for (std::size_t i = std::size_t(replica); i < count && (i + 1) * seq + 1 <= text.size(); i += std::size_t(replicas))
+    v.w.add(text, i * seq, seq);
+  v.valid = v.w.samples;
+  while (v.w.samples % multiple != 0 || v.w.samples == 0) v.w.add(text, 0, seq);
+  return v;
 }
 
 }  // namespace gpt_text

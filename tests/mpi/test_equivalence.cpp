@@ -7,7 +7,7 @@
 // (Plan::communication_of) exactly, the activation buffers to equal the lowered plan, the
 // evaluation to agree, and the replicas to hold identical bits.
 // mpi-ranks: 2 4 8
-#include "doctest_world.hpp"
+#include "check_one_device.hpp"
 
 #include <cstdio>
 
@@ -21,18 +21,7 @@ namespace {
 
 template <class P, class T = double, class R = T>
 void check(const char* name, optimizer opt, double tol, int steps = 10) {
-  auto& w = mpi_test::world();
-  if (w.size() % P::devices_per_replica != 0) return;
-  const verify::report r = verify::against_one_device<P, T, R>(w, opt, steps, verify::random_data<P>(), tol);
-  if (w.rank() == 0)
-    std::printf("[equivalence] %-38s world %d  worst loss rel %.3e  worst param rel %.3e  eval %.3e\n", name,
-                w.size(), r.worst_loss, r.worst_param, r.worst_eval);
-  if (!r.ok()) std::printf("rank %d: %s", w.rank(), r.text().c_str());
-  CHECK(r.ok());
-  CHECK(r.worst_loss <= tol);
-  CHECK(r.worst_param <= tol);
-  CHECK(r.bytes_as_planned);
-  CHECK(r.replicas.identical);
+  mpi_test::check_one_device<P, T, R>("equivalence", name, opt, tol, steps);
 }
 
 template <int W>

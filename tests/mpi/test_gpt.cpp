@@ -5,7 +5,7 @@
 // A GPT here: token + position embedding, pre-LN blocks (causal self-attention, GeLU
 // MLP), final LayerNorm, per-token loss over the vocabulary.
 // mpi-ranks: 2 4 8
-#include "doctest_world.hpp"
+#include "check_one_device.hpp"
 
 #include <cstdio>
 
@@ -30,17 +30,7 @@ using whole = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<
 
 template <class P, class T = double, class R = T>
 void check(const char* name, optimizer opt, double tol, int steps = 6) {
-  auto& w = mpi_test::world();
-  const verify::report r = verify::against_one_device<P, T, R>(w, opt, steps, verify::random_data<P>(), tol);
-  if (w.rank() == 0)
-    std::printf("[gpt] %-44s world %d  worst loss rel %.3e  worst param rel %.3e  eval %.3e\n", name, w.size(),
-                r.worst_loss, r.worst_param, r.worst_eval);
-  if (!r.ok()) std::printf("rank %d: %s", w.rank(), r.text().c_str());
-  CHECK(r.ok());
-  CHECK(r.worst_loss <= tol);
-  CHECK(r.worst_param <= tol);
-  CHECK(r.bytes_as_planned);
-  CHECK(r.replicas.identical);
+  mpi_test::check_one_device<P, T, R>("gpt", name, opt, tol, steps);
 }
 
 bool world_is(int n) { return mpi_test::world().size() == n; }

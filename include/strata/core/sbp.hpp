@@ -161,6 +161,7 @@ struct local_dims {
 struct buffer_needs {
   bool keep_input = false;  // forward's input must survive until backward (stashed)
   bool view = false;        // the output is the input, unchanged (reshapes: no kernel runs)
+  bool backward_kernel = false;  // a view whose backward still runs (ResidualBegin adds the skip's gradient)
   long long stash_values = 0, stash_stats = 0, stash_ids = 0;  // kept from forward for backward
   long long scratch_values = 0, scratch_stats = 0;             // used inside one call only
 };

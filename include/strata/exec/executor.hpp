@@ -274,9 +274,9 @@ class executor {
       ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
     }
     if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
-    // a view runs no kernel (at a part's edge its output is a copy); ResidualBegin is a
-    // view forward only: its backward adds the skip's gradient
-    if (c.needs.view && (fwd || lp.desc.role != layer_role::residual_begin)) {
+    // a view runs no kernel (at a part's edge its output is a copy), except a backward
+    // that needs one (ResidualBegin adds the skip's gradient)
+    if (c.needs.view && (fwd || !c.needs.backward_kernel)) {
       const std::size_t e = ctx.rows * ctx.in_cols;
       if (fwd && ctx.y != ctx.x) copy(q_, e, ctx.x, ctx.y);
       if (!fwd && ctx.dx && ctx.dx != ctx.dy) copy(q_, e, ctx.dy, ctx.dx);

@@ -49,7 +49,7 @@ struct ResidualBegin {
   static constexpr long long forward_flops(shape_t) { return 0; }
   static constexpr long long backward_flops(shape_t in) { return in.numel(); }
   static constexpr shard_choice shard(const shard_query& q) { return sharding::pointwise(q); }
-  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true, .view = true}; }
+  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true, .view = true, .backward_kernel = true}; }
   template <class C>
   static void forward(C&) {}
   template <class C>

@@ -372,10 +372,9 @@ struct lowered {
         const sbp g_in = strata::detail::input_grad_layout(L), g_out = strata::detail::grad_of(L.arrives);
         const bool conv = want_dx && g_in != g_out;
         const bool conv_in_place = conv && in_place(g_in, g_out);
-        // a view's gradient is its output's, with no step (ResidualBegin is a view forward
-        // only: its backward adds the skip's gradient); ResidualEnd hands dy on but runs a
-        // step to keep a copy for the skip
-        const bool alias = c.needs.view && L.desc.role != layer_role::residual_begin && !(i == pp.first && has_prev);
+        // a view's gradient is its output's, with no step (unless its backward runs a
+        // kernel); ResidualEnd hands dy on but runs a step to keep a copy for the skip
+        const bool alias = c.needs.view && !c.needs.backward_kernel && !(i == pp.first && has_prev);
         const bool end = L.desc.role == layer_role::residual_end;
         if (!want_dx) c.dx = buf{};
         else if (alias || end) c.dx = c.dy;

@@ -49,6 +49,15 @@ struct item_marks<Split<N, L...>> {
   static constexpr auto block = join_marks(marks<L>::block...);
 };
 
+// Position of the first strategy or grouping among an item's flat layers, or −1.
+template <class... L>
+constexpr int first_annotation(type_list<L...>) {
+  constexpr std::array<bool, sizeof...(L) + 1> nested{is_annotation_v<L>..., false};
+  for (int i = 0; i < static_cast<int>(sizeof...(L)); ++i)
+    if (nested[static_cast<std::size_t>(i)]) return i;
+  return -1;
+}
+
 template <class T>
 constexpr item_desc describe_item() {
   item_desc d;
@@ -57,22 +66,12 @@ constexpr item_desc describe_item() {
     d.kind = T::kind;
     d.devices = T::devices;
     d.num_layers = item_layers<T>::type::size;
-    d.nested_at = []<class... L>(type_list<L...>) {
-      constexpr std::array<bool, sizeof...(L) + 1> nested{is_annotation_v<L>..., false};
-      for (int i = 0; i < static_cast<int>(sizeof...(L)); ++i)
-        if (nested[static_cast<std::size_t>(i)]) return i;
-      return -1;
-    }(typename item_layers<T>::type{});
+    d.nested_at = first_annotation(typename item_layers<T>::type{});
   } else if constexpr (is_annotation_v<T>) {
     d.group = true;  // a grouping construct where an item was expected
   } else {
     d.num_layers = item_layers<T>::type::size;  // a bare Residual or Repeat stands for several
-    d.nested_at = []<class... L>(type_list<L...>) {  // a strategy written inside a Residual
-      constexpr std::array<bool, sizeof...(L) + 1> nested{is_annotation_v<L>..., false};
-      for (int i = 0; i < static_cast<int>(sizeof...(L)); ++i)
-        if (nested[static_cast<std::size_t>(i)]) return i;
-      return -1;
-    }(typename item_layers<T>::type{});
+    d.nested_at = first_annotation(typename item_layers<T>::type{});  // a strategy inside a Residual
   }
   return d;
 }

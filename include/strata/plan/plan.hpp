@@ -10,9 +10,11 @@
 #include "strata/core/precision.hpp"
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
+#include "strata/plan/communication.hpp"
 #include "strata/plan/lower.hpp"
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
+#include "strata/plan/recompute.hpp"
 #include "strata/plan/schedule.hpp"
 #include "strata/plan/sharding.hpp"
 #include "strata/strategy/options.hpp"
@@ -26,17 +28,6 @@ struct NoLoss {};
 struct rank_coord {
   int data = 0, stage = 0, index = 0;
   int row = 0, col = 0, depth = 0;  // position in a 2D/2.5D/3D tensor mesh
-};
-
-// One collective of a training step, per device, summed over micro-batches.
-struct comm_total {
-  collective kind = collective::none;
-  group_axis group = group_axis::part;
-  pass when = pass::forward;
-  int layer = -1;       // −1: pipeline transfer or gradient reduction
-  int part = 0;
-  long long bytes = 0;  // payload per device per step
-  int calls = 0;        // per step
 };
 
 namespace detail {
@@ -404,42 +395,15 @@ struct Plan {
  public:
   static constexpr std::array<layer_plan, static_cast<std::size_t>(num_layers)> layer_plans = sharded.layers;
 
-  // ---- activation recomputation ----------------------------------------------------------------
-  // The region each layer is recomputed in (−1: its activations are kept), by
-  // GradientCheckpoint's mode; regions never cross a TaskGraph or part, and end before a
-  // part's last layer (whose output is a message) and before the loss (whose forward
-  // accumulates the step's loss).
-  static constexpr auto recompute_region = [] {
-    std::array<int, static_cast<std::size_t>(num_layers) + 1> r{};
-    using info = detail::items_info<items>;
-    int regions = 0, prev_tg = -1;
-    bool open = false;
-    for (int i = 0; i < num_layers; ++i) {
-      const layer_plan& L = layer_plans[detail::idx(i)];
-      unsigned char m = detail::mark_none;
-      if (i < static_cast<int>(info::user_marks.size())) {
-        if constexpr (recompute == checkpoint_mode::collection) m = info::user_marks[detail::idx(i)];
-        else if constexpr (recompute == checkpoint_mode::automatic) m = info::block_marks[detail::idx(i)];
-        else m = L.taskgraph != prev_tg ? detail::mark_start : detail::mark_inside;
-      }
-      const bool part_last = i + 1 >= num_layers || layer_plans[detail::idx(i + 1)].part != L.part;
-      if (m == detail::mark_none || part_last || L.desc.role == layer_role::loss) {
-        r[detail::idx(i)] = -1, open = false;
-      } else {
-        if (m == detail::mark_start || !open || L.taskgraph != prev_tg) ++regions, open = true;
-        r[detail::idx(i)] = regions - 1;
-      }
-      prev_tg = L.taskgraph;
-    }
-    r[detail::idx(num_layers)] = -1;
-    return r;
-  }();
-  static constexpr int recompute_regions = [] {
-    int n = 0;
-    for (int i = 0; i < num_layers; ++i)
-      if (recompute_region[detail::idx(i)] + 1 > n) n = recompute_region[detail::idx(i)] + 1;
-    return n;
-  }();
+  // ---- activation recomputation (plan/recompute.hpp) -----------------------------------------
+ private:
+  static constexpr auto recompute_plan_ = detail::plan_recompute(
+      layer_plans, recompute, detail::items_info<items>::user_marks, detail::items_info<items>::block_marks);
+
+ public:
+  // The region each layer is recomputed in (−1: its activations are kept), and their number.
+  static constexpr auto recompute_region = recompute_plan_.region;
+  static constexpr int recompute_regions = recompute_plan_.regions;
 
   // ---- schedule -------------------------------------------------------------------------------
   static constexpr auto program = [] {
@@ -633,68 +597,7 @@ struct Plan {
   static constexpr comm_table communication_of(int stage, int dp, long long t_bytes, long long s_bytes,
                                                long long m_bytes) {
     comm_table t;
-    auto add = [&](comm_total c) {
-      if (t.size < max_comms) t.rows[detail::idx(t.size++)] = c;
-    };
-    const auto& T = lowering::tables;
-    const int m = num_micro_batch;
-    for (int p = 0; p < num_parts; ++p) {
-      const lower::part_plan& pp = T.parts[detail::idx(p)];
-      if (pp.stage != stage || pp.first < 0) continue;
-      // conversions, in the order the part runs them
-      for (int k = pp.fwd_begin; k < pp.bwd_end; ++k) {
-        const lower::step& st = T.steps[detail::idx(k)];
-        if (st.kind != lower::step_kind::convert) continue;
-        const lower::conversion& c = T.convs[detail::idx(st.index)];
-        if (c.coll == collective::none) continue;
-        add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * t_bytes * m, m});
-      }
-      // collectives inside layers (after the conversions the sharding pass listed first);
-      // a recomputed layer's forward ones run twice
-      for (int i = pp.first; i <= pp.last; ++i) {
-        const layer_plan& lp = layer_plans[detail::idx(i)];
-        for (int k = lp.num_conversion_comms; k < lp.num_comms; ++k) {
-          const comm_desc& c = lp.comms[detail::idx(k)];
-          const long long eb = c.stats ? s_bytes : t_bytes;
-          const int runs = c.when == pass::forward && recompute_region[detail::idx(i)] >= 0 ? 2 : 1;
-          add(comm_total{c.kind, c.group, c.when, i, p, c.elems * eb * c.calls * m * runs, c.calls * m * runs});
-        }
-      }
-    }
-    // Pipeline messages this stage sends: activations forward, input gradients backward.
-    for (int p = 0; p < num_parts; ++p) {
-      const lower::part_plan& pp = T.parts[detail::idx(p)];
-      if (pp.stage != stage) continue;
-      int acts = 0, grads = 0;
-      for (int i = 0; i < lowering::train.prog.length[detail::idx(stage)]; ++i) {
-        const sched::instr& x = lowering::train.prog.at(stage, i);
-        if (part_of(stage, x.chunk) != p) continue;
-        acts += x.kind == sched::op::send_act;
-        grads += x.kind == sched::op::send_grad;
-      }
-      if (acts > 0)
-        add(comm_total{collective::send_recv, group_axis::pipeline, pass::forward, -1, p,
-                       pp.exit.elems * t_bytes * acts, acts});
-      if (grads > 0)
-        add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, p,
-                       pp.gin.elems * t_bytes * grads, grads});
-    }
-    // Gradient buckets, once per step, in master precision.
-    for (int g = 0; g < 2; ++g) {
-      const int group_size = (dp > 0 ? dp : 2) * (g == 1 ? part_devices : 1);
-      if (group_size == 1) continue;
-      long long elems = 0;
-      int calls = 0;
-      for (int b = 0; b < T.num_buckets[detail::idx(stage)]; ++b) {
-        const lower::bucket& bk = T.buckets[detail::idx(stage)][detail::idx(b)];
-        if (bk.group != g) continue;
-        elems += bk.count;
-        ++calls;
-      }
-      if (calls > 0)
-        add(comm_total{collective::all_reduce, g == 1 ? group_axis::part_data : group_axis::data, pass::backward, -1,
-                       -1, elems * m_bytes, calls});
-    }
+    detail::list_communication<Plan>(t, stage, dp, t_bytes, s_bytes, m_bytes);  // plan/communication.hpp
     return t;
   }
   static constexpr long long communication_bytes(int stage, int dp = default_dp) {

@@ -38,11 +38,36 @@ using Single = Plan<Replicate<1, Embedding<Vocab, D>, PositionEmbedding<Seq, D>,
 static_assert(P::devices_per_replica == 4 && P::deadlock_free && P::sequence_parallel);
 static_assert(P::num_layers == Single::num_layers);
 
+// What the command line asks for (the same on every rank).
+struct job_options {
+  int steps = 5000;
+  std::string checkpoint = "checkpoints/gpt";  // written every `save_every` steps and at the end
+  int save_every = 1000;
+  std::string resume;  // a checkpoint to continue from (its step counts toward `steps`)
+  int stop_after = 0;  // end after this step without the evaluation (as a crash would); 0: never
+};
+
 template <class Plan, class World>
-int run(World& world, int steps) {
+int run(World& world, const job_options& o) {
   using M = float;
+  const int steps = o.steps;
   const bool leader = world.rank() == 0;
   auto train = make_trainer<Plan, M>(world, AdamW{.lr = 2e-3, .weight_decay = 0.01});
+  // GPT's recipe: warm-up, cosine decay to a tenth, no decay on biases and norms, clipping
+  train.set_training_options({.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 100, .total = steps,
+                                           .final_ratio = 0.1},
+                              .decay = decay_on::matrices,
+                              .clip_norm = 1.0});
+  int first_step = 0;
+  if (!o.resume.empty()) {
+    const checkpoint_info info = train.load_checkpoint(o.resume);
+    first_step = static_cast<int>(info.step);  // the data position: batch s is a function of s
+    if (leader) std::printf("resumed from %s after step %d\n", o.resume.c_str(), first_step);
+  }
+  auto save = [&](int done) {
+    train.save_checkpoint(o.checkpoint, {{"data.position", std::to_string(done)}});
+    if (leader) std::printf("checkpoint after step %d: %s\n", done, o.checkpoint.c_str());
+  };
   const int dp = train.data_parallel(), replica = train.coord().data;
   const gpt_text::corpus text = examples::agreed_load(world, [] { return gpt_text::load(); });
   if (leader)
@@ -58,16 +83,21 @@ int run(World& world, int steps) {
   auto t0 = std::chrono::steady_clock::now();
   double window_loss = 0;
   int window = 0;
-  for (int s = 0; s < steps; ++s) {
+  for (int s = first_step; s < steps; ++s) {
     const auto b = gpt_text::training_batch<M>(text.train, Seq, 2026, std::uint64_t(s), replica, dp, per_replica);
     const step_result r = train.step({.inputs = b.inputs, .labels = b.labels, .samples = b.samples});
     window_loss += r.loss, ++window;
     if (leader && ((s + 1) % 25 == 0 || s + 1 == steps)) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %4d/%d  loss %.4f nats/token  %.0f tokens/s\n", s + 1, steps, window_loss / window,
-                  tokens_per_step * (s + 1) / secs);
+                  tokens_per_step * (s + 1 - first_step) / secs);
       std::fflush(stdout);
       window_loss = 0, window = 0;
+    }
+    if ((s + 1) % o.save_every == 0 || s + 1 == steps) save(s + 1);
+    if (s + 1 == o.stop_after) {
+      if (leader) std::printf("stopping after step %d (--stop-after)\n", s + 1);
+      return 0;
     }
   }
 
@@ -108,14 +138,34 @@ int run(World& world, int steps) {
   return 0;
 }
 
-// `prog [steps]`: every rank reads the same arguments, so a bad one stops every rank
-// before any collective.
+// `prog [steps] [--checkpoint DIR] [--save-every N] [--resume DIR] [--stop-after N]`: every rank reads the
+// same arguments, so a bad one stops every rank before any collective.
 template <class World>
 int run_job(World& world, int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 5000;
-  if (steps < 1) throw agreed_error("steps must be a positive integer, not '" + std::string(argv[1]) + "'");
-  if (world.size() == 1) return run<Single>(world, steps);
-  return run<P>(world, steps);
+  job_options o;
+  auto number = [](const std::string& flag, const char* v) {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
+      throw agreed_error(flag + " must be a positive integer, not '" + v + "'");
+    return static_cast<int>(n);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) throw agreed_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--checkpoint") o.checkpoint = value();
+    else if (a == "--resume") o.resume = value();
+    else if (a == "--save-every") o.save_every = number(a, value());
+    else if (a == "--stop-after") o.stop_after = number(a, value());
+    else if (i == 1 && !a.starts_with("-")) o.steps = number("steps", a.c_str());
+    else throw agreed_error("unknown argument '" + a + "' (usage: gpt_train [steps] [--checkpoint DIR] "
+                            "[--save-every N] [--resume DIR] [--stop-after N])");
+  }
+  if (world.size() == 1) return run<Single>(world, o);
+  return run<P>(world, o);
 }
 
 }  // namespace gpt_job

@@ -1,6 +1,6 @@
 // The GPT main job on GPUs: the same plans and loop as gpt_train.cpp on the CUDA backend
 // with NCCL — one process per GPU (`mpiexec -n 4`), or one process on one GPU for the
-// single-device plan. Arguments: [steps].
+// single-device plan. Arguments: [steps] [--checkpoint DIR] [--save-every N] [--resume DIR] [--stop-after N].
 #include <optional>
 
 #include <strata/runtime/cuda_world.hpp>

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libboost-dev doctest-dev
-          libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist fortunes)
+          libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist fortunes python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

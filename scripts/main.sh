@@ -4,7 +4,8 @@
 # processes: a two-stage pipeline, each stage Split<2> (head-parallel attention, Megatron
 # MLPs, vocabulary-parallel embedding and loss) with sequence parallelism. It ends with
 # the held-out loss next to the unigram baseline and a generated sample.
-# Extra arguments go to the program: [steps] (default 5000, about 7.5 minutes on 2 cores with the build).
+# Extra arguments go to the program: [steps] (default 5000, about 8 minutes on 2 cores with the build)
+# [--checkpoint DIR] (default checkpoints/gpt) [--save-every N] (1000) [--resume DIR] [--stop-after N].
 # The Fashion-MNIST example: bash scripts/fashion_mnist.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -25,8 +25,8 @@
 // Covered: all_reduce (sum, max, min) on the world and a sub-communicator;
 // reduce_scatter (out of place, MPI's and NCCL's in-place forms); all_gather (out of
 // place, in place, aliased); broadcast from every root; all_to_all (out of place, in
-// place): each for float, double, int32, int64 and bf16 (moves bit for bit, NaN
-// payloads included; reductions on inputs whose bf16 sums are exact). Zero counts.
+// place): each for float, double, int32, int64, bf16 and f16 (moves bit for bit, NaN
+// payloads included; reductions on inputs whose 16-bit sums are exact). Zero counts.
 // send/recv pairs, sendrecv ring shifts, grouped rings in both directions and
 // pipelines with no_peer ends mixing element types, self exchange in a group. agree
 // (the same comm_error on every rank), split (key order, names, negative color),

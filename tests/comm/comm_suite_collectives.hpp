@@ -1,17 +1,17 @@
 #pragma once
 // Communicator suite, collectives: all_reduce, reduce_scatter, all_gather, broadcast,
-// all_to_all for every comm_scalar type (bf16 included), with their in-place forms,
+// all_to_all for every comm_scalar type (bf16 and f16 included), with their in-place forms,
 // and zero-count calls.
 #include "comm_suite_common.hpp"
 
 namespace comm_suite {
 
 TEST_CASE_TEMPLATE("comm: all_reduce sum/max/min, on the world and on a sub-communicator", T, float, double,
-                   std::int32_t, std::int64_t, bf16) {
+                   std::int32_t, std::int64_t, bf16, f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);
-  if (is_bf16<T> && np > kExactRanks) return;  // the same decision on every rank
+  if (is_half<T> && np > kExactRanks) return;  // the same decision on every rank
   C parity = c.split(r % 2, r, "parity");
   std::vector<int> everyone = iota_ranks(np), same_parity;
   for (int q = 0; q < np; ++q)
@@ -36,11 +36,11 @@ TEST_CASE_TEMPLATE("comm: all_reduce sum/max/min, on the world and on a sub-comm
 }
 
 TEST_CASE_TEMPLATE("comm: reduce_scatter, out of place and in both in-place forms", T, float, double, std::int32_t,
-                   std::int64_t, bf16) {
+                   std::int64_t, bf16, f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);
-  if (is_bf16<T> && np > kExactRanks) return;
+  if (is_half<T> && np > kExactRanks) return;
   const std::size_t n = 257, total = n * static_cast<std::size_t>(np), base = static_cast<std::size_t>(r) * n;
   const std::vector<int> everyone = iota_ranks(np);
   std::vector<T> x(total);
@@ -64,7 +64,7 @@ TEST_CASE_TEMPLATE("comm: reduce_scatter, out of place and in both in-place form
 }
 
 TEST_CASE_TEMPLATE("comm: all_gather, out of place, in place and aliased", T, float, double, std::int32_t, std::int64_t,
-                   bf16) {
+                   bf16, f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);
@@ -93,7 +93,7 @@ TEST_CASE_TEMPLATE("comm: all_gather, out of place, in place and aliased", T, fl
   CHECK(count_differences(take(c, alias.data(), total), want) == 0);
 }
 
-TEST_CASE_TEMPLATE("comm: broadcast from every root", T, float, double, std::int32_t, std::int64_t, bf16) {
+TEST_CASE_TEMPLATE("comm: broadcast from every root", T, float, double, std::int32_t, std::int64_t, bf16, f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);
@@ -106,7 +106,8 @@ TEST_CASE_TEMPLATE("comm: broadcast from every root", T, float, double, std::int
   }
 }
 
-TEST_CASE_TEMPLATE("comm: all_to_all, out of place and in place", T, float, double, std::int32_t, std::int64_t, bf16) {
+TEST_CASE_TEMPLATE("comm: all_to_all, out of place and in place", T, float, double, std::int32_t, std::int64_t, bf16,
+                   f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);

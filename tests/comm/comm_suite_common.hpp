@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "strata/core/bf16.hpp"
+#include "strata/core/f16.hpp"
 #include "strata/core/communicator.hpp"
 
 namespace comm_suite {
 
 using strata::bf16;
+using strata::f16;
 using strata::comm::comm_error;
 using strata::comm::no_peer;
 using strata::comm::p2p_op;
@@ -53,19 +55,20 @@ std::vector<T> take(C& c, const T* p, std::size_t n) {
 }
 
 // ---- values -------------------------------------------------------------------------------
+// bf16 and f16: 16-bit types reduced through float.
 template <class T>
-constexpr bool is_bf16 = std::is_same_v<T, bf16>;
+constexpr bool is_half = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
 template <class T>
 T of(double v) {
-  if constexpr (is_bf16<T>)
-    return bf16(float(v));
+  if constexpr (is_half<T>)
+    return T(float(v));
   else
     return static_cast<T>(v);
 }
 template <class T>
 bool same(T a, T b) {
-  if constexpr (is_bf16<T>)
+  if constexpr (is_half<T>)
     return a.bits == b.bits;
   else
     return a == b;
@@ -77,13 +80,13 @@ std::size_t count_differences(const std::vector<T>& got, const std::vector<T>& w
   return bad;
 }
 
-// A distinct value per (rank, element) for moves. bf16 uses bit patterns that hit every
-// class (normals, subnormals, zeros, infinities, NaNs with payloads): moves must keep
-// them bit for bit.
+// A distinct value per (rank, element) for moves. bf16 and f16 use bit patterns that
+// hit every class (normals, subnormals, zeros, infinities, NaNs with payloads): moves
+// must keep them bit for bit.
 template <class T>
 T tagged(int rank, std::size_t i) {
-  if constexpr (is_bf16<T>)
-    return bf16::from_bits(static_cast<std::uint16_t>((static_cast<std::size_t>(rank) * 7919u + i * 131u) & 0xffffu));
+  if constexpr (is_half<T>)
+    return T::from_bits(static_cast<std::uint16_t>((static_cast<std::size_t>(rank) * 7919u + i * 131u) & 0xffffu));
   else
     return static_cast<T>(rank * 100000 + static_cast<long>(i % 100000));  // exact in float
 }
@@ -94,19 +97,20 @@ std::vector<T> tagged_block(int rank, std::size_t n) {
   return v;
 }
 
-// Rank q's input at element i for reductions. For bf16, +-(q+1) k / 4 with k in 1..7:
-// for up to 8 ranks every partial sum is a multiple of 1/4 below 64, i.e. at most 8
-// significant bits, so the sum is a bf16 and exact in any order. Other types: q + 1 + i.
+// Rank q's input at element i for reductions. For bf16 and f16, +-(q+1) k / 4 with k in
+// 1..7: for up to 8 ranks every partial sum is a multiple of 1/4 below 64, i.e. at most
+// 8 significant bits, so the sum is a bf16 (and an f16) and exact in any order. Other
+// types: q + 1 + i.
 template <class T>
 double reduce_input(int q, std::size_t i) {
-  if constexpr (is_bf16<T>) {
+  if constexpr (is_half<T>) {
     const double sign = i % 3 == 0 ? -1.0 : 1.0;
     return sign * (q + 1) * static_cast<double>(1 + i % 7) * 0.25;
   } else {
     return q + 1 + static_cast<double>(i % 5000);
   }
 }
-constexpr int kExactRanks = 8;  // reduce_input's premise for bf16
+constexpr int kExactRanks = 8;  // reduce_input's premise for bf16 and f16
 inline double combine(reduce_op op, double a, double b) {
   return op == reduce_op::sum ? a + b : op == reduce_op::max ? (a > b ? a : b) : (a < b ? a : b);
 }

@@ -35,7 +35,7 @@ TEST_CASE("comm: send/recv between rank pairs, several types in a row") {
 }
 
 TEST_CASE_TEMPLATE("comm: sendrecv shifts a ring by one (to oneself on one rank)", T, float, double, std::int32_t,
-                   std::int64_t, bf16) {
+                   std::int64_t, bf16, f16) {
   C& c = P::world();
   const int np = c.size(), r = c.rank();
   INFO("rank " << r << " of " << np);

@@ -1,5 +1,5 @@
 // Rule element-type: Element<T> is the training precision; a 2-byte integer is not one
-// (float, double and strata::bf16 are), and it must not be costed as low precision.
+// (float, double, strata::bf16 and strata::f16 are), and it must not be costed as low precision.
 // expected-error: strata rule \[element-type\]
 // expected-error: element_type_supported<(short( int)?>|T> \[with T=short( int)?\])
 #include <strata/strata.hpp>

@@ -1,8 +1,9 @@
 #pragma once
 // Kernel suite, attention and transformer pieces: the head permutations
 // (heads_from_rows / rows_from_heads), the scaled causal softmax of the score matrices
-// forward and backward, gemm_strided_batched on bf16 (the attention products), add,
-// scale / axpy on bf16, and learned positions (position_forward / position_backward).
+// forward and backward, gemm_strided_batched on bf16 and f16 (the attention products),
+// add, scale / axpy on bf16 and f16, and learned positions (position_forward /
+// position_backward).
 #include "kernel_suite_common.hpp"
 #include "kernel_suite_gemm.hpp"
 
@@ -52,7 +53,8 @@ TEST_CASE("kernels: heads_from_rows on a small explicit example") {
   check_bits(to_host(q, back.data(), 12), rows, "rows_from_heads");
 }
 
-TEST_CASE_TEMPLATE("kernels: heads_from_rows and rows_from_heads (index map, round trip)", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: heads_from_rows and rows_from_heads (index map, round trip)", T, float, double, bf16,
+                   f16) {
   queue_t q;
   rng g(700);
   for (const heads_shape& L : kHeadShapes) {
@@ -126,7 +128,7 @@ void check_masked_zero(const std::vector<T>& got, std::size_t batch, std::size_t
   CHECK(bad == 0);
 }
 
-TEST_CASE_TEMPLATE("kernels: attention_softmax_forward (causal or not, scaled)", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: attention_softmax_forward (causal or not, scaled)", T, float, double, bf16, f16) {
   queue_t q;
   rng g(710);
   for (const bs& sh : kScoreShapes)
@@ -162,7 +164,7 @@ TEST_CASE("kernels: attention_softmax_forward is stable for huge scores") {
   check_close(p, want, 1e-6, "huge scores");
 }
 
-TEST_CASE_TEMPLATE("kernels: attention_softmax_backward", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: attention_softmax_backward", T, float, double, bf16, f16) {
   queue_t q;
   rng g(720);
   for (const bs& sh : kScoreShapes)
@@ -180,7 +182,7 @@ TEST_CASE_TEMPLATE("kernels: attention_softmax_backward", T, float, double, bf16
         attention_softmax_backward(q, B, S, scale, static_cast<const T*>(dp.data()), static_cast<const T*>(dg.data()),
                                    dds.data());
         const auto got = to_host(q, dds.data(), n);
-        // bf16: dp - sum(p dp) cancels in float; the floor covers its rounding.
+        // bf16, f16: dp - sum(p dp) cancels in float; the floor covers its rounding.
         check_act(got, ref, 1e-6 * scale, "ds " + what);
         if (causal) check_masked_zero(got, B, S, "masked ds " + what);
         // ds may overwrite dp.
@@ -213,22 +215,23 @@ TEST_CASE("kernels: attention softmax backward matches finite differences (doubl
   }
 }
 
-// ---- bf16 gemm_strided_batched (the attention products) ------------------------------------
+// ---- 16-bit gemm_strided_batched (the attention products) ----------------------------------
 
-TEST_CASE("kernels: bf16 gemm_strided_batched equals a loop of float64 products") {
+TEST_CASE_TEMPLATE("kernels: 16-bit gemm_strided_batched equals a loop of float64 products", H, bf16, f16) {
   queue_t q;
-  rng g(740);
+  rng g(std::is_same_v<H, bf16> ? 740 : 741);
   const std::size_t batch = 6;
   for (const mnk& s : {mnk{13, 24, 31}, mnk{9, 11, 13}, mnk{64, 64, 32}})
     for (trans ta : {trans::N, trans::T})
       for (trans tb : {trans::N, trans::T})
         for (float beta : {0.0f, 0.5f}) {
-          const std::string what = "bf16 batched " + gemm_name(ta, tb, s) + " beta " + std::to_string(beta);
+          const std::string what = std::string(std::is_same_v<H, bf16> ? "bf16" : "f16") + " batched " +
+                                   gemm_name(ta, tb, s) + " beta " + std::to_string(beta);
           const operands o = layout(ta, tb, s, 0, 0);
           const std::size_t ldc = s.N, sa = o.a_size + 8, sb = o.b_size + 8, sc = s.M * ldc + 8;
-          const auto A = g.uniform<bf16>(sa * batch), Bm = g.uniform<bf16>(sb * batch);
-          auto C0 = g.uniform<bf16>(sc * batch);
-          if (beta == 0) C0.assign(C0.size(), nan_of<bf16>());
+          const auto A = g.uniform<H>(sa * batch), Bm = g.uniform<H>(sb * batch);
+          auto C0 = g.uniform<H>(sc * batch);
+          if (beta == 0) C0.assign(C0.size(), nan_of<H>());
           const auto Ad = widen(A), Bd = widen(Bm);
           auto ref = widen(C0);
           std::vector<double> mag(sc * batch, 0.0);
@@ -241,8 +244,8 @@ TEST_CASE("kernels: bf16 gemm_strided_batched equals a loop of float64 products"
                     0.75 * ref_gemm_mag(ta, tb, i, j, s.K, Ad.data() + b * sa, o.lda, Bd.data() + b * sb, o.ldb) + 1;
           }
           auto dA = to_dev(q, A), dB = to_dev(q, Bm), dC = to_dev(q, C0);
-          gemm_strided_batched(q, ta, tb, s.M, s.N, s.K, 0.75f, static_cast<const bf16*>(dA.data()), o.lda, sa,
-                               static_cast<const bf16*>(dB.data()), o.ldb, sb, beta, dC.data(), ldc, sc, batch);
+          gemm_strided_batched(q, ta, tb, s.M, s.N, s.K, 0.75f, static_cast<const H*>(dA.data()), o.lda, sa,
+                               static_cast<const H*>(dB.data()), o.ldb, sb, beta, dC.data(), ldc, sc, batch);
           const auto got = to_host(q, dC.data(), sc * batch);
           std::size_t bad = 0, bad_gap = 0;
           std::vector<double> w, rw;
@@ -253,20 +256,20 @@ TEST_CASE("kernels: bf16 gemm_strided_batched equals a loop of float64 products"
                 bad_gap += got[i].bits != C0[i].bits;
                 continue;
               }
-              bad += !(std::abs(to_d(got[i]) - ref[i]) <= kBf16Out * mag[i]);
+              bad += !(std::abs(to_d(got[i]) - ref[i]) <= kHalfOut<H> * mag[i]);
               w.push_back(to_d(got[i]));
               rw.push_back(ref[i]);
             }
           INFO(what);
           CHECK(bad == 0);
           CHECK(bad_gap == 0);
-          check_close(w, rw, tol_bf16, what);
+          check_close(w, rw, tol_half<H>, what);
         }
 }
 
-// ---- add, and scale / axpy on bf16 -------------------------------------------------------
+// ---- add, and scale / axpy on bf16 and f16 ---------------------------------------------
 
-TEST_CASE_TEMPLATE("kernels: add (separate output, in place, unaligned)", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: add (separate output, in place, unaligned)", T, float, double, bf16, f16) {
   queue_t q;
   rng g(750);
   for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(1000),
@@ -304,23 +307,24 @@ TEST_CASE_TEMPLATE("kernels: add (separate output, in place, unaligned)", T, flo
   }
 }
 
-TEST_CASE("kernels: scale and axpy on bf16 (alpha rounded to bf16, computed in float)") {
+TEST_CASE_TEMPLATE("kernels: scale and axpy on 16-bit types (alpha rounded to the type, computed in float)", H,
+                   bf16, f16) {
   queue_t q;
   rng g(760);
   for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(65537)})
     for (double alpha : {-0.3, 1.7}) {
       const std::string what = "n=" + std::to_string(n) + " alpha " + std::to_string(alpha);
-      const double ab = to_d(bf16(float(alpha)));
-      const auto x = g.uniform<bf16>(n), y = g.uniform<bf16>(n);
+      const double ab = to_d(H(float(alpha)));
+      const auto x = g.uniform<H>(n), y = g.uniform<H>(n);
       const auto xd = widen(x), yd = widen(y);
       std::vector<double> rs(n), ra(n);
       for (std::size_t i = 0; i < n; ++i) rs[i] = ab * xd[i], ra[i] = yd[i] + ab * xd[i];
       auto ds = to_dev(q, x);
       scale(q, n, alpha, ds.data());
-      check_bf16(to_host(q, ds.data(), n), rs, 0.0, "scale " + what);
+      check_half(to_host(q, ds.data(), n), rs, 0.0, "scale " + what);
       auto dx = to_dev(q, x), dy = to_dev(q, y);
-      axpy(q, n, alpha, static_cast<const bf16*>(dx.data()), dy.data());
-      check_bf16(to_host(q, dy.data(), n), ra, 1e-6, "axpy " + what);
+      axpy(q, n, alpha, static_cast<const H*>(dx.data()), dy.data());
+      check_half(to_host(q, dy.data(), n), ra, 1e-6, "axpy " + what);
     }
 }
 
@@ -338,7 +342,8 @@ inline const std::vector<pos_case> kPosCases = {{1, 1, 1, 0},     {7, 3, 4, 0}, 
                                                 {3, 5, 10, 4},    {37, 33, 5, 13},   {64, 128, 16, 24},
                                                 {300, 256, 64, 1000}, {50, 1030, 7, 3}, {0, 8, 4, 2}};
 
-TEST_CASE_TEMPLATE("kernels: position_forward and position_backward (row0, accumulate)", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: position_forward and position_backward (row0, accumulate)", E, f32, f64, mixed,
+                   mixed_f16) {
   using T = typename E::T;
   using G = typename E::S;
   queue_t q;

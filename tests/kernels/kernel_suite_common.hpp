@@ -18,12 +18,14 @@
 #include <vector>
 
 #include "strata/core/bf16.hpp"
+#include "strata/core/f16.hpp"
 #include "strata/core/kernel_args.hpp"
 #include "strata/core/precision.hpp"
 
 namespace kernel_suite {
 
 using strata::bf16;
+using strata::f16;
 using strata::backend::activation;
 using strata::backend::trans;
 
@@ -35,11 +37,14 @@ using dev = typename B::template buffer<T>;
 // ---- tolerances (the table in kernel_suite.hpp) -------------------------------------
 template <class T>
 constexpr double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-constexpr double tol_mixed = 1e-5;  // float statistics and gradients of bf16 kernels
-constexpr double tol_bf16 = 2e-2;   // norm-wise: bf16 storage accuracy
+constexpr double tol_mixed = 1e-5;  // float statistics and gradients of 16-bit kernels
+// Norm-wise storage accuracy of the 16-bit types: a few units of their roundoff (bf16
+// 2^-9 with 8 significant bits, f16 2^-12 with 11).
+template <class H>
+constexpr double tol_half = std::is_same_v<H, bf16> ? 2e-2 : 2.5e-3;
 
 // Element types of one kernel call: activations T, statistics / gradients S
-// (S = T for the reals, float for bf16).
+// (S = T for the reals, float for bf16 and f16).
 template <class T_, class S_>
 struct types {
   using T = T_;
@@ -48,26 +53,29 @@ struct types {
 using f32 = types<float, float>;
 using f64 = types<double, double>;
 using mixed = types<bf16, float>;
+using mixed_f16 = types<f16, float>;
 
+// bf16 or f16: storage types that kernels compute on in float.
 template <class T>
-constexpr bool is_bf16 = std::is_same_v<T, bf16>;
+constexpr bool is_half = strata::is_half16_v<T>;
 
 inline double to_d(float v) { return v; }
 inline double to_d(double v) { return v; }
 inline double to_d(bf16 v) { return double(float(v)); }
+inline double to_d(f16 v) { return double(float(v)); }
 
 template <class T>
 T from_d(double v) {
-  if constexpr (is_bf16<T>)
-    return bf16(float(v));
+  if constexpr (is_half<T>)
+    return T(float(v));
   else
     return T(v);
 }
 
 template <class T>
 T nan_of() {
-  if constexpr (is_bf16<T>)
-    return bf16::from_bits(0x7fc0);
+  if constexpr (is_half<T>)
+    return T::from_bits(T::quiet_nan_bits);
   else
     return std::numeric_limits<T>::quiet_NaN();
 }
@@ -208,6 +216,14 @@ void check_close(const std::vector<T>& got, const std::vector<double>& ref, doub
   CHECK(err <= tolerance);
 }
 
+// ||got - ref|| / ||ref|| over finite pairs: the measured error, for messages.
+inline double rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::isfinite(got[i]) && std::isfinite(ref[i])) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 // Element by element: NaN/Inf at the same places, finite values accepted by ok(i, got, ref).
 template <class T, class Ok>
 void check_each(const std::vector<T>& got, const std::vector<double>& ref, Ok ok, const std::string& what) {
@@ -234,37 +250,39 @@ void check_near(const std::vector<T>& got, const std::vector<double>& ref, doubl
       what);
 }
 
-// Position of a bf16 on the number line in ulps (+0 and -0 both 0).
-inline int bf16_order(bf16 v) {
+// Position of a bf16 or f16 on the number line in ulps (+0 and -0 both 0): both are
+// sign-magnitude with the magnitude's bits in order.
+template <class H>
+int half_order(H v) {
   const int m = v.bits & 0x7fff;
   return (v.bits & 0x8000) ? -m : m;
 }
-// A bf16 output computed in float and rounded once lies within one bf16 ulp of the
-// float64 reference rounded to bf16; abs_floor covers float intermediates that
-// cancel near zero.
-inline void check_bf16(const std::vector<bf16>& got, const std::vector<double>& ref, double abs_floor,
-                       const std::string& what) {
+// A 16-bit output computed in float and rounded once lies within one ulp (of its
+// type) of the float64 reference rounded to that type; abs_floor covers float
+// intermediates that cancel near zero.
+template <class H>
+void check_half(const std::vector<H>& got, const std::vector<double>& ref, double abs_floor, const std::string& what) {
   check_each(
       got, ref,
       [&](std::size_t i, double g, double r) {
-        return std::abs(bf16_order(got[i]) - bf16_order(bf16(float(r)))) <= 1 || std::abs(g - r) <= abs_floor;
+        return std::abs(half_order(got[i]) - half_order(H(float(r)))) <= 1 || std::abs(g - r) <= abs_floor;
       },
       what);
 }
 
-// An activation-typed output: norm-wise tol<T> for the reals, bf16 ulps for bf16.
+// An activation-typed output: norm-wise tol<T> for the reals, ulps for bf16 and f16.
 template <class T>
-void check_act(const std::vector<T>& got, const std::vector<double>& ref, double bf16_floor, const std::string& what) {
-  if constexpr (is_bf16<T>)
-    check_bf16(got, ref, bf16_floor, what);
+void check_act(const std::vector<T>& got, const std::vector<double>& ref, double half_floor, const std::string& what) {
+  if constexpr (is_half<T>)
+    check_half(got, ref, half_floor, what);
   else
     check_close(got, ref, tol<T>, what);
 }
 // A statistic or gradient of a kernel on activations T: norm-wise tol<S> for the
-// reals; element-wise tol_mixed plus abs_floor for the float outputs of bf16 kernels.
+// reals; element-wise tol_mixed plus abs_floor for the float outputs of 16-bit kernels.
 template <class T, class S>
 void check_stat(const std::vector<S>& got, const std::vector<double>& ref, double abs_floor, const std::string& what) {
-  if constexpr (is_bf16<T>)
+  if constexpr (is_half<T>)
     check_near(got, ref, tol_mixed, abs_floor, what);
   else
     check_close(got, ref, tol<S>, what);
@@ -272,6 +290,7 @@ void check_stat(const std::vector<S>& got, const std::vector<double>& ref, doubl
 
 // Bit patterns, for exact comparisons (conversions, copies).
 inline std::uint16_t bits_of(bf16 v) { return v.bits; }
+inline std::uint16_t bits_of(f16 v) { return v.bits; }
 inline std::uint32_t bits_of(float v) { return std::bit_cast<std::uint32_t>(v); }
 inline std::uint64_t bits_of(double v) { return std::bit_cast<std::uint64_t>(v); }
 inline std::uint32_t bits_of(std::int32_t v) { return std::uint32_t(v); }

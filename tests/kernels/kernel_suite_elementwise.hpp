@@ -8,7 +8,7 @@
 
 namespace kernel_suite {
 
-TEST_CASE_TEMPLATE("kernels: bias_activation_forward and activation_backward", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: bias_activation_forward and activation_backward", E, f32, f64, mixed, mixed_f16) {
   using T = typename E::T;
   queue_t q;
   rng g(1);
@@ -55,10 +55,13 @@ TEST_CASE_TEMPLATE("kernels: bias_activation_forward and activation_backward", E
         std::vector<double> dx_ref(n);
         for (std::size_t i = 0; i < n; ++i) dx_ref[i] = dyd[i] * ref_act_grad(a, pre_d[i]);
         auto dp = to_dev(q, pre_t), ddy = to_dev(q, dy), ddx = poisoned<T>(q, n);
+        // GeLU' in float (tanh within a few ulps) cancels where it is small: ~1e-6
+        // absolute, which f16's ulps (2^-21 near 1e-3) do not cover, hence the floor.
+        const double floor = 2e-6;
         activation_backward(q, a, n, static_cast<const T*>(dp.data()), static_cast<const T*>(ddy.data()), ddx.data());
-        check_act(to_host(q, ddx.data(), n), dx_ref, 1e-6, "backward " + what);
+        check_act(to_host(q, ddx.data(), n), dx_ref, floor, "backward " + what);
         activation_backward(q, a, n, static_cast<const T*>(dp.data()), static_cast<const T*>(ddy.data()), ddy.data());
-        check_act(to_host(q, ddy.data(), n), dx_ref, 1e-6, "backward in place " + what);
+        check_act(to_host(q, ddy.data(), n), dx_ref, floor, "backward in place " + what);
       }
 }
 
@@ -89,7 +92,8 @@ TEST_CASE("kernels: bias + activation backward match finite differences (double)
   }
 }
 
-TEST_CASE_TEMPLATE("kernels: bias_grad overwrites or accumulates, deterministically", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: bias_grad overwrites or accumulates, deterministically", E, f32, f64, mixed,
+                   mixed_f16) {
   using T = typename E::T;
   using G = typename E::S;
   queue_t q;
@@ -163,7 +167,7 @@ TEST_CASE_TEMPLATE("kernels: scale, axpy, copy and fill", T, float, double) {
   }
 }
 
-TEST_CASE_TEMPLATE("kernels: sum and sum_squares accumulate in double", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: sum and sum_squares accumulate in double", T, float, double, bf16, f16) {
   queue_t q;
   rng g(700);
   for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(9), std::size_t(16384), std::size_t(16385),
@@ -182,15 +186,19 @@ TEST_CASE_TEMPLATE("kernels: sum and sum_squares accumulate in double", T, float
   }
 }
 
-TEST_CASE_TEMPLATE("kernels: all_finite finds NaN and infinities anywhere", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: all_finite finds NaN and infinities anywhere", T, float, double, bf16, f16) {
   queue_t q;
   rng g(800);
   std::vector<T> bad;
   T biggest, tiny;
-  if constexpr (is_bf16<T>) {
+  if constexpr (std::is_same_v<T, bf16>) {
     for (int b : {0x7fc0, 0xffff, 0x7f80, 0xff80, 0x7f81}) bad.push_back(bf16::from_bits(std::uint16_t(b)));
     biggest = bf16::from_bits(0x7f7f);
     tiny = bf16::from_bits(0x0001);
+  } else if constexpr (std::is_same_v<T, f16>) {
+    for (int b : {0x7e00, 0xffff, 0x7c00, 0xfc00, 0x7c01}) bad.push_back(f16::from_bits(std::uint16_t(b)));
+    biggest = f16::from_bits(0x7bff);  // 65504
+    tiny = f16::from_bits(0x0001);     // 2^-24
   } else {
     bad = {std::numeric_limits<T>::quiet_NaN(), -std::numeric_limits<T>::quiet_NaN(),
            std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()};
@@ -216,7 +224,7 @@ TEST_CASE_TEMPLATE("kernels: all_finite finds NaN and infinities anywhere", T, f
   CHECK(all_finite(q, 0, static_cast<const T*>(nullptr)));
 }
 
-TEST_CASE_TEMPLATE("kernels: copy_2d copies a block between padded layouts", T, float, double, bf16) {
+TEST_CASE_TEMPLATE("kernels: copy_2d copies a block between padded layouts", T, float, double, bf16, f16) {
   queue_t q;
   rng g(900);
   const std::size_t rows = 5, cols = 7, ls = 11, ld = 9;
@@ -255,6 +263,47 @@ inline bf16 ref_bf16(float f) {
   return bf16::from_bits(da < db ? lo : db < da ? hi : (lo & 1) ? hi : lo);
 }
 
+// The value of f16 bits, from the format's definition (sign, 5-bit exponent, 10 bits).
+inline double ref_f16_value(std::uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double mag = e == 0    ? std::ldexp(m, -24)
+                     : e == 31 ? (m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity())
+                               : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+// float -> f16, round to nearest even, in double: |x| in units of its f16 ulp (2^-24
+// below 2^-14), rounded by nearbyint (ties to even), encoded from the result; 65520
+// and above round to Inf. NaN gives a NaN.
+inline f16 ref_f16(float f) {
+  if (std::isnan(f)) return f16::from_bits(0x7e00);
+  const double x = std::abs(double(f));
+  const std::uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (x >= 65520.0) return f16::from_bits(sign | 0x7c00);
+  int e;
+  (void)std::frexp(x, &e);  // x in [2^(e-1), 2^e)
+  const int ulp = std::max(e - 1, -14) - 10;
+  const double q = std::nearbyint(std::ldexp(x, -ulp)), v = std::ldexp(q, ulp);
+  if (v < 0x1p-14) return f16::from_bits(std::uint16_t(sign | std::uint16_t(q)));
+  (void)std::frexp(v, &e);
+  const auto bits = std::uint16_t(((e - 1 + 15) << 10) | (std::uint16_t(std::ldexp(v, 11 - e)) & 0x3ff));
+  return f16::from_bits(sign | bits);
+}
+template <class H>
+H ref_half(float f) {
+  if constexpr (std::is_same_v<H, bf16>)
+    return ref_bf16(f);
+  else
+    return ref_f16(f);
+}
+// The float a 16-bit value widens to (exact), from its bits.
+template <class H>
+float ref_widen(H h) {
+  if constexpr (std::is_same_v<H, bf16>)
+    return std::bit_cast<float>(std::uint32_t(h.bits) << 16);
+  else
+    return float(ref_f16_value(h.bits));
+}
+
 // Random bit patterns (NaNs, infinities, subnormals), values over many binades, and
 // the edge cases of round-to-nearest-even.
 inline std::vector<float> cast_inputs(rng& g, std::size_t n) {
@@ -270,6 +319,10 @@ inline std::vector<float> cast_inputs(rng& g, std::size_t n) {
                           0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0x7f7f8000u,  // overflow, largest bf16, its tie
                           0x7f800000u, 0xff800000u,                            // +-Inf
                           0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu,  // quiet and signalling NaNs
+                          0x3f801000u, 0x3f803000u, 0x3f801001u,               // f16 ties, just above
+                          0x477fe000u, 0x477fefffu, 0x477ff000u, 0xc77ff000u,  // 65504, overflow at 65520
+                          0x387fe000u, 0x387fc000u, 0x33000000u, 0x33000001u,  // f16 subnormal edges
+                          0x33c00000u, 0x34200000u, 0xb3800000u,               // f16 subnormal ties
                           0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu, 0x00800000u, 0x807f8000u})
     v.push_back(std::bit_cast<float>(b));  // subnormals and tiny ties last
   return v;
@@ -289,44 +342,47 @@ void check_cast(queue_t& q, const std::vector<From>& x, const std::vector<To>& w
   }
 }
 
-TEST_CASE("kernels: cast_elements between float, double and bf16 is bit-exact") {
+TEST_CASE_TEMPLATE("kernels: cast_elements between float, double and a 16-bit type is bit-exact", H, bf16, f16) {
   queue_t q;
-  rng g(1000);
+  rng g(std::is_same_v<H, bf16> ? 1000 : 1001);
   for (std::size_t n :
        {std::size_t(1), std::size_t(7), std::size_t(8), std::size_t(1003), std::size_t(65537), std::size_t(1000003)}) {
     const std::string what = " n=" + std::to_string(n);
-    const auto xf = cast_inputs(g, n);
+    auto xf = cast_inputs(g, n);
+    if constexpr (std::is_same_v<H, f16>)  // most of f16's range, finely: ties and subnormals too
+      for (std::size_t i = 0; i < n; i += 2) xf[i] = std::ldexp(float(i % 4096) * 0.25f - 512.f, int(i % 41) - 30);
     const std::size_t m = xf.size();
     // Doubles between floats, so that double -> float rounds too.
     std::vector<double> xd(m);
     for (std::size_t i = 0; i < m; ++i) xd[i] = double(xf[i]) * (1.0 + std::ldexp(double(i % 5), -30));
-    std::vector<bf16> f2b(m), d2b(m);
+    std::vector<H> f2b(m), d2b(m);
     std::vector<float> b2f(m), d2f(m);
     std::vector<double> f2d(m), b2d(m);
     for (std::size_t i = 0; i < m; ++i) {
-      f2b[i] = ref_bf16(xf[i]);
-      d2b[i] = ref_bf16(static_cast<float>(xd[i]));  // via float: two roundings, as documented
+      f2b[i] = ref_half<H>(xf[i]);
+      d2b[i] = ref_half<H>(static_cast<float>(xd[i]));  // via float: two roundings, as documented
       d2f[i] = static_cast<float>(xd[i]);
       f2d[i] = xf[i];
-      b2f[i] = std::bit_cast<float>(std::uint32_t(f2b[i].bits) << 16);  // the high half of the float
+      b2f[i] = ref_widen(f2b[i]);
       b2d[i] = b2f[i];
     }
-    check_cast(q, xf, f2b, "float -> bf16" + what);
-    check_cast(q, f2b, b2f, "bf16 -> float" + what);
-    check_cast(q, xd, d2b, "double -> bf16" + what);
+    const std::string h = std::is_same_v<H, bf16> ? "bf16" : "f16";
+    check_cast(q, xf, f2b, "float -> " + h + what);
+    check_cast(q, f2b, b2f, h + " -> float" + what);
+    check_cast(q, xd, d2b, "double -> " + h + what);
     check_cast(q, xd, d2f, "double -> float" + what);
-    check_cast(q, f2b, b2d, "bf16 -> double" + what);
+    check_cast(q, f2b, b2d, h + " -> double" + what);
     check_cast(q, xf, f2d, "float -> double" + what);
   }
-  // Every bf16 bit pattern widens exactly.
-  std::vector<bf16> every(65536);
+  // Every bit pattern widens exactly.
+  std::vector<H> every(65536);
   std::vector<float> wide(every.size());
   for (std::size_t i = 0; i < every.size(); ++i) {
-    every[i] = bf16::from_bits(static_cast<std::uint16_t>(i));
-    wide[i] = std::bit_cast<float>(std::uint32_t(i) << 16);
+    every[i] = H::from_bits(static_cast<std::uint16_t>(i));
+    wide[i] = ref_widen(every[i]);
   }
-  check_cast(q, every, wide, "every bf16 -> float");
-  CHECK_THROWS_AS(cast_elements(q, 3, static_cast<const float*>(nullptr), static_cast<bf16*>(nullptr)),
+  check_cast(q, every, wide, "every 16-bit pattern -> float");
+  CHECK_THROWS_AS(cast_elements(q, 3, static_cast<const float*>(nullptr), static_cast<H*>(nullptr)),
                   std::invalid_argument);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Kernel suite, GEMM family: gemm (float, double, bf16 operands), gemm_strided_batched
-// and gemm_bias_act, against plain float64 loops.
+// Kernel suite, GEMM family: gemm (float, double, bf16 and f16 operands),
+// gemm_strided_batched and gemm_bias_act, against plain float64 loops.
 #include <stdexcept>
 
 #include "kernel_suite_common.hpp"
@@ -157,32 +157,36 @@ TEST_CASE_TEMPLATE("kernels: gemm_strided_batched equals a loop of products", T,
         }
 }
 
-// Error bounds of bf16 GEMMs relative to the magnitude of the terms, m = |alpha| sum|ab|
-// + |beta c|: a float output is an FP32 sum in some order (truncating tensor-core
-// adders and split-K included: K 2^-23 m at worst, K <= 1000 here); a bf16 output
-// may also round split-K partials and, fused with a bias, the product before it.
-constexpr double kBf16FloatOut = 0x1p-12, kBf16Out = 0x1p-5;
+// Error bounds of 16-bit GEMMs relative to the magnitude of the terms, m = |alpha|
+// sum|ab| + |beta c|: a float output is an FP32 sum in some order (truncating
+// tensor-core adders and split-K included: K 2^-23 m at worst, K <= 1000 here); a
+// 16-bit output may also round split-K partials and, fused with a bias, the product
+// before it: a few roundings of the type (bf16 2^-9 each, f16 2^-12).
+constexpr double kHalfFloatOut = 0x1p-12;
+template <class H>
+constexpr double kHalfOut = std::is_same_v<H, bf16> ? 0x1p-5 : 0x1p-8;
 
-TEST_CASE("kernels: bf16 gemm, FP32 accumulation, to float and to bf16") {
+TEST_CASE_TEMPLATE("kernels: 16-bit gemm, FP32 accumulation, to float and to the 16-bit type", H, bf16, f16) {
   queue_t q;
-  rng g(300);
+  rng g(std::is_same_v<H, bf16> ? 300 : 301);
+  double worst_f = 0, worst_h = 0;  // norm-wise errors, for the message
   for (const mnk& s : kGemmShapes)
     for (trans ta : {trans::N, trans::T})
       for (trans tb : {trans::N, trans::T}) {
-        const std::string what = "bf16 " + gemm_name(ta, tb, s);
+        const std::string what = (std::is_same_v<H, bf16> ? "bf16 " : "f16 ") + gemm_name(ta, tb, s);
         const operands o = layout(ta, tb, s, 3, 1);
         const std::size_t ldc = s.N + 2;
-        const auto A = g.uniform<bf16>(o.a_size), Bm = g.uniform<bf16>(o.b_size);
+        const auto A = g.uniform<H>(o.a_size), Bm = g.uniform<H>(o.b_size);
         const auto Cf0 = g.uniform<float>(s.M * ldc);
-        const auto Cb0 = g.uniform<bf16>(s.M * ldc);
+        const auto Cb0 = g.uniform<H>(s.M * ldc);
         const auto Ad = widen(A), Bd = widen(Bm);
         auto dA = to_dev(q, A), dB = to_dev(q, Bm), dCb = to_dev(q, Cb0);
         auto dCf = to_dev(q, Cf0);
-        const auto* a = static_cast<const bf16*>(dA.data());
-        const auto* b = static_cast<const bf16*>(dB.data());
+        const auto* a = static_cast<const H*>(dA.data());
+        const auto* b = static_cast<const H*>(dB.data());
         gemm(q, ta, tb, s.M, s.N, s.K, 0.5f, a, o.lda, b, o.ldb, 1.0f, dCf.data(), ldc);
         gemm(q, ta, tb, s.M, s.N, s.K, 1.0f, a, o.lda, b, o.ldb, 0.5f, dCb.data(), ldc);
-        auto dCz = poisoned<bf16>(q, s.M * ldc);  // beta = 0 never reads C
+        auto dCz = poisoned<H>(q, s.M * ldc);  // beta = 0 never reads C
         gemm(q, ta, tb, s.M, s.N, s.K, 1.0f, a, o.lda, b, o.ldb, 0.0f, dCz.data(), ldc);
         std::vector<double> rf = widen(Cf0), rb = widen(Cb0), rz(s.M * ldc, 0.0), mag(s.M * ldc, 0.0);
         ref_gemm(ta, tb, s.M, s.N, s.K, 0.5, Ad.data(), o.lda, Bd.data(), o.ldb, 1.0, rf.data(), ldc);
@@ -202,27 +206,32 @@ TEST_CASE("kernels: bf16 gemm, FP32 accumulation, to float and to bf16") {
               bad_pad += bits_of(gf[k]) != bits_of(Cf0[k]) || gb[k].bits != Cb0[k].bits || !std::isnan(to_d(gz[k]));
               continue;
             }
-            bad_f += !(std::abs(double(gf[k]) - rf[k]) <= kBf16FloatOut * mag[k]);
-            bad_b += !(std::abs(to_d(gb[k]) - rb[k]) <= kBf16Out * mag[k]);
-            bad_b += !(std::abs(to_d(gz[k]) - rz[k]) <= kBf16Out * mag[k]);
+            bad_f += !(std::abs(double(gf[k]) - rf[k]) <= kHalfFloatOut * mag[k]);
+            bad_b += !(std::abs(to_d(gb[k]) - rb[k]) <= kHalfOut<H> * mag[k]);
+            bad_b += !(std::abs(to_d(gz[k]) - rz[k]) <= kHalfOut<H> * mag[k]);
           }
         INFO(what);
         CHECK(bad_f == 0);
         CHECK(bad_b == 0);
         CHECK(bad_pad == 0);
-        // And norm-wise, within bf16 storage accuracy.
+        // And norm-wise, within the type's storage accuracy.
         std::vector<double> wf, wb, rwf, rwb;
         for (std::size_t i = 0; i < s.M; ++i)
           for (std::size_t j = 0; j < s.N; ++j) {
             wf.push_back(gf[i * ldc + j]), rwf.push_back(rf[i * ldc + j]);
             wb.push_back(to_d(gb[i * ldc + j])), rwb.push_back(rb[i * ldc + j]);
           }
-        check_close(wf, rwf, tol_bf16, what + " to float");
-        check_close(wb, rwb, tol_bf16, what + " to bf16");
+        check_close(wf, rwf, tol_half<H>, what + " to float");
+        check_close(wb, rwb, tol_half<H>, what + " to 16 bits");
+        worst_f = std::max(worst_f, rel_err(wf, rwf));
+        worst_h = std::max(worst_h, rel_err(wb, rwb));
       }
+  MESSAGE("16-bit gemm (" << std::string(std::is_same_v<H, bf16> ? "bf16" : "f16") << "): worst norm-wise error to float "
+                          << worst_f << ", to 16 bits " << worst_h << " (tolerance " << tol_half<H> << ")");
 }
 
-TEST_CASE_TEMPLATE("kernels: gemm_bias_act equals act(op(A) op(B) + beta C + bias)", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: gemm_bias_act equals act(op(A) op(B) + beta C + bias)", E, f32, f64, mixed,
+                   mixed_f16) {
   using T = typename E::T;
   using Sc = strata::gemm_scalar_t<T>;
   queue_t q;
@@ -256,14 +265,14 @@ TEST_CASE_TEMPLATE("kernels: gemm_bias_act equals act(op(A) op(B) + beta C + bia
                       with_pre ? dP.data() : static_cast<T*>(nullptr));
         const auto got_c = to_host(q, dC.data(), s.M * ldc);
         const auto got_p = to_host(q, dP.data(), s.M * ldc);
-        if constexpr (is_bf16<T>) {
-          // As a bf16 gemm, plus the sum with the bias and the activation (slope <= 1.13):
+        if constexpr (is_half<T>) {
+          // As a 16-bit gemm, plus the sum with the bias and the activation (slope <= 1.13):
           // a few roundings of the terms' magnitude.
           std::vector<double> bound(s.M * ldc, 0.0);
           for (std::size_t i = 0; i < s.M; ++i)
             for (std::size_t j = 0; j < s.N; ++j)
               bound[i * ldc + j] =
-                  kBf16Out *
+                  kHalfOut<T> *
                   (alpha * ref_gemm_mag(trans::N, trans::N, i, j, s.K, Ad.data(), s.K, Bd.data(), s.N) +
                    (accumulate ? std::abs(beta * to_d(C0[i * ldc + j])) : 0.0) + (with_bias ? std::abs(bd[j]) : 0.0));
           auto within = [&](std::size_t i, double g, double r) { return std::abs(g - r) <= bound[i]; };

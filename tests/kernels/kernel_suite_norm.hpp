@@ -4,7 +4,8 @@
 
 namespace kernel_suite {
 
-TEST_CASE_TEMPLATE("kernels: layernorm forward and backward (every optional input and output)", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: layernorm forward and backward (every optional input and output)", E, f32, f64, mixed,
+                   mixed_f16) {
   using T = typename E::T;
   using S = typename E::S;
   queue_t q;
@@ -84,7 +85,7 @@ TEST_CASE_TEMPLATE("kernels: layernorm forward and backward (every optional inpu
           S* out_db = want_db ? ddb.data() : nullptr;
           layernorm_backward(q, R, D, static_cast<const T*>(dx.data()), gam, mu, rs, static_cast<const T*>(ddy.data()),
                              out_dx, out_dg, out_db, accumulate);
-          // dx: terms up to ~5 whose float intermediates (~1e-6) may cancel near 0 for bf16;
+          // dx: terms up to ~5 whose float intermediates (~1e-6) may cancel near 0 for 16 bits;
           // dgamma/dbeta: column sums of |dy xhat| <~ 3 and |dy| <= 1 over R rows.
           if (want_dx) check_act(to_host(q, ddx.data(), n), dx_ref, 1e-5, "dx " + w2);
           if (want_dg) check_stat<T, S>(to_host(q, ddg.data(), D), dg_ref, 3e-7 * double(R) + 1e-6, "dgamma " + w2);
@@ -146,7 +147,8 @@ inline std::vector<emb_case> emb_cases() {
   return cases;
 }
 
-TEST_CASE_TEMPLATE("kernels: embedding forward and backward (vocabulary slices, repeated ids)", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: embedding forward and backward (vocabulary slices, repeated ids)", E, f32, f64, mixed,
+                   mixed_f16) {
   using T = typename E::T;
   using G = typename E::S;
   queue_t q;

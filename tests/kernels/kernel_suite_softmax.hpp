@@ -32,7 +32,7 @@ inline std::vector<double> ref_xent_grad(std::size_t R, std::size_t C, const std
   return d;
 }
 
-TEST_CASE_TEMPLATE("kernels: softmax cross-entropy forward and backward", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: softmax cross-entropy forward and backward", E, f32, f64, mixed, mixed_f16) {
   using T = typename E::T;
   using S = typename E::S;
   queue_t q;
@@ -113,7 +113,7 @@ TEST_CASE("kernels: softmax cross-entropy backward matches finite differences (d
 
 // Each piece of the vocabulary-parallel loss on one slice, fed the statistics it
 // would get from the all-reduces (the reference's, rounded to S).
-TEST_CASE_TEMPLATE("kernels: vocabulary-parallel cross-entropy pieces", E, f32, f64, mixed) {
+TEST_CASE_TEMPLATE("kernels: vocabulary-parallel cross-entropy pieces", E, f32, f64, mixed, mixed_f16) {
   using T = typename E::T;
   using S = typename E::S;
   queue_t q;

@@ -5,29 +5,22 @@
 // failure becomes a comm_error naming the call, the communicator and the rank
 // instead of OpenMPI's default abort with no context.
 //
-// bf16: MPI has no bfloat16 datatype. bf16 buffers travel as MPI_UINT16_T
-// (bit-exact; counts and MPI_Get_count stay in elements), and all_reduce /
-// reduce_scatter reduce them with three user-defined, commutative MPI_Ops
-// (sum, max, min) that widen each element to float, combine, and round the
-// result back to bf16 (nearest, ties to even). They are created on the first
-// bf16 reduction of the process and freed at the start of MPI_Finalize, by
-// whoever calls it (mpi_environment or the application), through a delete
-// callback of an attribute on MPI_COMM_SELF: the standard's finalize hook.
+// No operation blocks for ever: each posts the non-blocking form of its MPI call
+// and waits through the watchdog (comm/mpi_watchdog.hpp), which ends the job with
+// a message naming the operation, the communicator and the rank when a peer
+// leaves it unfinished for STRATA_MPI_TIMEOUT_S (default 300 s; set_timeout()).
+// Error messages keep the name of the blocking call the operation stands for
+// (MPI_Allreduce for MPI_Iallreduce + test), which is what it means to the caller.
+//
+// bf16, f16: moved as 16-bit words and reduced with user-defined ops (comm/mpi_types.hpp).
 
-// The deprecated MPI C++ bindings are not used; skipping them keeps -Wall
-// -Wextra -Werror builds clean and avoids linking libmpi_cxx.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-
+#include "strata/comm/mpi_types.hpp"  // <mpi.h> without the C++ bindings
+#include "strata/comm/mpi_watchdog.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstddef>
@@ -45,158 +38,6 @@
 #include <vector>
 
 namespace strata::comm {
-
-namespace detail {
-
-// bf16 has no MPI datatype: it moves as its 16 bits.
-static_assert(sizeof(bf16) == sizeof(std::uint16_t));
-
-template <comm_scalar T>
-MPI_Datatype mpi_type() noexcept {
-  if constexpr (std::same_as<T, float>) return MPI_FLOAT;
-  else if constexpr (std::same_as<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::same_as<T, std::int32_t>) return MPI_INT32_T;
-  else if constexpr (std::same_as<T, std::int64_t>) return MPI_INT64_T;
-  else return MPI_UINT16_T;  // bf16
-}
-
-inline MPI_Datatype mpi_type(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return MPI_FLOAT;
-    case dtype::f64: return MPI_DOUBLE;
-    case dtype::i32: return MPI_INT32_T;
-    case dtype::i64: return MPI_INT64_T;
-    case dtype::bf16: return MPI_UINT16_T;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-inline MPI_Op mpi_op(reduce_op op) noexcept {
-  switch (op) {
-    case reduce_op::sum: return MPI_SUM;
-    case reduce_op::max: return MPI_MAX;
-    case reduce_op::min: return MPI_MIN;
-  }
-  return MPI_OP_NULL;
-}
-
-// ---- bf16 reductions ---------------------------------------------------------
-// MPI_User_function for bf16 carried as MPI_UINT16_T: inout[i] = in[i] (op)
-// inout[i]. sum widens both to float (exact), adds once and rounds once, so
-// the op is commutative (declared so to MPI_Op_create) though, like every
-// rounded sum, not associative. max/min pick one of the inputs (no rounding);
-// a NaN in either input wins, so the result does not depend on the order in
-// which MPI combines the ranks.
-template <reduce_op Op>
-void bf16_mpi_reduce(void* in, void* inout, int* len, MPI_Datatype* /*always MPI_UINT16_T*/) {
-  const auto* a = static_cast<const bf16*>(in);
-  auto* b = static_cast<bf16*>(inout);
-  const int n = *len;
-  for (int i = 0; i < n; ++i) {
-    const float x = a[i], y = b[i];
-    if constexpr (Op == reduce_op::sum) {
-      b[i] = bf16(x + y);
-    } else if (!std::isnan(y) && (std::isnan(x) || (Op == reduce_op::max ? x > y : x < y))) {
-      b[i] = a[i];
-    }
-  }
-}
-
-// The three ops, created together on first use (per process) and freed by
-// bf16_mpi_ops_release when MPI_Finalize frees MPI_COMM_SELF's attributes.
-// Its destructor (at exit, possibly after MPI_Finalize) never calls MPI.
-struct bf16_mpi_op_table {
-  std::mutex lock;  // creation only; MPI itself may be FUNNELED or MULTIPLE
-  std::atomic<bool> ready{false};
-  MPI_Op ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
-};
-
-inline bf16_mpi_op_table& bf16_mpi_ops() {
-  static bf16_mpi_op_table t;
-  return t;
-}
-
-// Valid after a successful bf16_mpi_ops_init (MPI_OP_NULL for an unknown op,
-// which MPI then rejects like mpi_op's).
-inline MPI_Op bf16_mpi_op(reduce_op op) noexcept {
-  auto& t = bf16_mpi_ops();
-  switch (op) {
-    case reduce_op::sum: return t.ops[0];
-    case reduce_op::max: return t.ops[1];
-    case reduce_op::min: return t.ops[2];
-  }
-  return MPI_OP_NULL;
-}
-
-// True while the bf16 ops exist (created and not yet freed by finalisation).
-inline bool bf16_mpi_ops_live() noexcept { return bf16_mpi_ops().ready.load(std::memory_order_acquire); }
-
-// MPI_Comm_delete_attr_function: runs at the start of MPI_Finalize, while
-// every MPI call is still allowed (MPI standard, "Allowing User Functions at
-// Process Termination").
-inline int bf16_mpi_ops_release(MPI_Comm, int, void*, void*) {
-  auto& t = bf16_mpi_ops();
-  std::lock_guard<std::mutex> g(t.lock);
-  int rc = MPI_SUCCESS;
-  for (MPI_Op& op : t.ops)
-    if (op != MPI_OP_NULL) {
-      const int r = MPI_Op_free(&op);  // sets op to MPI_OP_NULL
-      if (rc == MPI_SUCCESS) rc = r;
-    }
-  t.ready.store(false, std::memory_order_release);
-  return rc;
-}
-
-// Creates the ops once. Returns MPI_SUCCESS, or the error code with `failed`
-// naming the call that returned it (nothing is left half-made then).
-inline int bf16_mpi_ops_init(const char*& failed) {
-  auto& t = bf16_mpi_ops();
-  if (t.ready.load(std::memory_order_acquire)) [[likely]]
-    return MPI_SUCCESS;
-  std::lock_guard<std::mutex> g(t.lock);
-  if (t.ready.load(std::memory_order_relaxed)) return MPI_SUCCESS;
-  MPI_User_function* const fns[3] = {&bf16_mpi_reduce<reduce_op::sum>, &bf16_mpi_reduce<reduce_op::max>,
-                                     &bf16_mpi_reduce<reduce_op::min>};
-  MPI_Op made[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
-  int rc = MPI_SUCCESS;
-  for (int i = 0; i < 3 && rc == MPI_SUCCESS; ++i) {
-    rc = MPI_Op_create(fns[i], /*commute=*/1, &made[i]);
-    failed = "MPI_Op_create";
-  }
-  // The finalize hook: MPI_Finalize deletes MPI_COMM_SELF's attributes first,
-  // calling bf16_mpi_ops_release. The keyval is freed at once; the attribute
-  // keeps it alive until then.
-  int key = MPI_KEYVAL_INVALID;
-  if (rc == MPI_SUCCESS) {
-    rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &bf16_mpi_ops_release, &key, nullptr);
-    failed = "MPI_Comm_create_keyval";
-  }
-  if (rc == MPI_SUCCESS) {
-    rc = MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
-    failed = "MPI_Comm_set_attr(MPI_COMM_SELF)";
-  }
-  if (key != MPI_KEYVAL_INVALID) (void)MPI_Comm_free_keyval(&key);
-  if (rc != MPI_SUCCESS) {
-    for (MPI_Op& op : made)
-      if (op != MPI_OP_NULL) (void)MPI_Op_free(&op);
-    return rc;
-  }
-  std::copy(std::begin(made), std::end(made), std::begin(t.ops));
-  t.ready.store(true, std::memory_order_release);
-  return MPI_SUCCESS;
-}
-
-inline std::string mpi_error_string(int code) {
-  char buf[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS)
-    return "MPI error code " + std::to_string(code);
-  return std::string(buf, static_cast<std::size_t>(len));
-}
-
-inline int mpi_peer(int peer) noexcept { return peer == no_peer ? MPI_PROC_NULL : peer; }
-
-}  // namespace detail
 
 // Prints "[strata] rank R: message" and takes every rank down with MPI_Abort.
 // For a rank that finds bad input on its own: throwing there would leave the
@@ -241,22 +82,41 @@ inline void end_job_on_terminate() noexcept {
 class mpi_communicator {
  public:
   // Non-owning view of an existing communicator (sets MPI_ERRORS_RETURN on it).
+  // The watchdog's timeout is STRATA_MPI_TIMEOUT_S's (see set_timeout).
   static mpi_communicator borrow(MPI_Comm comm, std::string name) {
-    return mpi_communicator(comm, std::move(name), /*owned=*/false);
+    return mpi_communicator(comm, std::move(name), /*owned=*/false, detail::mpi_timeout_from_env());
   }
-  // Takes ownership: freed with MPI_Comm_free on destruction.
+  // Takes ownership: freed with MPI_Comm_free on destruction (also when this throws).
   static mpi_communicator adopt(MPI_Comm comm, std::string name) {
-    return mpi_communicator(comm, std::move(name), /*owned=*/true);
+    std::chrono::milliseconds t{};
+    try {
+      t = detail::mpi_timeout_from_env();
+    } catch (...) {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+      throw;
+    }
+    return mpi_communicator(comm, std::move(name), /*owned=*/true, t);
   }
   // Private duplicate of MPI_COMM_WORLD (collective), so strata's traffic
-  // and error handler never mix with other users of MPI_COMM_WORLD.
+  // and error handler never mix with other users of MPI_COMM_WORLD. A rank
+  // that never gets here ends the job after the timeout, like any operation.
   static mpi_communicator world(std::string name = "world") {
+    const std::chrono::milliseconds t = detail::mpi_timeout_from_env();
     MPI_Comm dup = MPI_COMM_NULL;
-    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req);
+    bool expired = false;
+    if (rc == MPI_SUCCESS) rc = detail::mpi_wait_bounded(1, &req, nullptr, t, expired);
+    if (expired) {
+      detail::mpi_op_info op;
+      op.what = detail::mpi_op_info::kind::create_world;
+      fail_all(detail::mpi_watchdog_message(op, MPI_COMM_WORLD, "MPI_COMM_WORLD (creating communicator '" + name + "')",
+                                            t, 1, &req));
+    }
     if (rc != MPI_SUCCESS)
       throw comm_error("strata::comm: MPI_Comm_dup of MPI_COMM_WORLD failed: " +
                        detail::mpi_error_string(rc));
-    return adopt(dup, std::move(name));
+    return mpi_communicator(dup, std::move(name), /*owned=*/true, t);
   }
 
   mpi_communicator(const mpi_communicator&) = delete;
@@ -266,6 +126,8 @@ class mpi_communicator {
         owned_(std::exchange(o.owned_, false)),
         rank_(o.rank_),
         size_(o.size_),
+        timeout_(o.timeout_),
+        seq_(o.seq_),
         name_(std::move(o.name_)) {}
   mpi_communicator& operator=(mpi_communicator&& o) noexcept {
     if (this != &o) {
@@ -274,6 +136,8 @@ class mpi_communicator {
       owned_ = std::exchange(o.owned_, false);
       rank_ = o.rank_;
       size_ = o.size_;
+      timeout_ = o.timeout_;
+      seq_ = o.seq_;
       name_ = std::move(o.name_);
     }
     return *this;
@@ -285,24 +149,46 @@ class mpi_communicator {
   std::string_view name() const { return name_; }
   MPI_Comm native() const { return comm_; }
 
-  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
-  void synchronize() {}  // every MPI call here is blocking
+  // The watchdog: an operation not complete this long after it was posted ends
+  // the job (every rank) with a message naming it. 0: wait for ever. Split and
+  // group_of children start with their parent's.
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) {
+    if (t.count() < 0)
+      throw comm_error("strata::comm: set_timeout on " + where() + ": the timeout must be >= 0 (0: none)");
+    timeout_ = t;
+  }
+  // Operations issued so far on this communicator (the watchdog's "#N").
+  std::uint64_t ops_issued() const noexcept { return seq_; }
+
+  void barrier() {
+    const auto op = begin(kind::barrier);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &req), "MPI_Barrier");
+    check(wait(1, &req, nullptr, op), "MPI_Barrier");
+  }
+  void synchronize() {}  // every operation here has completed when it returns
 
   void agree(bool ok, std::string_view message) {
     struct {
       int value;
       int rank;
     } in{ok ? 1 : 0, rank_}, out{1, 0};
+    auto op = begin(kind::agree);
+    MPI_Request req = MPI_REQUEST_NULL;
     // MINLOC: whether anyone failed and the lowest failing rank, in one call.
-    check(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm_), "MPI_Allreduce",
-          "agree");
+    check(MPI_Iallreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm_, &req), "MPI_Allreduce", "agree");
+    check(wait(1, &req, nullptr, op), "MPI_Allreduce", "agree");
     if (out.value == 1) return;
     // Ship the failing rank's text so every rank throws the identical error.
+    op.peer = out.rank;
     std::string text = out.rank == rank_ ? std::string(message.substr(0, 4096)) : std::string();
     int len = static_cast<int>(text.size());
-    check(MPI_Bcast(&len, 1, MPI_INT, out.rank, comm_), "MPI_Bcast", "agree");
+    check(MPI_Ibcast(&len, 1, MPI_INT, out.rank, comm_, &req), "MPI_Bcast", "agree");
+    check(wait(1, &req, nullptr, op), "MPI_Bcast", "agree");
     text.resize(static_cast<std::size_t>(len));
-    check(MPI_Bcast(text.data(), len, MPI_CHAR, out.rank, comm_), "MPI_Bcast", "agree");
+    check(MPI_Ibcast(text.data(), len, MPI_CHAR, out.rank, comm_, &req), "MPI_Bcast", "agree");
+    check(wait(1, &req, nullptr, op), "MPI_Bcast", "agree");
     throw comm_error("strata::comm: check failed on rank " + std::to_string(out.rank) +
                      " of communicator '" + name_ + "' (size " + std::to_string(size_) +
                      "): " + text);
@@ -313,7 +199,13 @@ class mpi_communicator {
     const int n = count_arg(count, "MPI_Allreduce");
     require_buf(buf, count, "MPI_Allreduce");
     const MPI_Op mop = reduction<T>(op, "MPI_Allreduce");
-    check(MPI_Allreduce(MPI_IN_PLACE, buf, n, detail::mpi_type<T>(), mop, comm_), "MPI_Allreduce");
+    const auto info = begin(kind::all_reduce, dtype_of<T>, count, op);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const MPI_Datatype t = detail::mpi_type<T>();
+    check(bounded() ? MPI_Iallreduce(MPI_IN_PLACE, buf, n, t, mop, comm_, &req)
+                    : MPI_Allreduce(MPI_IN_PLACE, buf, n, t, mop, comm_),
+          "MPI_Allreduce");
+    check(wait(1, &req, nullptr, info), "MPI_Allreduce");
   }
 
   template <comm_scalar T>
@@ -331,8 +223,13 @@ class mpi_communicator {
       s = copy.data();
     }
     const MPI_Op mop = reduction<T>(op, "MPI_Reduce_scatter_block");
-    check(MPI_Reduce_scatter_block(s, recv, n, detail::mpi_type<T>(), mop, comm_),
+    const auto info = begin(kind::reduce_scatter, dtype_of<T>, recv_count, op);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const MPI_Datatype t = detail::mpi_type<T>();
+    check(bounded() ? MPI_Ireduce_scatter_block(s, recv, n, t, mop, comm_, &req)
+                    : MPI_Reduce_scatter_block(s, recv, n, t, mop, comm_),
           "MPI_Reduce_scatter_block");
+    check(wait(1, &req, nullptr, info), "MPI_Reduce_scatter_block");
   }
 
   template <comm_scalar T>
@@ -349,16 +246,25 @@ class mpi_communicator {
       copy.assign(send, send + send_count);
       s = copy.data();
     }
-    check(MPI_Allgather(s, n, detail::mpi_type<T>(), recv, n, detail::mpi_type<T>(), comm_),
+    const auto info = begin(kind::all_gather, dtype_of<T>, send_count);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const MPI_Datatype t = detail::mpi_type<T>();
+    check(bounded() ? MPI_Iallgather(s, n, t, recv, n, t, comm_, &req) : MPI_Allgather(s, n, t, recv, n, t, comm_),
           "MPI_Allgather");
+    check(wait(1, &req, nullptr, info), "MPI_Allgather");
   }
 
   template <comm_scalar T>
   void broadcast(T* buf, std::size_t count, int root) {
     const int n = count_arg(count, "MPI_Bcast");
     require_buf(buf, count, "MPI_Bcast");
-    check(MPI_Bcast(buf, n, detail::mpi_type<T>(), root, comm_), "MPI_Bcast",
+    auto info = begin(kind::broadcast, dtype_of<T>, count);
+    info.peer = root;
+    MPI_Request req = MPI_REQUEST_NULL;
+    const MPI_Datatype t = detail::mpi_type<T>();
+    check(bounded() ? MPI_Ibcast(buf, n, t, root, comm_, &req) : MPI_Bcast(buf, n, t, root, comm_), "MPI_Bcast",
           "root " + std::to_string(root));
+    check(wait(1, &req, nullptr, info), "MPI_Bcast", "root " + std::to_string(root));
   }
 
   template <comm_scalar T>
@@ -375,25 +281,39 @@ class mpi_communicator {
       copy.assign(send, send + total);
       s = copy.data();
     }
-    check(MPI_Alltoall(s, n, detail::mpi_type<T>(), recv, n, detail::mpi_type<T>(), comm_),
+    const auto info = begin(kind::all_to_all, dtype_of<T>, count_per_peer);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const MPI_Datatype t = detail::mpi_type<T>();
+    check(bounded() ? MPI_Ialltoall(s, n, t, recv, n, t, comm_, &req) : MPI_Alltoall(s, n, t, recv, n, t, comm_),
           "MPI_Alltoall");
+    check(wait(1, &req, nullptr, info), "MPI_Alltoall");
   }
 
   template <comm_scalar T>
   void send(const T* buf, std::size_t count, int peer, int tag = 0) {
     const int n = count_arg(count, "MPI_Send");
     require_buf(buf, count, "MPI_Send");
-    check(MPI_Send(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_), "MPI_Send",
+    auto info = begin(kind::send, dtype_of<T>, count);
+    info.peer = peer;
+    info.tag = tag;
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Isend(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_, &req), "MPI_Send",
           p2p_detail(peer, tag));
+    check(wait(1, &req, nullptr, info), "MPI_Send", p2p_detail(peer, tag));
   }
 
   template <comm_scalar T>
   void recv(T* buf, std::size_t count, int peer, int tag = 0) {
     const int n = count_arg(count, "MPI_Recv");
     require_buf(buf, count, "MPI_Recv");
+    auto info = begin(kind::recv, dtype_of<T>, count);
+    info.peer = peer;
+    info.tag = tag;
+    MPI_Request req = MPI_REQUEST_NULL;
     MPI_Status st;
-    check(MPI_Recv(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_, &st),
+    check(MPI_Irecv(buf, n, detail::mpi_type<T>(), detail::mpi_peer(peer), tag, comm_, &req),
           "MPI_Recv", p2p_detail(peer, tag));
+    check(wait(1, &req, &st, info), "MPI_Recv", p2p_detail(peer, tag));
     check_received(st, detail::mpi_type<T>(), n, peer, tag, "MPI_Recv");
   }
 
@@ -404,12 +324,31 @@ class mpi_communicator {
     const int nr = count_arg(recv_count, "MPI_Sendrecv");
     require_buf(send, send_count, "MPI_Sendrecv");
     require_buf(recv, recv_count, "MPI_Sendrecv");
-    MPI_Status st;
-    check(MPI_Sendrecv(send, ns, detail::mpi_type<T>(), detail::mpi_peer(dest), tag, recv, nr,
-                       detail::mpi_type<T>(), detail::mpi_peer(source), tag, comm_, &st),
-          "MPI_Sendrecv", "dest " + std::to_string(dest) + ", source " + std::to_string(source) +
-                              ", tag " + std::to_string(tag));
-    check_received(st, detail::mpi_type<T>(), nr, source, tag, "MPI_Sendrecv");
+    auto info = begin(kind::sendrecv, dtype_of<T>, send_count);
+    info.count2 = recv_count;
+    info.peer = dest;
+    info.peer2 = source;
+    info.tag = tag;
+    auto what = [&] {
+      return "dest " + std::to_string(dest) + ", source " + std::to_string(source) + ", tag " +
+             std::to_string(tag);
+    };
+    // [0] the receive, posted first (as in group), [1] the send.
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Status st[2];
+    int rc = MPI_Irecv(recv, nr, detail::mpi_type<T>(), detail::mpi_peer(source), tag, comm_, &reqs[0]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(send, ns, detail::mpi_type<T>(), detail::mpi_peer(dest), tag, comm_, &reqs[1]);
+    if (rc != MPI_SUCCESS) {
+      cancel_posted(reqs, 2, /*receives=*/1);
+      check(rc, "MPI_Sendrecv", what());
+    }
+    rc = wait(2, reqs, st, info);
+    if (rc == MPI_ERR_IN_STATUS)
+      for (const MPI_Status& s : st)
+        if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING) check(s.MPI_ERROR, "MPI_Sendrecv", what());
+    check(rc, "MPI_Sendrecv", what());
+    check_received(st[0], detail::mpi_type<T>(), nr, source, tag, "MPI_Sendrecv");
   }
 
   void group(std::span<const p2p_op> ops) {
@@ -420,6 +359,8 @@ class mpi_communicator {
       counts[i] = count_arg(ops[i].count, "group");
       require_buf(ops[i].data, ops[i].count, "group");
     }
+    auto info = begin(kind::group);
+    info.ops = ops;
     // Receives are posted before sends so incoming data lands in place rather
     // than in MPI's unexpected-message queue.
     for (auto pass : {p2p_op::kind::recv, p2p_op::kind::send}) {
@@ -439,7 +380,7 @@ class mpi_communicator {
       }
     }
     std::vector<MPI_Status> st(m);
-    const int rc = MPI_Waitall(static_cast<int>(m), reqs.data(), st.data());
+    const int rc = wait(static_cast<int>(m), reqs.data(), st.data(), info);
     if (rc == MPI_ERR_IN_STATUS) {
       for (std::size_t i = 0; i < m; ++i)
         if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
@@ -497,8 +438,10 @@ class mpi_communicator {
   }
 
  private:
-  mpi_communicator(MPI_Comm comm, std::string name, bool owned)
-      : comm_(comm), owned_(owned), name_(std::move(name)) {
+  using kind = detail::mpi_op_info::kind;
+
+  mpi_communicator(MPI_Comm comm, std::string name, bool owned, std::chrono::milliseconds timeout)
+      : comm_(comm), owned_(owned), timeout_(timeout), name_(std::move(name)) {
     // A throwing constructor never runs the destructor, so an adopted comm is
     // released here on failure.
     int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -512,11 +455,52 @@ class mpi_communicator {
     }
   }
 
+  // MPI has no non-blocking split; the agree every caller runs first (bounded)
+  // has every rank at the split, so only a rank stopping in between is unguarded.
   mpi_communicator split_unchecked(int color, int key, std::string name) {
     MPI_Comm out = MPI_COMM_NULL;
     check(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split",
           "color " + std::to_string(color) + ", key " + std::to_string(key));
-    return adopt(out, std::move(name));
+    return mpi_communicator(out, std::move(name), /*owned=*/true, timeout_);
+  }
+
+  // Numbers the operation about to be posted, for the watchdog's message.
+  detail::mpi_op_info begin(kind what, dtype type = dtype::i32, std::size_t count = 0,
+                            reduce_op op = reduce_op::sum) noexcept {
+    detail::mpi_op_info o;
+    o.what = what;
+    o.seq = ++seq_;
+    o.type = type;
+    o.count = count;
+    o.op = op;
+    return o;
+  }
+
+  // With the watchdog off, the five data collectives make the blocking calls:
+  // Open MPI runs non-blocking collectives with other algorithms (libnbc's),
+  // faster for some sizes, slower for others (docs/execution.md).
+  bool bounded() const noexcept { return timeout_.count() > 0; }
+
+  // Completes the posted requests and returns MPI's code, or, when they are
+  // not done within the timeout, ends every rank naming the operation: a
+  // posted collective cannot be cancelled, and the peers are stuck too.
+  // A single MPI_REQUEST_NULL: the blocking call already ran (!bounded()).
+  int wait(int n, MPI_Request* reqs, MPI_Status* st, const detail::mpi_op_info& op) const {
+    if (n == 1 && *reqs == MPI_REQUEST_NULL) return MPI_SUCCESS;
+    bool expired = false;
+    const int rc = detail::mpi_wait_bounded(n, reqs, st, timeout_, expired);
+    if (expired) [[unlikely]]
+      watchdog_expired(n, reqs, op);
+    return rc;
+  }
+
+  [[noreturn]] void watchdog_expired(int n, MPI_Request* reqs, const detail::mpi_op_info& op) const noexcept {
+    std::string msg = "MPI watchdog: an operation timed out; ending every rank";
+    try {
+      msg = detail::mpi_watchdog_message(op, comm_, where(), timeout_, n, reqs);
+    } catch (...) {  // out of memory: the short message still ends the job
+    }
+    fail_all(msg);
   }
 
   void release() noexcept {
@@ -529,15 +513,15 @@ class mpi_communicator {
     owned_ = false;
   }
 
-  // The MPI_Op for `op` on elements of type T: predefined, or for bf16 the
-  // user-defined op (created on the first bf16 reduction).
+  // The MPI_Op for `op` on elements of type T: predefined, or for bf16 and f16 the
+  // user-defined op (created on the first 16-bit reduction).
   template <comm_scalar T>
   MPI_Op reduction(reduce_op op, const char* call) const {
-    if constexpr (std::same_as<T, bf16>) {
+    if constexpr (std::same_as<T, bf16> || std::same_as<T, f16>) {
       const char* failed = "MPI_Op_create";
-      check(detail::bf16_mpi_ops_init(failed), failed,
-            std::string(call) + ": creating the bf16 reduction ops");
-      return detail::bf16_mpi_op(op);
+      check(detail::half_mpi_ops_init(failed), failed,
+            std::string(call) + ": creating the bf16/f16 reduction ops");
+      return detail::half_mpi_op<T>(op);
     } else {
       return detail::mpi_op(op);
     }
@@ -598,9 +582,13 @@ class mpi_communicator {
   // After a failed post: cancel receives (they would write into buffers the
   // caller gets back on throw) and let posted sends finish in the background.
   static void abandon(std::span<const p2p_op> ops, std::span<MPI_Request> reqs) noexcept {
-    for (std::size_t i = 0; i < reqs.size(); ++i) {
+    for (std::size_t i = 0; i < reqs.size(); ++i) cancel_posted(&reqs[i], 1, ops[i].what == p2p_op::kind::recv);
+  }
+  // The same for reqs[0..n), of which the first `receives` are receives.
+  static void cancel_posted(MPI_Request* reqs, int n, int receives) noexcept {
+    for (int i = 0; i < n; ++i) {
       if (reqs[i] == MPI_REQUEST_NULL) continue;
-      if (ops[i].what == p2p_op::kind::recv) {
+      if (i < receives) {
         MPI_Cancel(&reqs[i]);
         MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
       } else {
@@ -613,6 +601,8 @@ class mpi_communicator {
   bool owned_ = false;
   int rank_ = 0;
   int size_ = 0;
+  std::chrono::milliseconds timeout_{300'000};
+  std::uint64_t seq_ = 0;
   std::string name_;
 };
 

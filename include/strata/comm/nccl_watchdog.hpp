@@ -64,11 +64,11 @@ namespace strata::comm {
 
 namespace detail {
 
-// strata::bf16 is passed to NCCL as ncclBfloat16: both are the bfloat16
-// layout of CUDA's __nv_bfloat16 (the high 16 bits of an IEEE float), so
-// every collective and p2p op takes bf16 buffers unchanged; NCCL reduces them
-// with its own bf16 kernels (sum, max, min).
-static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2);
+// strata::bf16 is passed to NCCL as ncclBfloat16 and strata::f16 as ncclFloat16:
+// they have the layouts of CUDA's __nv_bfloat16 (the high 16 bits of an IEEE
+// float) and __half (IEEE binary16), so every collective and p2p op takes their
+// buffers unchanged; NCCL reduces them with its own 16-bit kernels (sum, max, min).
+static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2 && sizeof(f16) == 2 && alignof(f16) == 2);
 
 inline ncclDataType_t nccl_type(dtype t) noexcept {
   switch (t) {
@@ -77,6 +77,7 @@ inline ncclDataType_t nccl_type(dtype t) noexcept {
     case dtype::i32: return ncclInt32;
     case dtype::i64: return ncclInt64;
     case dtype::bf16: return ncclBfloat16;  // same bits as strata::bf16
+    case dtype::f16: return ncclFloat16;    // same bits as strata::f16
   }
   return ncclFloat32;
 }
@@ -97,6 +98,7 @@ inline const char* dtype_name(dtype t) noexcept {
     case dtype::i32: return "i32";
     case dtype::i64: return "i64";
     case dtype::bf16: return "bf16";
+    case dtype::f16: return "f16";
   }
   return "?";
 }

@@ -1,5 +1,6 @@
 #pragma once
-// bfloat16: the storage type of mixed-precision training, shared by every backend.
+// bfloat16: a storage type of mixed-precision training, shared by every backend
+// (core/f16.hpp is the other: IEEE half, more precision, less range).
 //
 // One type for host and device code (the CUDA backend hands its bits to cuBLASLt
 // as CUDA_R_16BF, the MPI communicator moves them as 16-bit words), so a plan
@@ -61,6 +62,9 @@ struct bf16 {
     r.bits = b;
     return r;
   }
+  // Bit patterns shared with f16's: exponent field (all set: Inf or NaN), a quiet NaN.
+  static constexpr std::uint16_t exponent_bits = 0x7f80u;
+  static constexpr std::uint16_t quiet_nan_bits = 0x7fc0u;
 };
 static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2 && std::is_trivially_copyable_v<bf16> &&
               std::is_trivially_default_constructible_v<bf16>);

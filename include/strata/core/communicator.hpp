@@ -1,8 +1,8 @@
 #pragma once
 // The communicator concept and the vocabulary shared by every communicator (MPI,
 // NCCL, one process) and by the executor, which is written against the concept only.
-// Plain C++: no MPI, no CUDA (strata/core/bf16.hpp only adds __host__ __device__
-// under nvcc), so a world of size 1 builds and runs with no MPI, no launcher and no GPU.
+// Plain C++: no MPI, no CUDA (strata/core/bf16.hpp and f16.hpp only add
+// __host__ __device__ under nvcc), so a world of size 1 builds and runs with no MPI, no launcher and no GPU.
 //
 // Execution model (chosen so that an NCCL backend can implement it as-is):
 //  * Buffers are plain pointers + element counts; for a device backend they
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "strata/core/bf16.hpp"
+#include "strata/core/f16.hpp"
 
 namespace strata::comm {
 
@@ -58,26 +59,27 @@ class comm_error : public std::runtime_error {
 };
 
 // Element types every backend must support. float, double, int32 and int64
-// map 1:1 onto MPI and NCCL datatypes; strata::bf16 maps onto ncclBfloat16,
-// while MPI (which has no bf16) moves it as 16-bit words and reduces it with
-// user-defined ops. A bf16 reduction converts to float, combines, and rounds
-// back to bf16 at every combining step (NCCL's bf16 partial sums are bf16 as
-// well), so a sum over P ranks carries up to P-1 bf16 roundings and, unless
-// the sum is exact, its last bits depend on the backend's reduction order.
-// max/min are exact.
+// map 1:1 onto MPI and NCCL datatypes; strata::bf16 and strata::f16 map onto
+// ncclBfloat16 and ncclFloat16, while MPI (which has neither) moves them as
+// 16-bit words and reduces them with user-defined ops. A 16-bit reduction
+// converts to float, combines, and rounds back to the 16-bit type at every
+// combining step (NCCL's 16-bit partial sums are 16-bit as well), so a sum over
+// P ranks carries up to P-1 roundings and, unless the sum is exact, its last
+// bits depend on the backend's reduction order. max/min are exact.
 template <class T>
 concept comm_scalar = std::same_as<T, float> || std::same_as<T, double> ||
                       std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
-                      std::same_as<T, bf16>;
+                      std::same_as<T, bf16> || std::same_as<T, f16>;
 
-enum class dtype : unsigned char { f32, f64, i32, i64, bf16 };
+enum class dtype : unsigned char { f32, f64, i32, i64, bf16, f16 };
 
 template <comm_scalar T>
 inline constexpr dtype dtype_of = std::same_as<T, float>          ? dtype::f32
                                   : std::same_as<T, double>       ? dtype::f64
                                   : std::same_as<T, std::int32_t> ? dtype::i32
                                   : std::same_as<T, std::int64_t> ? dtype::i64
-                                                                  : dtype::bf16;
+                                  : std::same_as<T, bf16>         ? dtype::bf16
+                                                                  : dtype::f16;
 
 constexpr std::size_t dtype_size(dtype t) noexcept {
   switch (t) {
@@ -85,7 +87,8 @@ constexpr std::size_t dtype_size(dtype t) noexcept {
     case dtype::i32: return 4;
     case dtype::f64:
     case dtype::i64: return 8;
-    case dtype::bf16: return 2;
+    case dtype::bf16:
+    case dtype::f16: return 2;
   }
   return 0;
 }
@@ -94,7 +97,7 @@ static_assert(dtype_size(dtype_of<float>) == sizeof(float) &&
               dtype_size(dtype_of<double>) == sizeof(double) &&
               dtype_size(dtype_of<std::int32_t>) == sizeof(std::int32_t) &&
               dtype_size(dtype_of<std::int64_t>) == sizeof(std::int64_t) &&
-              dtype_size(dtype_of<bf16>) == sizeof(bf16));
+              dtype_size(dtype_of<bf16>) == sizeof(bf16) && dtype_size(dtype_of<f16>) == sizeof(f16));
 
 // Peer value meaning "no partner": the op is skipped (MPI_PROC_NULL). Lets the
 // first/last pipeline stage post the same exchange code as the middle ones.
@@ -171,7 +174,7 @@ concept Communicator =
     } &&
     communicator_for<C, float> && communicator_for<C, double> &&
     communicator_for<C, std::int32_t> && communicator_for<C, std::int64_t> &&
-    communicator_for<C, bf16>;
+    communicator_for<C, bf16> && communicator_for<C, f16>;
 
 // Picks the caller's group out of a full partition (e.g. all tensor groups of
 // a mesh) so call sites can hand over what the plan computes.
@@ -183,6 +186,17 @@ C group_from_partition(C& c, std::span<const std::vector<int>> partition) {
   c.agree(mine != nullptr,
           "group_from_partition: rank " + std::to_string(c.rank()) + " is in no group");
   return c.group_of(std::span<const int>(*mine));
+}
+
+// c.split(color, key) named `name` where the communicator takes a name (MPI, NCCL and
+// self do; their error and watchdog messages carry it); decorators such as counting
+// keep their inner communicator's default name.
+template <Communicator C>
+C split_named(C& c, int color, int key, std::string name) {
+  if constexpr (requires { c.split(color, key, std::move(name)); })
+    return c.split(color, key, std::move(name));
+  else
+    return c.split(color, key);
 }
 
 }  // namespace strata::comm

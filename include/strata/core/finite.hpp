@@ -17,7 +17,11 @@ bool all_finite_bits(std::size_t n, const T* x, ParallelFor&& pfor) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
   using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
                                std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
-  constexpr U exp_mask = sizeof(T) == 2 ? U(0x7f80u) : sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  // the 16-bit types (bf16, f16) name their own exponent field
+  constexpr U exp_mask = [] {
+    if constexpr (sizeof(T) == 2) return U(T::exponent_bits);
+    else return sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  }();
   constexpr std::size_t chunk = std::size_t(1) << 15;
   if (n == 0) return true;
   std::atomic<bool> bad{false};

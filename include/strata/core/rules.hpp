@@ -248,7 +248,7 @@ struct world_multiple_of_replica {
 template <class T>
 struct element_type_supported {
   static constexpr bool value = never_type<T>;
-  static_assert(value, "strata rule [element-type]: Element<T> takes float, double or strata::bf16 "
+  static_assert(value, "strata rule [element-type]: Element<T> takes float, double, strata::bf16 or strata::f16 "
                        "(element_type_supported<type>)");
 };
 
@@ -262,6 +262,46 @@ template <int N>
 struct buckets_positive {
   static constexpr bool value = N >= 1;
   static_assert(value, "strata rule [buckets]: Buckets<N> needs N >= 1 (buckets_positive<N>)");
+};
+
+template <int Level>
+struct zero_level_known {
+  static constexpr bool value = Level == 0 || Level == 1;
+  static_assert(value, "strata rule [zero-level]: Zero<Level> needs Level 0 (off) or 1 (optimizer state "
+                       "partitioned, gradients reduce-scattered); parameter partitioning is not a level yet "
+                       "(zero_level_known<Level>)");
+};
+
+template <int Kind, int Log2Init, int Growth, long long Fixed>
+struct loss_scale_valid {
+  // Kind: 1 fixed, 2 dynamic (loss_scale_kind)
+  static constexpr bool value =
+      Kind == 0 || (Kind == 1 && Fixed >= 1) || (Kind == 2 && Log2Init >= 0 && Log2Init <= 40 && Growth >= 1);
+  static_assert(value, "strata rule [loss-scale]: FixedScale<S> needs S >= 1; DynamicScale<Log2Init, GrowthInterval> "
+                       "needs 0 <= Log2Init <= 40 and GrowthInterval >= 1 (loss_scale_valid<kind, log2 init, growth "
+                       "interval, fixed scale>)");
+};
+
+template <int N>
+struct apply_groups_positive {
+  static constexpr bool value = N >= 1;
+  static_assert(value, "strata rule [apply-groups]: ApplyGroups<N> needs N >= 1 (apply_groups_positive<N>)");
+};
+
+template <int Scale>
+struct half_reduce_scale {
+  static constexpr bool value = Scale >= 1 && (Scale & (Scale - 1)) == 0;
+  static_assert(value, "strata rule [half-reduce-scale]: HalfGradientReduce<Scale> needs a power of two >= 1, so "
+                       "that scaling is exact (half_reduce_scale<Scale>)");
+};
+
+// A checkpoint written by one plan loads into another of the same model: the same
+// tensors, names and shapes. `Layer` is the first layer that differs.
+template <int Layer>
+struct checkpoint_same_model {
+  static constexpr bool value = Layer < 0;
+  static_assert(value, "strata rule [checkpoint-model]: load_checkpoint<From>: the two plans hold different models "
+                       "(checkpoint_same_model<first layer that differs>)");
 };
 
 // ---- schedules --------------------------------------------------------------------------

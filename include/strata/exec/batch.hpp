@@ -33,6 +33,7 @@ struct step_result {
   double loss = 0.0;  // mean over the global batch
   long long correct = 0;
   long long rows = 0;  // loss rows in the global batch
+  bool skipped = false;  // loss scaling: the gradients held Inf/NaN, so no update was applied
 };
 
 }  // namespace strata

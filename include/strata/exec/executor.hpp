@@ -5,7 +5,9 @@
 // proven groups, the gradient reduction — and each part's step list: loading the
 // input, layout conversions, layer calls, gradient buckets. Buffers come from the
 // arena and the parameter store; nothing is allocated, and no layout is decided, here.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -21,7 +23,9 @@
 #include "strata/exec/batch.hpp"
 #include "strata/exec/context.hpp"
 #include "strata/exec/convert.hpp"
+#include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
+#include "strata/exec/zero.hpp"
 #include "strata/plan/lower.hpp"
 #include "strata/plan/plan.hpp"
 #include "strata/plan/print.hpp"
@@ -53,12 +57,17 @@ class executor {
   };
 
   executor(queue& q, Comm& world, rank_coord me, int dp, std::uint64_t seed)
-      : q_(q), world_(world), me_(me), dp_(dp), arena_(me.stage), store_(q, me.stage, me.index, seed) {
+      : q_(q), world_(world), me_(me), dp_(dp), arena_(me.stage), store_(q, me, seed) {
     const int n = P::part_devices;
-    // Collective splits, in the same order on every rank.
-    part_.emplace(world.split(me.data * P::stages + me.stage, me.index));
-    data_.emplace(world.split(me.stage * n + me.index, me.data));
-    part_data_.emplace(world.split(me.stage, world.rank()));
+    // Collective splits, in the same order on every rank, named for the watchdog's messages
+    // where the communicator takes names.
+    std::string base = "world";
+    if constexpr (requires { world.name(); }) base = std::string(world.name());
+    part_.emplace(comm::split_named(world, me.data * P::stages + me.stage, me.index, base + ".part"));
+    data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
+    part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
+    // ZeRO partitions each group's update over the devices its gradients are reduced in
+    if constexpr (P::zero > 0) store_.partition({data_->size(), part_data_->size()}, {data_->rank(), part_data_->rank()});
     if constexpr (overlapped_comm) {
       comm_q_.emplace();
       comm_done_ = typename Backend::event(false);
@@ -70,6 +79,13 @@ class executor {
     labels_ = Backend::template allocate<std::int32_t>(step_samples * labels_per_sample);
     if constexpr (embedding_first) ids_ = Backend::template allocate<std::int32_t>(step_samples * per_sample);
     acc_ = Backend::template allocate<double>(3);
+    scalar_ = Backend::template allocate<double>(1);
+    if constexpr (P::half_reduce > 0) {  // the largest bucket in fp16
+      long long most = 1;
+      for (int b = 0; b < L::tables.num_buckets[idx(me.stage)]; ++b)
+        most = std::max(most, L::tables.buckets[idx(me.stage)][idx(b)].count);
+      half_ = Backend::template allocate<f16>(static_cast<std::size_t>(most));
+    }
     group_.reserve(64);  // no allocation while posting a step's messages
   }
 
@@ -115,8 +131,41 @@ class executor {
   // GradientReduce<ReduceSum> plan on dp replicas uses dp (runtime/verify.hpp).
   void set_gradient_multiplier(double m) { multiplier_ = m; }
 
-  // The optimizer action: the program's last.
-  void run_optimizer(const optimizer& opt, long long step) { store_.apply(opt, step); }
+  // The optimizer action: the program's last. `update` counts applied updates from 1
+  // (Adam's bias correction), `step` training steps (the schedule's position). With loss
+  // scaling the gradients hold loss_scale × the true ones: a step whose gradients hold
+  // Inf/NaN on any device is skipped by every device (false); otherwise they are divided
+  // by the scale in the update. Clipping needs the global gradient norm: each device's
+  // share (store::grad_square_sum), summed over the world.
+  bool run_optimizer(const optimizer& opt, long long update, long long step, const training_options& o = {},
+                     double loss_scale = 1.0, bool check_finite = false) {
+    if (check_finite && world_sum(store_.grads_finite() ? 0.0 : 1.0) != 0.0) return false;
+    double scale = 1.0 / loss_scale;
+    if (o.clip_norm > 0) {
+      const double norm = std::sqrt(world_sum(store_.grad_square_sum())) / loss_scale;
+      last_norm_ = norm;
+      scale *= std::fmin(1.0, o.clip_norm / (norm + 1e-6));
+    }
+    store_.apply(opt, update, o.schedule.factor(step), o.decay, scale);
+    if constexpr (P::zero > 0) gather_updates();
+    store_.refresh();
+    return true;
+  }
+  // The loss's gradient is multiplied by this (loss scaling), from the next step.
+  void set_loss_scale(double s) { loss_scale_ = s; }
+  // The global gradient norm of the last step that clipped (before clipping).
+  double last_gradient_norm() const { return last_norm_; }
+
+  // Σ over the world of one double per rank, the same on every rank.
+  double world_sum(double v) {
+    fill(q_, std::size_t(1), v, scalar_.data());
+    if (world_.size() > 1) world_.all_reduce(scalar_.data(), 1, comm::reduce_op::sum);
+    double r = 0;
+    Backend::download(q_, scalar_.data(), 1, &r);
+    Backend::synchronize(q_);
+    return r;
+  }
+  Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
 
   // ---- evaluation: the forward-only program, once per micro-batch ------------------------
   // `mbs` micro-batches of the batch in inputs()/labels(); rows past `valid` (of the
@@ -296,7 +345,7 @@ class executor {
     // d(mean loss over the replica's batch)/d(row loss), the batch being `passes_` chunks
     // of step_samples; every gradient reduction sums, so ReduceMean also divides by dp.
     const double rows_per_replica = double(step_samples) * double(labels_per_sample) * passes_;
-    loss_.scale = multiplier_ / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+    loss_.scale = multiplier_ * loss_scale_ / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
     // one device reports rows that every device of the part holds
     loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
     // in an evaluation, rows past `valid` are padding
@@ -306,14 +355,80 @@ class executor {
   }
 
   // ---- gradient buckets (EPL communication.max_splits) -------------------------------------
-  Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
-
+  // All-reduced; with ZeRO the bucket's chunks are reduce-scattered in place (device r's
+  // sum lands at chunk r) and its short tail all-reduced (exec/zero.hpp).
   void issue(int b) {
     const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
     Comm& c = group_comm(bk.group);
     if (c.size() == 1) return;
     if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
-    c.all_reduce(store_.grads(bk.group) + bk.offset, static_cast<std::size_t>(bk.count), comm::reduce_op::sum);
+    M* g = store_.grads(bk.group) + bk.offset;
+    if constexpr (P::half_reduce > 0) {
+      reduce_in_half(c, g, bk.count);
+      return;
+    }
+    if constexpr (P::zero > 0) {
+      const zero::bucket_split sp = zero::split_bucket(bk.count, c.size());
+      if (sp.q > 0)
+        c.reduce_scatter(g, g + static_cast<std::size_t>(c.rank() * sp.q), static_cast<std::size_t>(sp.q),
+                         comm::reduce_op::sum);
+      if (sp.tail > 0)
+        c.all_reduce(g + static_cast<std::size_t>(c.size() * sp.q), static_cast<std::size_t>(sp.tail),
+                     comm::reduce_op::sum);
+    } else {
+      c.all_reduce(g, static_cast<std::size_t>(bk.count), comm::reduce_op::sum);
+    }
+  }
+
+  // HalfGradientReduce<S>: the bucket divided by S (exact), rounded to fp16, reduced in
+  // fp16 — all-reduced, or with ZeRO its chunks reduce-scattered and its tail all-reduced —
+  // and widened and multiplied by S again where this device needs the sum.
+  void reduce_in_half(Comm& c, M* g, long long count) {
+    const std::size_t n = static_cast<std::size_t>(count);
+    constexpr double S = P::half_reduce;
+    scale(q_, n, 1.0 / S, g);
+    cast_elements(q_, n, static_cast<const M*>(g), half_.data());
+    if constexpr (overlapped_comm) c.wait_for(q_.stream());
+    std::size_t lo = 0, len = n;  // what comes back: the whole bucket, or this device's chunk and the tail
+    if constexpr (P::zero > 0) {
+      const zero::bucket_split sp = zero::split_bucket(count, c.size());
+      f16* h = half_.data();
+      if (sp.q > 0)
+        c.reduce_scatter(h, h + static_cast<std::size_t>(c.rank() * sp.q), static_cast<std::size_t>(sp.q),
+                         comm::reduce_op::sum);
+      if (sp.tail > 0)
+        c.all_reduce(h + static_cast<std::size_t>(c.size() * sp.q), static_cast<std::size_t>(sp.tail),
+                     comm::reduce_op::sum);
+      finish_buckets();
+      lo = static_cast<std::size_t>(c.rank() * sp.q), len = static_cast<std::size_t>(sp.q);
+      widen(half_.data() + c.size() * sp.q, static_cast<std::size_t>(sp.tail), g + c.size() * sp.q, S);
+    } else {
+      c.all_reduce(half_.data(), n, comm::reduce_op::sum);
+      finish_buckets();
+    }
+    widen(half_.data() + lo, len, g + lo, S);
+  }
+  void widen(const f16* h, std::size_t n, M* g, double S) {
+    if (n == 0) return;
+    cast_elements(q_, n, h, g);
+    scale(q_, n, S, g);
+  }
+
+  // ZeRO: after the update each device holds its chunks of every bucket; gather them.
+  void gather_updates() {
+    for (int b = 0; b < L::tables.num_buckets[idx(me_.stage)]; ++b) {
+      const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
+      Comm& c = group_comm(bk.group);
+      const zero::bucket_split sp = zero::split_bucket(bk.count, c.size());
+      if (c.size() == 1 || sp.q == 0) continue;
+      if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the update is written
+      store_.gather_chunks(bk.group, bk.offset, sp.q, c.size(), c.rank(),
+                           [&](const M* send, M* recv, std::size_t n) {
+                             c.all_gather(send, recv, n);
+                             if constexpr (P::offload != offload_level::none) c.synchronize();
+                           });
+    }
+    finish_buckets();  // later work (the copies' refresh) waits for the gathers
   }
 
   // The program's reduce-gradients action: every bucket has gone out during the final
@@ -359,12 +474,15 @@ class executor {
   typename Backend::event comm_done_{};
   typename Backend::template buffer<M> inputs_;
   typename Backend::template buffer<std::int32_t> labels_, ids_;
-  typename Backend::template buffer<double> acc_;
+  typename Backend::template buffer<double> acc_, scalar_;
+  typename Backend::template buffer<f16> half_;
+  double last_norm_ = 0.0;
   loss_io<T> loss_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
   int passes_ = 1;
   bool final_pass_ = true;
   double multiplier_ = 1.0;
+  double loss_scale_ = 1.0;
   std::vector<comm::p2p_op> group_;
 };
 

@@ -34,7 +34,7 @@ std::uint64_t bits_hash(const std::vector<M>& v) {
 
 // `store` is this rank's parameter store; `comm` spans the whole world.
 template <class P, class Backend, class Store, class Comm>
-replica_report check_replicas(typename Backend::queue& q, const Store& store, Comm& comm) {
+replica_report check_replicas(typename Backend::queue& q, Store& store, Comm& comm) {
   using M = typename Store::master_type;
   constexpr int NL = P::num_layers;
   // tensor t of the whole model <-> (layer, k)
@@ -52,8 +52,7 @@ replica_report check_replicas(typename Backend::queue& q, const Store& store, Co
     if (!store.owns(layer_of[t])) continue;
     const lower::tensor_place& pl = Store::place(layer_of[t], k_of[t]);
     host.resize(static_cast<std::size_t>(pl.size));
-    Backend::download(q, store.master(layer_of[t], k_of[t]), host.size(), host.data());
-    Backend::synchronize(q);
+    store.read_master(layer_of[t], k_of[t], host.data());
     const std::uint64_t h = bits_hash(host);
     std::memcpy(&mine[t], &h, sizeof h);
   }

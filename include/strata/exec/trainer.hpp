@@ -8,13 +8,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "strata/core/agreed_error.hpp"
@@ -23,6 +26,7 @@
 #include "strata/core/precision.hpp"
 #include "strata/core/threads.hpp"
 #include "strata/exec/batch.hpp"
+#include "strata/exec/checkpoint.hpp"
 #include "strata/exec/executor.hpp"
 #include "strata/exec/init.hpp"
 #include "strata/exec/optimizer.hpp"
@@ -56,9 +60,10 @@ struct executable_list<type_list<L...>> {
 };
 }  // namespace exec
 
-// T is the compute type: float or double (one precision throughout), or bf16 (mixed
-// precision: bf16 activations and parameter copies for the GEMMs, FP32 master weights,
-// gradients, optimizer state and statistics; see strata/core/precision.hpp).
+// T is the compute type: float or double (one precision throughout), or bf16 / f16 (mixed
+// precision: 16-bit activations and parameter copies for the GEMMs, FP32 master weights,
+// gradients, optimizer state and statistics; see strata/core/precision.hpp; f16 wants a
+// LossScale, the default for Element<f16> plans).
 // The batch is given in master_t<T> (float for bf16).
 //
 // Errors: a problem every rank sees the same way (world size, batch shape or values, a
@@ -68,8 +73,7 @@ struct executable_list<type_list<L...>> {
 // rank is left waiting in a collective (exec/world.hpp).
 template <class P, class T, class Backend, class Comm>
 class trainer {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>,
-                "trainer<T>: T is float, double or bf16");
+  static_assert(is_precision_v<T>, "trainer<T>: T is float, double, bf16 or f16");
   static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
   static_assert(exec::executable_list<typename P::layers>::value,
                 "trainer: this plan uses a layer without forward/backward (MoE layers are planned and costed "
@@ -95,13 +99,47 @@ class trainer {
   }
 
   int data_parallel() const { return dp_; }
+  // Learning-rate schedule, weight-decay groups and gradient clipping (exec/optimizer.hpp).
+  void set_training_options(const training_options& o) { train_opts_ = o; }
+  const training_options& options() const { return train_opts_; }
+  // The learning rate of the next update.
+  double learning_rate() const {
+    return std::visit([](const auto& o) { return o.lr; }, opt_) * train_opts_.schedule.factor(step_ + 1);
+  }
+  // The global gradient norm of the last step (before clipping; 0 unless clipping is on).
+  double last_gradient_norm() const { return exec_->last_gradient_norm(); }
   // Record the step as a graph and replay it (backends that have graphs; default on).
   void use_graphs(bool on) { use_graph_ = on; }
   rank_coord coord() const { return me_; }
   long long steps() const { return step_; }
+  // Updates applied: steps() minus the steps loss scaling skipped.
+  long long updates() const { return updates_; }
+  // The loss scale of the next step (1 without LossScale<...>).
+  double loss_scale() const { return loss_scale_; }
   // Bytes of this device's activation buffers: P::activation_arena_bytes of its stage,
   // for this trainer's T.
   long long activation_bytes() const { return exec_->arena().bytes(); }
+  // Writes a checkpoint into directory `dir` (exec/checkpoint.hpp): parameters, optimizer
+  // state, the step (the learning-rate schedule's position) and `user`'s entries (the data
+  // loader's position...). Collective; atomic: `dir` holds the old checkpoint or the new.
+  void save_checkpoint(const std::string& dir, const std::map<std::string, std::string>& user = {}) {
+    guarded("save_checkpoint", [&] { checkpoints().save(dir, step_, opt_, user, trainer_state()); });
+  }
+  // Loads a checkpoint of the same model written by any plan (resharding as needed) and
+  // continues from its step. A missing, truncated, corrupt or mismatched checkpoint is an
+  // agreed_error on every rank, and the trainer is left as it was.
+  checkpoint_info load_checkpoint(const std::string& dir) {
+    return guarded("load_checkpoint", [&] { return took(checkpoints().load(dir, opt_)); });
+  }
+  // The same, for a checkpoint written by plan From: the reading map is From's (compile
+  // time), and a checkpoint written by another plan is refused.
+  template <class From>
+  checkpoint_info load_checkpoint_from(const std::string& dir) {
+    static_assert(rule::checkpoint_same_model<exec::ckpt::same_model<From, P>() ? -1
+                                                  : exec::ckpt::first_model_difference<From, P>()>::value);
+    return guarded("load_checkpoint", [&] { return took(checkpoints().template load_from<From>(dir, opt_)); });
+  }
+
   // Compare every replicated parameter across the world after every n-th step (0: never);
   // differing bits throw an agreed_error naming the tensor and ranks. Default: the
   // environment's STRATA_CHECK_REPLICAS, else every 100 steps in debug builds (no NDEBUG).
@@ -167,6 +205,7 @@ class trainer {
     me_ = P::coord(world_.rank());
     dp_ = P::data_parallel(W);
     exec_.emplace(q_, world_.comm(), me_, dp_, seed);
+    exec_->set_loss_scale(loss_scale_);
     if (const char* e = std::getenv("STRATA_CHECK_REPLICAS"); e && *e) {
       char* end = nullptr;
       const long long n = std::strtoll(e, &end, 10);
@@ -195,6 +234,33 @@ class trainer {
                      "std::exception (ending every rank)");
       throw;
     }
+  }
+
+  exec::checkpointer<P, T, Backend, Comm> checkpoints() {
+    return {q_, world_.comm(), exec_->store(), me_, {&exec_->group_comm(0), &exec_->group_comm(1)}};
+  }
+  // What a checkpoint keeps of the trainer besides the step: exact decimal text of the
+  // loss scale (a power of two or the fixed scale) and the counters.
+  std::map<std::string, std::string> trainer_state() const {
+    char scale[64];
+    std::snprintf(scale, sizeof scale, "%.17g", loss_scale_);
+    return {{"updates", std::to_string(updates_)}, {"loss_scale", scale}, {"loss_scale.clean_steps", std::to_string(clean_)}};
+  }
+  checkpoint_info took(checkpoint_info i) {
+    step_ = i.step;
+    updates_ = i.step;
+    clean_ = 0;
+    loss_scale_ = P::loss_scale::initial;
+    // a checkpoint of a run without loss scaling has them too (updates = steps, scale 1)
+    if (auto u = i.trainer.find("updates"); u != i.trainer.end()) updates_ = std::stoll(u->second);
+    if constexpr (scale_kind == loss_scale_kind::dynamic) {
+      if (auto s = i.trainer.find("loss_scale"); s != i.trainer.end() && std::stod(s->second) != 1.0)
+        loss_scale_ = std::stod(s->second);
+      if (auto c = i.trainer.find("loss_scale.clean_steps"); c != i.trainer.end()) clean_ = std::stoll(c->second);
+    }
+    exec_->set_loss_scale(loss_scale_);
+    if constexpr (has_graphs) graph_ = {};
+    return i;
   }
 
   step_result step_on(const batch_view<M>& b) {
@@ -226,14 +292,29 @@ class trainer {
       throw agreed_error("strata: step " + std::to_string(step_ + 1) + ": the loss is " + std::to_string(r.loss) +
                          " (NaN/Inf): stopping before the update");
     ++step_;
-    exec_->run_optimizer(opt_, step_);
+    step_result out = r;
+    out.skipped = !exec_->run_optimizer(opt_, updates_ + 1, step_, train_opts_, loss_scale_, scaled);
+    if (!out.skipped) ++updates_;
+    const double before = loss_scale_;
+    if constexpr (scale_kind == loss_scale_kind::dynamic) {
+      if (out.skipped) loss_scale_ *= 0.5, clean_ = 0;  // halve and retry
+      else if (++clean_ == P::loss_scale::growth_interval) loss_scale_ *= 2.0, clean_ = 0;
+      exec_->set_loss_scale(loss_scale_);
+      if constexpr (has_graphs)
+        if (loss_scale_ != before) graph_ = {};  // the scale is a kernel argument: record again
+    }
+    if (train_opts_.loss_scale_log && world_.rank() == 0 && (out.skipped || loss_scale_ != before)) {
+      std::printf("[strata amp] step %lld: %s; loss scale %g -> %g\n", step_,
+                  out.skipped ? "Inf/NaN in the gradients, update skipped" : "clean steps", before, loss_scale_);
+      std::fflush(stdout);
+    }
     if (replica_every_ > 0 && step_ % replica_every_ == 0) {
       const replica_report rep = exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
       if (!rep.identical)
         throw agreed_error("strata: after step " + std::to_string(step_) + " the replicas differ: " +
                            rep.first_difference);
     }
-    return r;
+    return out;
   }
 
   step_result evaluate_on(const batch_view<M>& b, std::size_t valid) {
@@ -300,8 +381,7 @@ class trainer {
         const bool whole = local == prm.shape;
         if (store.owns(i) && me_.data == 0 && (!whole || me_.index == 0)) {
           std::vector<M> p(static_cast<std::size_t>(local.numel()));
-          Backend::download(q_, store.master(i, k), p.size(), p.data());
-          Backend::synchronize(q_);
+          store.read_master(i, k, p.data());
           for (std::size_t e = 0; e < p.size(); ++e)
             full[exec::logical_index(prm.shape, local, me_.index, e)] = static_cast<double>(p[e]);
         }
@@ -434,9 +514,15 @@ class trainer {
   world<Backend, Comm>& world_;
   queue& q_;
   optimizer opt_;
+  training_options train_opts_{};
   rank_coord me_{};
   int dp_ = 1;
-  long long step_ = 0;
+  long long step_ = 0;     // training steps taken (the schedule's position)
+  long long updates_ = 0;  // updates applied (steps minus those loss scaling skipped)
+  static constexpr loss_scale_kind scale_kind = P::loss_scale::kind;
+  static constexpr bool scaled = scale_kind != loss_scale_kind::none;
+  double loss_scale_ = P::loss_scale::initial;
+  long long clean_ = 0;  // dynamic scaling: clean steps since the scale last changed
   std::optional<executor> exec_;
   std::optional<thread_pool> cpu_;  // host-side checks of the batch, whatever the backend
   [[no_unique_address]] typename exec::graph_of<Backend>::type graph_{};

@@ -50,7 +50,7 @@ struct Embedding {
     } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       cast_ids(c.q, n, c.x, c.stash_ids);
     } else {
-      throw std::logic_error("strata: Embedding: token ids cannot travel as bf16 values; put the Embedding first");
+      throw std::logic_error("strata: Embedding: token ids cannot travel as 16-bit (bf16, f16) values; put the Embedding first");
     }
     embedding_forward(c.q, n, std::size_t(D), c.stash_ids, c.w[0], slice_offset(c), slice(c), c.y);
   }

@@ -77,21 +77,35 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
       add(comm_total{collective::send_recv, group_axis::pipeline, pass::backward, -1, p,
                      pp.gin.elems * t_bytes * grads, grads});
   }
-  // Gradient buckets, once per step, in master precision.
+  // Gradient buckets, once per step, in master precision (fp16 with HalfGradientReduce);
+  // ZeRO's all-gather moves parameters, in master precision.
+  const long long g_bytes = P::half_reduce > 0 ? 2 : m_bytes;
   for (int g = 0; g < 2; ++g) {
     const int group_size = (dp > 0 ? dp : 2) * (g == 1 ? P::part_devices : 1);
     if (group_size == 1) continue;
-    long long elems = 0;
-    int calls = 0;
+    const group_axis axis = g == 1 ? group_axis::part_data : group_axis::data;
+    long long elems = 0, chunks = 0, tails = 0;
+    int calls = 0, chunk_calls = 0, tail_calls = 0;
     for (int b = 0; b < T.num_buckets[idx(stage)]; ++b) {
       const lower::bucket& bk = T.buckets[idx(stage)][idx(b)];
       if (bk.group != g) continue;
       elems += bk.count;
       ++calls;
+      // Zero<1>: the bucket's R equal chunks are reduce-scattered, then all-gathered after
+      // the update; the tail (count mod R) is all-reduced (exec/zero.hpp)
+      const long long q = bk.count / group_size, tail = bk.count - q * group_size;
+      if (q > 0) chunks += q * group_size, ++chunk_calls;
+      if (tail > 0) tails += tail, ++tail_calls;
     }
-    if (calls > 0)
-      add(comm_total{collective::all_reduce, g == 1 ? group_axis::part_data : group_axis::data, pass::backward, -1,
-                     -1, elems * m_bytes, calls});
+    if (P::zero == 0) {
+      if (calls > 0) add(comm_total{collective::all_reduce, axis, pass::backward, -1, -1, elems * g_bytes, calls});
+      continue;
+    }
+    if (chunk_calls > 0) {
+      add(comm_total{collective::reduce_scatter, axis, pass::backward, -1, -1, chunks * g_bytes, chunk_calls});
+      add(comm_total{collective::all_gather, axis, pass::backward, -1, -1, chunks * m_bytes, chunk_calls});
+    }
+    if (tail_calls > 0) add(comm_total{collective::all_reduce, axis, pass::backward, -1, -1, tails * g_bytes, tail_calls});
   }
 }
 

@@ -69,7 +69,7 @@ constexpr bool default_ok() {
 
 template <class T>
 constexpr bool element_ok() {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>) return true;
+  if constexpr (is_precision_v<T>) return true;
   else return rule::element_type_supported<T>::value;
 }
 
@@ -140,6 +140,25 @@ struct Plan {
   static constexpr reduce_method gradient_reduce =
       detail::pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
   static constexpr int buckets = detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
+  static constexpr int zero = detail::pick_t<option_kind::zero, Zero<0>, Options...>::value;
+  static_assert(rule::zero_level_known<zero>::value);
+  static constexpr int apply_groups = detail::pick_t<option_kind::apply_groups, ApplyGroups<1>, Options...>::value;
+  static_assert(rule::apply_groups_positive<apply_groups>::value);
+  static constexpr offload_level offload =
+      detail::pick_t<option_kind::offload, Offload<offload_level::none>, Options...>::value;
+  static constexpr bool cast_weights_per_use =
+      detail::pick_t<option_kind::weight_copies, KeepWeightCopies, Options...>::value;
+  // Layers read their TaskGraph's weights from a staging buffer (exec/store.hpp).
+  static constexpr bool staged_weights = offload != offload_level::none || cast_weights_per_use;
+  // HalfGradientReduce<S>: S, or 0 for reductions in master precision.
+  static constexpr int half_reduce = detail::pick_t<option_kind::half_reduce, FullGradientReduce, Options...>::value;
+  static_assert(rule::half_reduce_scale<half_reduce == 0 ? 1 : half_reduce>::value);
+  // AMP O1: an Element<f16> plan scales its loss dynamically unless it says otherwise.
+  using loss_scale = typename detail::pick_t<
+      option_kind::loss_scale, LossScale<std::conditional_t<std::is_same_v<element_type, f16>, DynamicScale<>, NoScale>>,
+      Options...>::type;
+  static_assert(rule::loss_scale_valid<static_cast<int>(loss_scale::kind), loss_scale::log2_init,
+                                       loss_scale::growth_interval, static_cast<long long>(loss_scale::initial)>::value);
   static constexpr bool sequence_parallel =
       detail::pick_t<option_kind::sequence_parallel, NoSequenceParallel, Options...>::value;
   static constexpr checkpoint_mode recompute =
@@ -531,13 +550,59 @@ struct Plan {
     for (int c = 0; c < chunks; ++c) n += part_param_elems(part_of(stage, c));
     return n;
   }
-  // Weights: the masters, plus the compute-type copies in mixed precision.
+  // The largest TaskGraph's parameter elements on a device of `stage`: a staging slot.
+  static constexpr long long staging_elems(int stage) {
+    long long most = 0;
+    for (int tg = 0; tg < num_taskgraphs; ++tg) {
+      long long n = 0;
+      for (const auto& lp : layer_plans)
+        if (lp.taskgraph == tg && stage_of_part(lp.part) == stage) n += lp.local_param_elems;
+      most = n > most ? n : most;
+    }
+    return most;
+  }
+  // Weights in device memory: the masters (unless offloaded), plus the compute-type
+  // copies in mixed precision — or, staged (Offload, CastWeightsPerUse), two TaskGraph
+  // slots in the compute type (and an offloaded mixed TaskGraph's masters on the way).
   static constexpr long long parameter_bytes(int stage) {
-    return stage_param_elems(stage) * (mixed_precision ? master_bytes + element_bytes : element_bytes);
+    const long long n = stage_param_elems(stage);
+    if constexpr (!staged_weights) return n * (mixed_precision ? master_bytes + element_bytes : element_bytes);
+    const bool off = offload != offload_level::none;
+    return (off ? 0 : n * master_bytes) + 2 * staging_elems(stage) * element_bytes +
+           (off && mixed_precision ? staging_elems(stage) * master_bytes : 0);
+  }
+  // Offload: the masters (and the optimizer state) in host memory.
+  static constexpr long long host_bytes(int stage, int dp = default_dp) {
+    if constexpr (offload == offload_level::none) return 0;
+    return stage_param_elems(stage) * master_bytes +
+           (offload == offload_level::weights_and_state ? 2 * optimizer_state_elems(stage, dp) * master_bytes : 0);
+  }
+  // Offload: one ApplyGroups group's masters (and state) on the device during the update.
+  static constexpr long long update_buffer_bytes(int stage, int dp = default_dp) {
+    if constexpr (offload == offload_level::none) return 0;
+    const long long per = (optimizer_state_elems(stage, dp) + apply_groups - 1) / apply_groups;
+    return per * master_bytes * (offload == offload_level::weights_and_state ? 3 : 1);
   }
   static constexpr long long gradient_bytes(int stage) { return stage_param_elems(stage) * master_bytes; }
-  // Adam/AdamW keep two moments per parameter; SGD with momentum one.
-  static constexpr long long adam_state_bytes(int stage) { return 2 * stage_param_elems(stage) * master_bytes; }
+  // Optimizer-state elements per moment on a device of `stage`: every parameter, or under
+  // Zero<1> its chunks of each gradient bucket plus the bucket's tail (exec/zero.hpp),
+  // with `dp` data-parallel replicas (0: unknown, counted as 1).
+  static constexpr long long optimizer_state_elems(int stage, int dp = default_dp) {
+    if (zero == 0) return stage_param_elems(stage);
+    const auto& t = lower::lowered<Plan>::tables;
+    long long e = 0;
+    for (int b = 0; b < t.num_buckets[detail::idx(stage)]; ++b) {
+      const lower::bucket& bk = t.buckets[detail::idx(stage)][detail::idx(b)];
+      const long long R = (dp > 1 ? dp : 1) * (bk.group == 1 ? part_devices : 1);
+      e += bk.count / R + bk.count % R;
+    }
+    return e;
+  }
+  // Adam/AdamW keep two moments per parameter (SGD with momentum one); ZeRO divides them.
+  static constexpr long long adam_state_bytes(int stage, int dp = default_dp) {
+    if constexpr (offload == offload_level::weights_and_state) return 0;  // in host memory
+    return 2 * optimizer_state_elems(stage, dp) * master_bytes;
+  }
   // ---- memory: read off the lowered buffer plan (plan/lower.hpp) -----------------------
   // Note the index each function takes: a pipeline *part* (Pipeline<...>'s k-th
   // argument) or a physical *stage* (with Interleaved<V>, stage s runs parts s,
@@ -557,8 +622,9 @@ struct Plan {
   static constexpr long long activation_arena_bytes(int stage) {
     return lowering::arena_bytes(stage, element_bytes, stat_bytes);
   }
-  static constexpr long long peak_memory_bytes(int stage) {
-    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage) + activation_arena_bytes(stage);
+  static constexpr long long peak_memory_bytes(int stage, int dp = default_dp) {
+    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage, dp) +
+           update_buffer_bytes(stage, dp) + activation_arena_bytes(stage);
   }
 
   // Model FLOPs of one replica per step (forward + backward, all devices of the replica).

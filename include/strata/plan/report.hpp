@@ -112,9 +112,15 @@ std::string report(int world = 0) {
   o += "\nmemory per device\n  stage  params       grads        adam state   activations  in-flight  total\n";
   for (int s = 0; s < P::stages; ++s)
     appendf(o, "  %5d  %-11s  %-11s  %-11s  %-11s  %9d  %s\n", s, detail::bytes_str(P::parameter_bytes(s)).c_str(),
-            detail::bytes_str(P::gradient_bytes(s)).c_str(), detail::bytes_str(P::adam_state_bytes(s)).c_str(),
+            detail::bytes_str(P::gradient_bytes(s)).c_str(), detail::bytes_str(P::adam_state_bytes(s, P::data_parallel(world))).c_str(),
             detail::bytes_str(P::activation_arena_bytes(s)).c_str(), P::peak_in_flight(s),
-            detail::bytes_str(P::peak_memory_bytes(s)).c_str());
+            detail::bytes_str(P::peak_memory_bytes(s, P::data_parallel(world))).c_str());
+
+  if (P::offload != offload_level::none)
+    for (int s = 0; s < P::stages; ++s)
+      appendf(o, "  stage %d offloaded to host memory: %s; the update's device buffers: %s (ApplyGroups<%d>)\n", s,
+              detail::bytes_str(P::host_bytes(s, P::data_parallel(world))).c_str(),
+              detail::bytes_str(P::update_buffer_bytes(s, P::data_parallel(world))).c_str(), P::apply_groups);
 
   o += "\ncommunication per device per step\n  stage  collective      group        pass  layer  calls  bytes\n";
   for (int s = 0; s < P::stages; ++s) {

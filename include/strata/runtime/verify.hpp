@@ -56,6 +56,7 @@ template <class T>
 constexpr double default_tolerance() {
   if constexpr (std::is_same_v<T, double>) return 1e-9;
   else if constexpr (std::is_same_v<T, float>) return 1e-4;
+  else if constexpr (std::is_same_v<T, f16>) return 1e-2;  // f16 activations (10-bit mantissa)
   else return 3e-2;  // bf16 activations
 }
 
@@ -128,16 +129,18 @@ inline double relative(double a, double b) {
 // values; step == steps asks for the evaluation batch. Collective: every rank calls it.
 namespace detail {
 template <class P, class T, class R, class Backend, class Comm, class Data>
-report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed);
+report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed,
+           const training_options& topts);
 }  // namespace detail
 
 template <class P, class T = typename P::element_type, class R = T, class Backend, class Comm, class Data>
 report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Data&& data,
-                          double tolerance = default_tolerance<T>(), std::uint64_t seed = 0x5eed) {
+                          double tolerance = default_tolerance<T>(), std::uint64_t seed = 0x5eed,
+                          const training_options& topts = {}) {
   // Errors every rank reaches alike (a world size the plan cannot use, a NaN loss, a bad
   // label from `data`) are thrown to the caller; any other ends the job, as a trainer's do.
   try {
-    return detail::run<P, T, R>(w, opt, steps, data, tolerance, seed);
+    return detail::run<P, T, R>(w, opt, steps, data, tolerance, seed, topts);
   } catch (const agreed_error&) {
     throw;
   } catch (const std::exception& e) {
@@ -148,7 +151,8 @@ report against_one_device(world<Backend, Comm>& w, optimizer opt, int steps, Dat
 
 namespace detail {
 template <class P, class T, class R, class Backend, class Comm, class Data>
-report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed) {
+report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double tolerance, std::uint64_t seed,
+           const training_options& topts) {
   using X = master_t<T>;
   using XR = master_t<R>;
   using RP = one_device_plan<P>;
@@ -167,6 +171,7 @@ report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double
   auto par = make_trainer<P, T>(cw, opt, seed);
   par.check_replicas_every(0);  // checked below, outside the counted steps
   par.use_graphs(false);        // every step calls the communicators, so every step is counted
+  par.set_training_options(topts);
   const int dp = par.data_parallel();
   rep.data_parallel = dp;
   const std::size_t S = std::size_t(P::replica_batch), G = S * std::size_t(dp);
@@ -179,6 +184,7 @@ report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double
   auto ref = make_trainer<RP, R>(one, opt, seed);
   if (P::gradient_reduce == reduce_method::sum) ref.set_gradient_multiplier(dp);  // dp × the mean gradient
   ref.check_replicas_every(0);
+  ref.set_training_options(topts);
 
   const int stage = par.coord().stage;
   rep.buffers_as_planned = par.activation_bytes() == P::lowering::arena_bytes(stage, sizeof(T), sizeof(stat_t<T>));
@@ -187,6 +193,10 @@ report run(world<Backend, Comm>& w, optimizer opt, int steps, Data& data, double
     std::array<long long, 7> b{};
     for (int i = 0; i < t.size; ++i) b[static_cast<std::size_t>(t.rows[static_cast<std::size_t>(i)].kind)] += t.rows[static_cast<std::size_t>(i)].bytes;
     if (w.size() > 1) b[static_cast<std::size_t>(collective::all_reduce)] += P::loss_books_bytes;
+    // clipping's global norm: one double summed over the world
+    if (w.size() > 1 && topts.clip_norm > 0) b[static_cast<std::size_t>(collective::all_reduce)] += 8;
+    // loss scaling's verdict on Inf/NaN in the gradients: one double summed over the world
+    if (w.size() > 1 && P::loss_scale::kind != loss_scale_kind::none) b[static_cast<std::size_t>(collective::all_reduce)] += 8;
     return b;
   }();
 

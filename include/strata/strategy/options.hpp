@@ -20,7 +20,13 @@ enum class option_kind : unsigned char {
   buckets,
   element,
   sequence_parallel,
-  gradient_checkpoint
+  gradient_checkpoint,
+  zero,
+  loss_scale,
+  apply_groups,
+  offload,
+  weight_copies,
+  half_reduce
 };
 
 // Samples one replica consumes per micro-batch (EPL's "micro batch size").
@@ -168,6 +174,93 @@ template <checkpoint_mode M>
 struct GradientCheckpoint {
   static constexpr option_kind option = option_kind::gradient_checkpoint;
   static constexpr checkpoint_mode value = M;
+};
+
+// ZeRO (EPL's zero.level "v1", DeepSpeed's stage 1/2 communication): the optimizer state
+// is partitioned over the group each gradient is reduced in (the data-parallel group, or
+// the part's devices and the data group for tensors every device of a part holds). The
+// gradient buckets are reduce-scattered, each device updates the chunk of every bucket
+// it owns, and the parameters are all-gathered after the update. Level 0 is plain data
+// parallelism (the default); level 1 is the only other level so far.
+template <int Level>
+struct Zero {
+  static constexpr option_kind option = option_kind::zero;
+  static constexpr int value = Level;
+};
+
+// Loss scaling (EPL's amp.loss_scale; PyTorch's GradScaler): the loss's gradient is
+// multiplied by a scale S before the backward, so small fp16 gradients do not flush to
+// zero, and the gradients are divided by S before the update.
+//  DynamicScale<Log2Init, GrowthInterval>  S starts at 2^Log2Init; a step whose gradients
+//      hold Inf/NaN anywhere in the world is skipped by every rank and halves S; after
+//      GrowthInterval clean steps in a row S doubles ("dynamic"; PyTorch's defaults).
+//  FixedScale<S>  a fixed scale; a step with Inf/NaN gradients is still skipped (a number).
+enum class loss_scale_kind : unsigned char { none, fixed, dynamic };
+template <int Log2Init = 16, int GrowthInterval = 2000>
+struct DynamicScale {
+  static constexpr loss_scale_kind kind = loss_scale_kind::dynamic;
+  static constexpr int log2_init = Log2Init, growth_interval = GrowthInterval;
+  static constexpr double initial = double(1ULL << (Log2Init >= 0 && Log2Init < 63 ? Log2Init : 0));
+};
+template <int S>
+struct FixedScale {
+  static constexpr loss_scale_kind kind = loss_scale_kind::fixed;
+  static constexpr int log2_init = 0, growth_interval = 0;
+  static constexpr double initial = double(S);
+};
+struct NoScale {
+  static constexpr loss_scale_kind kind = loss_scale_kind::none;
+  static constexpr int log2_init = 0, growth_interval = 0;
+  static constexpr double initial = 1.0;
+};
+template <class S>
+struct LossScale {
+  static constexpr option_kind option = option_kind::loss_scale;
+  using type = S;
+};
+
+// The optimizer's update in N groups of about equal size (EPL optimizer.num_apply_group):
+// what the update needs besides the state it updates in place — the device copies of
+// offloaded parameters and state — is one group's, not the whole stage's.
+template <int N>
+struct ApplyGroups {
+  static constexpr option_kind option = option_kind::apply_groups;
+  static constexpr int value = N;
+};
+
+// Offload (EPL offload.level "v0"): the master parameters live in host memory (pinned on
+// GPUs) and each TaskGraph's weights are brought to the device right before its layers run
+// (forward, backward, recomputation); `weights_and_state` keeps the optimizer state in host
+// memory too. The update brings one ApplyGroups group at a time to the device.
+enum class offload_level : unsigned char { none, weights, weights_and_state };
+template <offload_level L>
+struct Offload {
+  static constexpr option_kind option = option_kind::offload;
+  static constexpr offload_level value = L;
+};
+
+// EPL's memory-efficient AMP: mixed precision keeps no compute-type (bf16/fp16) copy of the
+// weights between uses; each TaskGraph's weights are cast from the FP32 masters right before
+// its layers run. Without it the copies are made once per update and kept.
+struct CastWeightsPerUse {
+  static constexpr option_kind option = option_kind::weight_copies;
+  static constexpr bool value = true;
+};
+struct KeepWeightCopies {  // the default (not an option)
+  static constexpr bool value = false;
+};
+
+// Gradient reduction in fp16 (EPL's communication.fp16 and communication.fp16_scale):
+// each bucket is divided by Scale, rounded to fp16, reduced in fp16 (half the bytes) and
+// multiplied by Scale again. Scale is a power of two, so only the fp16 rounding (and fp16
+// partial sums) change values.
+template <int Scale = 128>
+struct HalfGradientReduce {
+  static constexpr option_kind option = option_kind::half_reduce;
+  static constexpr int value = Scale;
+};
+struct FullGradientReduce {  // the default (not an option): master precision
+  static constexpr int value = 0;
 };
 
 namespace detail {

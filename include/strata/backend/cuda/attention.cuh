@@ -167,8 +167,8 @@ void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t he
 // For each of `batch` seq × seq score matrices, row by row:
 //   p[i, j] = exp(scale·s[i, j] − m_i) / Σ_k exp(scale·s[i, k] − m_i)   over j (≤ i if causal),
 //   p[i, j] = 0 for j > i when causal.
-// Computed in compute_t<T> (float for bf16) with a double denominator, scale rounded
-// to compute_t<T>; p may alias s. T: float, double, bf16.
+// Computed in compute_t<T> (float for bf16, f16) with a double denominator, scale
+// rounded to compute_t<T>; p may alias s. T: float, double, bf16, f16.
 template <class T>
 void attention_softmax_forward(queue& q, std::size_t batch, std::size_t seq, double scale, bool causal, const T* s,
                                T* p) {

@@ -150,6 +150,42 @@ class buffer {
   std::size_t n_ = 0;
 };
 
+// Owning page-locked host array (cudaMallocHost): what offloaded parameters and
+// optimizer state live in, so copies to and from the device run at full bandwidth and
+// asynchronously on a queue. Move-only.
+template <class T>
+class pinned_buffer {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  pinned_buffer() noexcept = default;
+  explicit pinned_buffer(std::size_t n) : n_(n) {
+    if (n == 0) return;
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    void* p = nullptr;
+    STRATA_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
+    ptr_ = static_cast<T*>(p);
+  }
+  ~pinned_buffer() {
+    if (ptr_ && cudaFreeHost(ptr_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  pinned_buffer(const pinned_buffer&) = delete;
+  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  pinned_buffer(pinned_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  pinned_buffer& operator=(pinned_buffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* data() noexcept { return ptr_; }
+  const T* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  T* ptr_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 // ---------------------------------------------------------------------------
 // Queue
 // ---------------------------------------------------------------------------
@@ -452,6 +488,13 @@ struct Cuda {
   template <class T>
   static buffer<T> allocate(std::size_t n) {
     return buffer<T>(n);
+  }
+  // Host memory for offloaded state: page-locked, read and written by upload/download.
+  template <class T>
+  using host_buffer = cuda::pinned_buffer<T>;
+  template <class T>
+  static host_buffer<T> allocate_host(std::size_t n) {
+    return host_buffer<T>(n);
   }
   using graph = cuda::graph;
   static event record(queue& q) { return cuda::record(q); }

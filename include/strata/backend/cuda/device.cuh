@@ -20,22 +20,23 @@
 // host would have. check_ids is the synchronous up-front check.
 //
 // Types. T is the element type of activations and parameters: float,
-// double or bf16 (strata::bf16, shared with the host backend and cuBLASLt's
-// CUDA_R_16BF). bf16 is a storage type: a kernel loads it, computes in float
-// (compute_t<bf16>) and rounds its bf16 outputs to nearest even. Mixed
+// double, bf16 or f16 (strata::bf16 / strata::f16, shared with the host
+// backend and cuBLASLt's CUDA_R_16BF / CUDA_R_16F). The 16-bit types are
+// storage types (is_half16_v): a kernel loads them, computes in float
+// (compute_t) and rounds its 16-bit outputs to nearest even. Mixed
 // precision gives the per-row statistics (S: softmax max / sum-exp / loss,
 // LayerNorm mean / rstd) and the parameter gradients (G: bias_grad,
 // layernorm dgamma / dbeta, embedding_backward) their own real type, so a
-// bf16 step writes float statistics and float master gradients; for float
+// 16-bit step writes float statistics and float master gradients; for float
 // and double data S = G = T is deduced from the pointers. cast_elements
-// converts between the three (the bf16 copies of the master weights).
+// converts between them (the 16-bit copies of the master weights).
 //
 // Numerics follow the host backend: elementwise work in compute_t<T> (T for
-// float/double, float for bf16), long reductions (row statistics, softmax
+// float/double, float for bf16 and f16), long reductions (row statistics, softmax
 // denominators, column sums, whole-tensor sums) accumulate in double. The
 // device's expf/tanhf differ from libm by an ulp or two, so results agree
-// with the host to rounding, not bit for bit (bf16 outputs: to one bf16
-// ulp). Copies and cast_elements are bit-identical to the host (a NaN stays
+// with the host to rounding, not bit for bit (16-bit outputs: to one ulp of
+// their type). Copies and cast_elements are bit-identical to the host (a NaN stays
 // a NaN, its payload may differ). FMA contraction is on (nvcc's default).
 //
 // Determinism: no floating-point atomics. Row reductions use fixed shuffle
@@ -78,19 +79,11 @@ namespace detail {
 template <class T>
 inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <class T>
-inline constexpr bool is_elem_v = is_real_v<T> || std::is_same_v<T, bf16>;
+inline constexpr bool is_elem_v = is_real_v<T> || is_half16_v<T>;
 
-// Arithmetic type for elementwise work on T (bf16 computes in float).
+// Arithmetic type for elementwise work on T (bf16 and f16 compute in float).
 template <class T>
-struct compute_type {
-  using type = T;
-};
-template <>
-struct compute_type<bf16> {
-  using type = float;
-};
-template <class T>
-using compute_t = typename compute_type<T>::type;
+using compute_t = std::conditional_t<is_half16_v<T>, float, T>;
 
 [[noreturn]] inline void fail(const char* kernel, const std::string& what) {
   throw std::invalid_argument(std::string("strata: ") + kernel + ": " + what);
@@ -160,12 +153,12 @@ __device__ __forceinline__ T d_nan() {
   else if constexpr (std::is_same_v<T, double>)
     return __longlong_as_double(0x7ff8000000000000LL);
   else
-    return T::from_bits(0x7fc0);  // bf16 quiet NaN
+    return T::from_bits(T::quiet_nan_bits);  // bf16, f16
 }
-// +0 as bit pattern for bf16 (its float constructor is an instruction).
+// +0 as bit pattern for bf16 and f16 (their float constructors are an instruction).
 template <class T>
 __device__ __forceinline__ T d_zero() {
-  if constexpr (std::is_same_v<T, bf16>)
+  if constexpr (is_half16_v<T>)
     return T::from_bits(0);
   else
     return T(0);

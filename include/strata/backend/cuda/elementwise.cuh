@@ -94,7 +94,7 @@ __global__ void k_activation_backward(activation act, std::size_t n, const T* pr
 }  // namespace detail
 
 // y = act(x + bias) over rows x cols; bias may be null; pre_out (may be null)
-// receives x + bias. pre_out and y may each alias x. T: float, double, bf16.
+// receives x + bias. pre_out and y may each alias x. T: float, double, bf16, f16.
 template <class T>
 void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x,
                              const T* bias, T* pre_out, T* y) {
@@ -201,13 +201,13 @@ __device__ __forceinline__ void store_wide(T* p, const T (&r)[W]) {
   }
 }
 
-// One conversion, as the host's cast_elements: to bf16 through float (a
+// One conversion, as the host's cast_elements: to bf16 or f16 through float (a
 // double rounds twice), everything else a plain conversion (exact or IEEE
 // round to nearest).
 template <class To, class From>
 __device__ __forceinline__ To convert_element(From v) {
-  if constexpr (std::is_same_v<To, bf16>)
-    return bf16(static_cast<float>(v));
+  if constexpr (is_half16_v<To>)
+    return To(static_cast<float>(v));
   else
     return static_cast<To>(v);
 }
@@ -239,7 +239,7 @@ __global__ void k_cast_ids(std::size_t n, const T* values, std::int32_t* ids) {
 
 }  // namespace detail
 
-// x *= alpha (bf16: in float, alpha rounded to bf16 first, as the host does)
+// x *= alpha (bf16, f16: in float, alpha rounded to T first, as the host does)
 template <class T>
 void scale(queue& q, std::size_t n, double alpha, T* x) {
   static_assert(detail::is_elem_v<T>);
@@ -253,7 +253,7 @@ void scale(queue& q, std::size_t n, double alpha, T* x) {
   STRATA_CUDA_CHECK_LAUNCH("k_scale");
 }
 
-// y += alpha * x (bf16: in float, alpha rounded to bf16 first)
+// y += alpha * x (bf16, f16: in float, alpha rounded to T first)
 template <class T>
 void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   static_assert(detail::is_elem_v<T>);
@@ -267,7 +267,7 @@ void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   STRATA_CUDA_CHECK_LAUNCH("k_axpy");
 }
 
-// y = a + b, n elements, in compute_t<T> (one rounding for bf16); y may alias a or b.
+// y = a + b, n elements, in compute_t<T> (one rounding for bf16, f16); y may alias a or b.
 template <class T>
 void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
   static_assert(detail::is_elem_v<T>);
@@ -323,9 +323,9 @@ void fill(queue& q, std::size_t n, T value, T* x) {
   STRATA_CUDA_CHECK_LAUNCH("k_fill");
 }
 
-// y[i] = To(x[i]) for From, To in {float, double, bf16}: to bf16 rounds to
-// nearest even (from double via float, as the host: two roundings), bf16 ->
-// float/double and float -> double are exact, double -> float rounds to
+// y[i] = To(x[i]) for From, To in {float, double, bf16, f16}: to bf16 or f16
+// rounds to nearest even (from double via float, as the host: two roundings),
+// bf16/f16 -> float/double and float -> double are exact, double -> float rounds to
 // nearest: the host's bits, except that a NaN's payload may differ. y must
 // not overlap x. Enqueued on q's stream (graph-capturable);
 // 16-byte vector loads and stores when x and y are both 16-byte aligned.

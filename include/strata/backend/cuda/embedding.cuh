@@ -180,7 +180,7 @@ inline void check_ids(queue& q, const std::int32_t* ids, std::size_t n, std::siz
 
 // out[r, :] = table[ids[r] - vocab_offset, :] inside this slice, else 0.
 // A negative id gives a NaN row and is reported (raise_device_errors).
-// T: float, double, bf16 (a copy: exact).
+// T: float, double, bf16, f16 (a copy: exact).
 template <class T>
 void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
                        std::size_t vocab_offset, std::size_t vocab_local, T* out) {
@@ -201,7 +201,7 @@ void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int
 // of one id added in row order (deterministic, bit-identical to the host):
 // a stable radix sort of (id, row) pairs groups each id's rows, then one
 // block per id and column tile accumulates them. accumulate == false zeroes
-// the vocab_local x D table first. T: dout (float, double, bf16); G: dtable
+// the vocab_local x D table first. T: dout (float, double, bf16, f16); G: dtable
 // and the accumulation (float or double; G = T for reals).
 template <class T, class G>
 void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
@@ -262,7 +262,7 @@ void position_forward(queue& q, std::size_t rows, std::size_t D, std::size_t seq
 
 // dpos[t, :] (+)= Σ over this device's rows r with (row0 + r) mod seq == t of dy[r, :],
 // in row order with double accumulation (deterministic, bit-identical to the host).
-// accumulate == false zeroes the seq x D gradient first. T: dy (float, double, bf16);
+// accumulate == false zeroes the seq x D gradient first. T: dy (float, double, bf16, f16);
 // G: dpos (float or double; G = T for reals).
 template <class T, class G = T>
 void position_backward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* dy,

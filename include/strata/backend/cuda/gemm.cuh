@@ -11,8 +11,8 @@
 // over the rows of Lt's D, which is exactly what Lt's BIAS epilogue adds.
 //
 // Types: float (exact FP32, or TF32 tensor cores when the queue asks for
-// it), double, and bf16 operands (strata::bf16, CUDA_R_16BF) with FP32
-// accumulation writing bf16 or float. Plans (descriptors + heuristic
+// it), double, and 16-bit operands (strata::bf16 as CUDA_R_16BF, strata::f16
+// as CUDA_R_16F) with FP32 accumulation writing the same 16-bit type or float. Plans (descriptors + heuristic
 // algorithm) are cached per queue, keyed by the whole problem signature
 // including pointer alignment, so steady-state calls cost one cublasLtMatmul.
 //
@@ -41,9 +41,10 @@
 
 namespace strata::backend::cuda {
 
-// The backends share one bf16 (strata/core/precision.hpp): its bits are what
-// cuBLASLt reads and writes as CUDA_R_16BF.
+// The backends share one bf16 and one f16 (strata/core/precision.hpp): their
+// bits are what cuBLASLt reads and writes as CUDA_R_16BF and CUDA_R_16F.
 using bf16 = strata::bf16;
+using f16 = strata::f16;
 
 namespace detail {
 
@@ -257,6 +258,10 @@ template <>
 struct lt_types<bf16> {
   static constexpr cudaDataType_t data = CUDA_R_16BF;
 };
+template <>
+struct lt_types<f16> {
+  static constexpr cudaDataType_t data = CUDA_R_16F;
+};
 
 // Shared argument checks (host-side, before anything is enqueued; the same
 // messages as the host backend).
@@ -275,7 +280,7 @@ inline bool check_gemm_args(trans ta, trans tb, std::size_t M, std::size_t N, st
 }
 
 // Describes one product for lt_matmul. TA operands, TC output, S scalars
-// (float for float/bf16 data, double for double); alpha/beta must outlive
+// (float for float and 16-bit data, double for double); alpha/beta must outlive
 // the lt_matmul call.
 template <class TA, class TC, class S>
 lt_call make_call(const queue& q, trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K, const S* alpha,
@@ -339,20 +344,22 @@ void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, 
   detail::gemm_any<T, T, T>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
-// bf16 operands, FP32 accumulation, bf16 output (alpha, beta in float).
-inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, bf16* C,
-                 std::size_t ldc) {
-  detail::gemm_any<bf16, bf16, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+// 16-bit operands (bf16, f16), FP32 accumulation, output of the same type (alpha,
+// beta in float).
+template <class H>
+  requires is_half16_v<H>
+void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, H* C, std::size_t ldc) {
+  detail::gemm_any<H, H, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
-// bf16 operands, FP32 accumulation, float output: gradients accumulated into
-// FP32 master copies (beta = 1) without a bf16 round trip.
-inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
-                 std::size_t ldc) {
-  detail::gemm_any<bf16, float, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
-                                       1);
+// 16-bit operands, FP32 accumulation, float output: gradients accumulated into
+// FP32 master copies (beta = 1) without a 16-bit round trip.
+template <class H>
+  requires is_half16_v<H>
+void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  detail::gemm_any<H, float, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 // `batch` independent GEMMs at fixed element strides, in one cuBLASLt call.
@@ -366,12 +373,14 @@ void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M,
                             stride_c, batch);
 }
 
-inline void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                                 float alpha, const bf16* A, std::size_t lda, std::size_t stride_a, const bf16* B,
-                                 std::size_t ldb, std::size_t stride_b, float beta, bf16* C, std::size_t ldc,
-                                 std::size_t stride_c, std::size_t batch) {
-  detail::gemm_any<bf16, bf16, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta,
-                                      C, ldc, stride_c, batch);
+template <class H>
+  requires is_half16_v<H>
+void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                          float alpha, const H* A, std::size_t lda, std::size_t stride_a, const H* B, std::size_t ldb,
+                          std::size_t stride_b, float beta, H* C, std::size_t ldc, std::size_t stride_c,
+                          std::size_t batch) {
+  detail::gemm_any<H, H, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                                stride_c, batch);
 }
 
 }  // namespace strata::backend::cuda

@@ -27,7 +27,7 @@ namespace strata::backend::cuda {
 //   relu        RELU_BIAS; with pre_out: BIAS epilogue into pre_out, then relu
 //   gelu        GELU(_AUX)_BIAS when q.lt_gelu_epilogue(), else unfused
 // and falls back to the unfused pair when cuBLASLt has no algorithm.
-// T: float, double, bf16 (alpha/beta in float for bf16).
+// T: float, double, bf16, f16 (alpha/beta in float for the 16-bit types).
 template <class T>
   requires detail::is_elem_v<T>
 void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,

@@ -234,7 +234,7 @@ struct layernorm_param_terms {
 
 // y = (x - mean) * rstd * gamma + beta per row (biased variance, statistics
 // and the normalization in double, two-pass); gamma/beta/mean_out/rstd_out
-// may be null; y may alias x. T: x, gamma, beta, y (float, double, bf16);
+// may be null; y may alias x. T: x, gamma, beta, y (float, double, bf16, f16);
 // S: mean_out, rstd_out (float or double; S = T for reals).
 template <class T, class S>
 void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta,
@@ -254,7 +254,7 @@ void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, co
 
 // dx (overwritten), dgamma/dbeta (=|+= by accumulate), each may be null;
 // same formulas as the host. dgamma/dbeta are deterministic (per-chunk
-// partials, combined in order). T: x, gamma, dy, dx (float, double, bf16;
+// partials, combined in order). T: x, gamma, dy, dx (float, double, bf16, f16;
 // elementwise terms in compute_t<T>, row and column sums in double); S: mean,
 // rstd; G: dgamma, dbeta (float or double; S = G = T for reals).
 template <class T, class S, class G>

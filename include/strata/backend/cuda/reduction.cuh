@@ -104,7 +104,7 @@ struct bias_grad_term {
 }  // namespace detail
 
 // dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation, deterministic.
-// T: float, double or bf16 (the activation gradient); G: float or double (the
+// T: float, double, bf16 or f16 (the activation gradient); G: float or double (the
 // bias gradient, e.g. bf16 dy into a float master gradient). G = T for reals.
 template <class T, class G>
 void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
@@ -167,7 +167,7 @@ __global__ void k_all_finite(std::size_t n, const T* x, unsigned int* flag) {
 
 }  // namespace detail
 
-// Sum of x[0..n) in double (T: float, double, bf16). SYNCHRONIZES q
+// Sum of x[0..n) in double (T: float, double, bf16, f16). SYNCHRONIZES q
 // (returns a host value).
 template <class T>
 double sum(queue& q, std::size_t n, const T* x) {
@@ -175,7 +175,7 @@ double sum(queue& q, std::size_t n, const T* x) {
   return detail::reduce_to_host(q, n, x, detail::to_double{}, "sum");
 }
 
-// Sum of squares of x[0..n) in double (T: float, double, bf16). SYNCHRONIZES q.
+// Sum of squares of x[0..n) in double (T: float, double, bf16, f16). SYNCHRONIZES q.
 template <class T>
 double sum_squares(queue& q, std::size_t n, const T* x) {
   static_assert(detail::is_elem_v<T>);
@@ -186,10 +186,11 @@ namespace detail {
 // Exponent bits of T (all set: NaN or +-Inf), as an unsigned of T's size.
 template <class T>
 struct exponent_mask;
-template <>
-struct exponent_mask<bf16> {
+template <class T>
+  requires is_half16_v<T>
+struct exponent_mask<T> {
   using type = std::uint16_t;
-  static constexpr type value = 0x7f80u;
+  static constexpr type value = T::exponent_bits;
 };
 template <>
 struct exponent_mask<float> {
@@ -204,7 +205,7 @@ struct exponent_mask<double> {
 }  // namespace detail
 
 // True iff no element is NaN or +-Inf (exponent-bit test; T: float, double,
-// bf16). SYNCHRONIZES q. Ordinary host memory is accepted and checked on the
+// bf16, f16). SYNCHRONIZES q. Ordinary host memory is accepted and checked on the
 // host.
 template <class T>
 bool all_finite(queue& q, std::size_t n, const T* x) {

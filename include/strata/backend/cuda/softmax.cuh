@@ -27,7 +27,7 @@ namespace strata::backend::cuda {
 
 namespace detail {
 
-// T: logits / probs (float, double, bf16), computed in C = compute_t<T>;
+// T: logits / probs (float, double, bf16, f16), computed in C = compute_t<T>;
 // S: the loss (float or double).
 template <class T, class S, int TH, int IT, int RPB>
 __global__ void __launch_bounds__(TH* RPB)
@@ -219,7 +219,7 @@ __global__ void k_xent_loss(std::size_t rows, const T* row_max, const T* sum_exp
 
 // loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]]; probs_out (may
 // be null) receives softmax(logits). One thread group per row; exp in
-// compute_t<T> (float for bf16 logits), sums in double; the loss in S (float
+// compute_t<T> (float for bf16 and f16 logits), sums in double; the loss in S (float
 // or double; S = T for reals), probs in T. A label outside [0, cols) gives a
 // NaN loss for its row and is reported by raise_device_errors (see the file
 // comment).
@@ -240,7 +240,7 @@ void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols,
 }
 
 // dlogits = scale * (probs - onehot(labels)), computed in compute_t<T> with
-// scale rounded to it; dlogits may alias probs. T: float, double, bf16.
+// scale rounded to it; dlogits may alias probs. T: float, double, bf16, f16.
 template <class T>
 void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols, const T* probs,
                                     const std::int32_t* labels, double scale, T* dlogits) {
@@ -253,7 +253,7 @@ void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols
 }
 
 // --- Vocabulary-parallel cross-entropy (see host/kernels.hpp for the protocol)
-// Logits T (float, double, bf16; arithmetic in compute_t<T>), row statistics
+// Logits T (float, double, bf16, f16; arithmetic in compute_t<T>), row statistics
 // S (float or double; S = T for reals), reductions in double.
 
 // row_max[r] = max_j logits[r, j] (-inf for an empty slice).

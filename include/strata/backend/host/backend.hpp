@@ -28,6 +28,15 @@ struct Host {
   static buffer<T> allocate(std::size_t n) {
     return buffer<T>(n);
   }
+  // The memory offloaded state lives in: on this backend an allocation of its own, which
+  // the code moves to and from `allocate`'s memory with upload/download exactly as a
+  // device backend's code moves pinned host memory (so CI runs offload's code path).
+  template <class T>
+  using host_buffer = host::buffer<T>;
+  template <class T>
+  static host_buffer<T> allocate_host(std::size_t n) {
+    return host_buffer<T>(n);
+  }
   static event record(queue& q) noexcept { return host::record(q); }
   static void wait(queue& q, const event& e) noexcept { host::wait(q, e); }
   static bool query(const event& e) noexcept { return host::query(e); }

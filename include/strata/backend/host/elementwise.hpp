@@ -118,7 +118,7 @@ void activation_backward(queue& q, activation act, std::size_t n, const T* pre, 
   });
 }
 
-// x *= alpha (bf16: in float, alpha rounded to bf16 first, as the CUDA backend does)
+// x *= alpha (bf16, f16: in float, alpha rounded to T first, as the CUDA backend does)
 template <class T>
 void scale(queue& q, std::size_t n, double alpha, T* x) {
   static_assert(detail::is_elem_v<T>);
@@ -129,7 +129,7 @@ void scale(queue& q, std::size_t n, double alpha, T* x) {
   });
 }
 
-// y += alpha * x (bf16: in float, alpha rounded to bf16 first)
+// y += alpha * x (bf16, f16: in float, alpha rounded to T first)
 template <class T>
 void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   static_assert(detail::is_elem_v<T>);
@@ -140,7 +140,7 @@ void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
   });
 }
 
-// y = a + b, n elements, in compute_t<T> (one rounding for bf16); y may alias a or b.
+// y = a + b, n elements, in compute_t<T> (one rounding for bf16, f16); y may alias a or b.
 template <class T>
 void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
   static_assert(detail::is_elem_v<T>);
@@ -166,9 +166,9 @@ void fill(queue& q, std::size_t n, T value, T* x) {
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::fill(x + b, x + e, value); });
 }
 
-// y[i] = To(x[i]): float/double -> bf16 rounds to nearest even, bf16 -> float is exact.
-// Mixed precision uses it for the bf16 copies of the master parameters and to
-// bring the batch into the compute type. y must not overlap x.
+// y[i] = To(x[i]): float/double -> bf16 or f16 rounds to nearest even, bf16/f16 ->
+// float is exact. Mixed precision uses it for the 16-bit copies of the master
+// parameters and to bring the batch into the compute type. y must not overlap x.
 template <class From, class To>
 void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
   static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
@@ -177,8 +177,8 @@ void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
   using C = std::conditional_t<std::is_same_v<From, double> || std::is_same_v<To, double>, double, float>;
   detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
-      if constexpr (std::is_same_v<To, bf16>)
-        y[i] = bf16(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
+      if constexpr (is_half16_v<To>)
+        y[i] = To(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
       else
         y[i] = static_cast<To>(static_cast<C>(x[i]));
     }

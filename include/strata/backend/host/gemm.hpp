@@ -115,14 +115,6 @@ void scale_c(queue& q, std::size_t M, std::size_t N, T beta, T* C, std::size_t l
   });
 }
 
-// Grow-only per-thread scratch for widened bf16 operands: repeated GEMMs reuse it.
-template <int Slot>
-inline float* widen_scratch(std::size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 }  // namespace detail
 
 // C (M x N, leading dimension ldc) = alpha * op(A) * op(B) + beta * C, all
@@ -193,39 +185,54 @@ void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M,
   });
 }
 
-// ---- bf16 operands -----------------------------------------------------------
-// What cuBLASLt computes for CUDA_R_16BF operands with CUBLAS_COMPUTE_32F: the
-// operands widened to float (exactly), products summed in float, the result
-// rounded once to the output type. With a CBLAS that has cblas_sbgemm (CMake
-// detects it and defines STRATA_BLAS_SBGEMM) the BLAS does exactly that; Debian's
-// OpenBLAS is built without it, so the operands are widened here and multiplied
-// by the float GEMM.
+// ---- 16-bit operands (bf16, f16) -----------------------------------------------
+// What cuBLASLt computes for CUDA_R_16BF / CUDA_R_16F operands with CUBLAS_COMPUTE_32F:
+// the operands widened to float (exactly), products summed in float, the result
+// rounded once to the output type. With a CBLAS that has cblas_sbgemm (CMake detects
+// it and defines STRATA_BLAS_SBGEMM) the BLAS does exactly that for bf16; Debian's
+// OpenBLAS is built without it, and no CBLAS has an fp16 GEMM, so the operands are
+// widened here and multiplied by the float GEMM.
 
 namespace detail {
-// rows x cols of a row-major bf16 matrix (leading dimension ld) into w (ld = cols).
-inline void widen(queue& q, const bf16* X, std::size_t rows, std::size_t cols, std::size_t ld, float* w) {
-  q.parallel_for(rows, [&](std::size_t r) {
+// Grow-only per-thread scratch for widened operands: repeated GEMMs reuse it.
+template <int Slot>
+inline float* widen_scratch(std::size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+// rows x cols of a row-major 16-bit matrix (leading dimension ld) into w (ld = cols).
+template <class H>
+void widen_rows(const H* X, std::size_t rows, std::size_t cols, std::size_t ld, float* w) {
+  for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c) w[r * cols + c] = float(X[r * ld + c]);
-  });
+}
+template <class H>
+void widen(queue& q, const H* X, std::size_t rows, std::size_t cols, std::size_t ld, float* w) {
+  q.parallel_for(rows, [&](std::size_t r) { widen_rows(X + r * ld, 1, cols, ld, w + r * cols); });
 }
 }  // namespace detail
 
-// bf16 operands, float output: the weight gradient accumulated into FP32 master
-// gradients (beta = 1) without a bf16 round trip.
-inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
-                 std::size_t ldc) {
+// 16-bit operands, float output: the weight gradient accumulated into FP32 master
+// gradients (beta = 1) without a 16-bit round trip.
+template <class H>
+  requires is_half16_v<H>
+void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
   if (M == 0 || N == 0) return;
   const bool reads_ab = K != 0 && alpha != 0.0f;
   detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
   if (!reads_ab) return detail::scale_c(q, M, N, beta, C, ldc);
 #if defined(STRATA_BLAS_SBGEMM)
-  detail::blas_single_threaded();
-  static_assert(sizeof(bfloat16) == sizeof(bf16));
-  cblas_sbgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K), alpha,
-               reinterpret_cast<const bfloat16*>(A), int(lda), reinterpret_cast<const bfloat16*>(B), int(ldb), beta, C,
-               int(ldc));
-#else
+  if constexpr (std::is_same_v<H, bf16>) {
+    detail::blas_single_threaded();
+    static_assert(sizeof(bfloat16) == sizeof(bf16));
+    cblas_sbgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
+                 alpha, reinterpret_cast<const bfloat16*>(A), int(lda), reinterpret_cast<const bfloat16*>(B),
+                 int(ldb), beta, C, int(ldc));
+    return;
+  }
+#endif
   const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
   const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
   float* a = detail::widen_scratch<0>(ar * ac);
@@ -233,65 +240,63 @@ inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::siz
   detail::widen(q, A, ar, ac, lda, a);
   detail::widen(q, B, br, bc, ldb, b);
   gemm<float>(q, trans_a, trans_b, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
-#endif
 }
 
-// bf16 operands and output: the float result (beta * C read widened) rounded once.
-inline void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, bf16* C,
-                 std::size_t ldc) {
+// 16-bit operands and output: the float result (beta * C read widened) rounded once.
+template <class H>
+  requires is_half16_v<H>
+void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, H* C, std::size_t ldc) {
   if (M == 0 || N == 0) return;
   if (!C) detail::bad_gemm_arg("C is null");
   if (ldc < N) detail::bad_gemm_arg("ldc < N");
   float* c = detail::widen_scratch<2>(M * N);
-  if (beta != 0.0f) detail::widen(q, C, M, N, ldc, c);
+  if (beta != 0.0f) detail::widen(q, static_cast<const H*>(C), M, N, ldc, c);
   gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, c, N);
   q.parallel_for(M, [&](std::size_t r) {
-    for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = bf16(c[r * N + j]);
+    for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = H(c[r * N + j]);
   });
 }
 
-// bf16 operands and output, `batch` items at fixed strides: each item's operands
+// 16-bit operands and output, `batch` items at fixed strides: each item's operands
 // widened to float, multiplied in float, rounded once (one item per pool task).
-inline void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                                 float alpha, const bf16* A, std::size_t lda, std::size_t stride_a, const bf16* B,
-                                 std::size_t ldb, std::size_t stride_b, float beta, bf16* C, std::size_t ldc,
-                                 std::size_t stride_c, std::size_t batch) {
+template <class H>
+  requires is_half16_v<H>
+void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                          float alpha, const H* A, std::size_t lda, std::size_t stride_a, const H* B, std::size_t ldb,
+                          std::size_t stride_b, float beta, H* C, std::size_t ldc, std::size_t stride_c,
+                          std::size_t batch) {
   if (M == 0 || N == 0 || batch == 0) return;
   const bool reads_ab = K != 0 && alpha != 0.0f;
   detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
   detail::blas_single_threaded();
   const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
   const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
-  auto widen = [](const bf16* X, std::size_t rows, std::size_t cols, std::size_t ld, float* w) {
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t c = 0; c < cols; ++c) w[r * cols + c] = float(X[r * ld + c]);
-  };
   q.parallel_for(batch, [&](std::size_t b) {
     float* a = detail::widen_scratch<0>(ar * ac);
     float* bb = detail::widen_scratch<1>(br * bc);
     float* c = detail::widen_scratch<2>(M * N);
-    bf16* cb = C + b * stride_c;
-    if (beta != 0.0f) widen(cb, M, N, ldc, c);
+    H* cb = C + b * stride_c;
+    if (beta != 0.0f) detail::widen_rows(static_cast<const H*>(cb), M, N, ldc, c);
     if (reads_ab) {
-      widen(A + b * stride_a, ar, ac, lda, a);
-      widen(B + b * stride_b, br, bc, ldb, bb);
+      detail::widen_rows(A + b * stride_a, ar, ac, lda, a);
+      detail::widen_rows(B + b * stride_b, br, bc, ldb, bb);
       cblas_sgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
                   alpha, a, int(ac), bb, int(bc), beta, c, int(N));
     } else {
       for (std::size_t i = 0; i < M * N; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     }
     for (std::size_t r = 0; r < M; ++r)
-      for (std::size_t j = 0; j < N; ++j) cb[r * ldc + j] = bf16(c[r * N + j]);
+      for (std::size_t j = 0; j < N; ++j) cb[r * ldc + j] = H(c[r * N + j]);
   });
 }
 
 // ---- GEMM with a fused bias and activation -----------------------------------
 // C = act(alpha * op(A) op(B) + beta * C + bias) with pre_out (may be null)
 // receiving the pre-activation: the host form of the CUDA backend's fused
-// cuBLASLt epilogue (bias length N may be null). T: float, double, bf16 (alpha
-// and beta in float for bf16, whose product is rounded to bf16 before the bias,
-// as the unfused CUDA path does).
+// cuBLASLt epilogue (bias length N may be null). T: float, double, bf16, f16 (alpha
+// and beta in float for the 16-bit types, whose product is rounded to T before the
+// bias, as the unfused CUDA path does).
 template <class T>
   requires detail::is_elem_v<T>
 void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,

@@ -8,10 +8,10 @@
 //  * raw pointers + element counts, row-major, contiguous rows unless an ld is
 //    given; "rows x cols" means element (r, c) lives at p[r * cols + c];
 //  * T is float or double, and for the kernels mixed-precision training uses,
-//    also bf16 (a storage type: such a kernel loads bf16, computes in float and
-//    rounds its bf16 outputs to nearest even). Statistics (S) and gradients
-//    (G) may have their own real type, so a bf16 step writes float row
-//    statistics and float master gradients;
+//    also bf16 or f16 (storage types, is_half16_v: such a kernel loads them,
+//    computes in float and rounds its 16-bit outputs to nearest even). Statistics
+//    (S) and gradients (G) may have their own real type, so a bf16 or f16 step
+//    writes float row statistics and float master gradients;
 //  * hyper-parameters are passed as double and rounded to T where they meet
 //    tensor data (what PyTorch does with Python floats);
 //  * an output may alias an input only where a kernel says so;
@@ -58,12 +58,12 @@ namespace detail {
 
 template <class T>
 inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
-// Element types of activations: the reals and bf16.
+// Element types of activations: the reals and the 16-bit storage types.
 template <class T>
-inline constexpr bool is_elem_v = is_real_v<T> || std::is_same_v<T, bf16>;
-// Arithmetic type for elementwise work on T (bf16 computes in float).
+inline constexpr bool is_elem_v = is_real_v<T> || is_half16_v<T>;
+// Arithmetic type for elementwise work on T (bf16 and f16 compute in float).
 template <class T>
-using compute_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+using compute_t = std::conditional_t<is_half16_v<T>, float, T>;
 
 // Elements per task for streaming kernels: large enough that scheduling
 // (~microseconds) is noise, small enough to split mid-sized tensors.

@@ -1,0 +1,549 @@
+#pragma once
+// Checkpoints: a directory with one safetensors file per rank and an index.
+//
+//   <dir>/rank-00003-of-00008.safetensors   this rank's pieces: parameters (master
+//                                           precision) and optimizer state
+//   <dir>/index.json                        {"metadata": {...}, "files": {file: bytes},
+//                                            "weight_map": {piece: file}}
+//
+// Names are the model's, whatever the plan: "layers.7.Linear.weight" for a tensor a device
+// holds whole, "layers.7.Linear.weight.shard1of2" for the second of two blocks a Split<2>
+// cuts it into (on every axis the plan cuts, as exec::logical_index numbers them), and
+// "optimizer.exp_avg.<piece>" (Adam/AdamW: exp_avg, exp_avg_sq; SGD with momentum:
+// momentum_buffer) for the state, in PyTorch's names. Data-parallel replicas hold the same
+// values, so replica 0 writes them; ZeRO's partitioned state is gathered first. A file
+// therefore does not depend on ZeRO, and a reader of another plan assembles each tensor
+// it needs from the pieces it finds: resharding.
+//
+// Writing is atomic: the files go to <dir>.tmp, each written to a temporary name, fsynced
+// and renamed (io/file.hpp); rank 0 writes the index last, then replaces <dir> by the new
+// directory. Every file is checksummed (CRC-32 per tensor and of the header). Reading
+// checks the index, the model, the optimizer, each file's size and every checksum on every
+// rank, stages everything in host memory, and the ranks agree before anything is stored:
+// a truncated, corrupt or mismatched checkpoint is the same agreed_error on every rank, and
+// the trainer is left as it was.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "strata/core/agreed_error.hpp"
+#include "strata/core/communicator.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/exec/init.hpp"
+#include "strata/exec/optimizer.hpp"
+#include "strata/exec/store.hpp"
+#include "strata/exec/zero.hpp"
+#include "strata/io/safetensors.hpp"
+#include "strata/plan/plan.hpp"
+
+namespace strata {
+
+// What a checkpoint carries besides the model: the step it was written after (the
+// learning-rate schedule's position) and the caller's own entries (e.g. the data loader's
+// position).
+struct checkpoint_info {
+  long long step = 0;
+  std::map<std::string, std::string> user;
+  std::map<std::string, std::string> trainer;  // the trainer's own: updates applied, the loss scale
+};
+
+namespace exec::ckpt {
+
+inline constexpr const char* format = "strata-checkpoint-1";
+inline constexpr const char* index_name = "index.json";
+
+inline std::string rank_file(int rank, int world) {
+  char b[64];
+  std::snprintf(b, sizeof b, "rank-%05d-of-%05d.safetensors", rank, world);
+  return b;
+}
+
+template <class P>
+std::string tensor_name(int layer, int k) {
+  const layer_desc& d = P::layer_plans[static_cast<std::size_t>(layer)].desc;
+  return "layers." + std::to_string(layer) + "." + std::string(d.name) + "." +
+         std::string(d.params[static_cast<std::size_t>(k)].name);
+}
+// Blocks plan P cuts tensor k of `layer` into (1: every device of the part holds it whole).
+template <class P>
+constexpr int blocks(int layer, int k) {
+  const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(layer)];
+  return static_cast<int>(lp.desc.params[static_cast<std::size_t>(k)].shape.numel() /
+                          lp.local_params[static_cast<std::size_t>(k)].numel());
+}
+inline std::string piece_name(const std::string& tensor, int block, int n) {
+  return n == 1 ? tensor : tensor + ".shard" + std::to_string(block) + "of" + std::to_string(n);
+}
+inline std::vector<std::uint64_t> dims(const shape_t& s) {
+  std::vector<std::uint64_t> d;
+  for (int a = 0; a < s.rank; ++a) d.push_back(static_cast<std::uint64_t>(s.dim[static_cast<std::size_t>(a)]));
+  return d;
+}
+inline std::string dims_text(const std::vector<std::uint64_t>& d) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i) t += ',';
+    t += std::to_string(d[i]);
+  }
+  t += ']';
+  return t;
+}
+// The model as the checkpoint records it: every tensor's name and logical shape.
+template <class P>
+std::vector<std::string> model_entries() {
+  std::vector<std::string> m;
+  for (int i = 0; i < P::num_layers; ++i)
+    for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
+      m.push_back(tensor_name<P>(i, k) +
+                  dims_text(dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)));
+  return m;
+}
+inline std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v) {
+    if (!s.empty()) s += ';';
+    s += e;
+  }
+  return s;
+}
+
+inline const char* optimizer_name(const optimizer& o) {
+  return std::visit(
+      [](const auto& x) -> const char* {
+        using O = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<O, SGD>) return "SGD";
+        else if constexpr (std::is_same_v<O, Adam>) return "Adam";
+        else return "AdamW";
+      },
+      o);
+}
+// The state tensors an optimizer keeps, in the store's order (moment 0, moment 1).
+inline std::vector<std::string> state_names(const optimizer& o) {
+  if (const SGD* s = std::get_if<SGD>(&o)) return s->momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
+                                                                   : std::vector<std::string>{};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+// Two plans hold the same model: the same tensors, names and shapes, in the same order.
+template <class A, class B>
+constexpr bool same_model() {
+  if (A::num_layers != B::num_layers) return false;
+  for (int i = 0; i < A::num_layers; ++i) {
+    const layer_desc &a = A::layer_plans[static_cast<std::size_t>(i)].desc,
+                     &b = B::layer_plans[static_cast<std::size_t>(i)].desc;
+    if (a.num_params != b.num_params || a.name != b.name) return false;
+    for (int k = 0; k < a.num_params; ++k)
+      if (!(a.params[static_cast<std::size_t>(k)].shape == b.params[static_cast<std::size_t>(k)].shape) ||
+          a.params[static_cast<std::size_t>(k)].name != b.params[static_cast<std::size_t>(k)].name)
+        return false;
+  }
+  return true;
+}
+template <class A, class B>
+constexpr int first_model_difference() {
+  const int n = A::num_layers < B::num_layers ? A::num_layers : B::num_layers;
+  for (int i = 0; i < n; ++i) {
+    const layer_desc &a = A::layer_plans[static_cast<std::size_t>(i)].desc,
+                     &b = B::layer_plans[static_cast<std::size_t>(i)].desc;
+    if (a.num_params != b.num_params || a.name != b.name) return i;
+    for (int k = 0; k < a.num_params; ++k)
+      if (!(a.params[static_cast<std::size_t>(k)].shape == b.params[static_cast<std::size_t>(k)].shape)) return i;
+  }
+  return n;
+}
+
+// A checkpoint tensor's values as doubles (F64 or F32: a float run's checkpoint loads
+// into a double run and back).
+inline std::vector<double> values(const io::reader& r, const std::string& name) {
+  const io::tensor_info& t = r.info(name);
+  if (t.type == io::dtype::F64) return r.read<double>(name);
+  if (t.type != io::dtype::F32)
+    throw io::checkpoint_error(r.path(), "tensor '" + name + "' is " + std::string(io::name_of(t.type)) +
+                                             "; a checkpoint holds F32 or F64");
+  const std::vector<float> f = r.read<float>(name);
+  return std::vector<double>(f.begin(), f.end());
+}
+
+}  // namespace exec::ckpt
+
+namespace exec {
+
+// Saves and loads one device's share of a trainer's state; collective over the world.
+template <class P, class T, class Backend, class Comm>
+class checkpointer {
+  using M = master_t<T>;
+  using store_t = param_store<P, Backend, T>;
+  static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+  static constexpr std::size_t uz(long long v) { return static_cast<std::size_t>(v); }
+
+ public:
+  checkpointer(typename Backend::queue& q, Comm& world, store_t& store, rank_coord me, std::array<Comm*, 2> groups)
+      : q_(q), world_(world), store_(store), me_(me), groups_(groups) {}
+
+  void save(const std::string& dir, long long step, const optimizer& opt,
+            const std::map<std::string, std::string>& user, const std::map<std::string, std::string>& trainer) {
+    const int W = world_.size(), r = world_.rank();
+    const std::string tmp = dir + ".tmp";
+    std::string problem;
+    if (r == 0) problem = attempt(dir, [&] {
+        std::filesystem::remove_all(tmp);
+        std::filesystem::create_directories(tmp);
+      });
+    agree(problem, dir);
+    const std::vector<std::string> states = ckpt::state_names(opt);
+    // every moment of both groups, whole (ZeRO's partitions gathered): collective
+    std::array<std::array<std::vector<M>, 2>, 2> flat;
+    for (std::size_t s = 0; s < states.size(); ++s)
+      for (int g = 0; g < 2; ++g) flat[s][idx(g)] = flat_state(static_cast<int>(s), g);
+    problem = attempt(dir, [&] {
+      io::writer w;
+      std::vector<M> host;
+      for (int i = 0; i < P::num_layers; ++i) {
+        if (!store_.owns(i)) continue;
+        for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
+          const int n = ckpt::blocks<P>(i, k);
+          if (!writes(n)) continue;
+          const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), me_.index, n);
+          const auto shape = ckpt::dims(P::layer_plans[idx(i)].local_params[idx(k)]);
+          const lower::tensor_place& pl = store_t::place(i, k);
+          host.resize(uz(pl.size));
+          store_.read_master(i, k, host.data());
+          w.add(piece, shape, host);
+          for (std::size_t s = 0; s < states.size(); ++s) {
+            const M* src = flat[s][idx(pl.group)].data() + pl.offset;
+            w.add("optimizer." + states[s] + "." + piece, shape, std::vector<M>(src, src + pl.size));
+          }
+        }
+      }
+      w.set_metadata("checkpoint.step", std::to_string(step));
+      w.set_metadata("checkpoint.rank", std::to_string(r));
+      w.set_metadata("checkpoint.world", std::to_string(W));
+      w.write(tmp + "/" + ckpt::rank_file(r, W));
+    });
+    agree(problem, dir);
+    if (r == 0) problem = attempt(dir, [&] {
+        write_index(tmp, step, opt, user, trainer);
+        commit(tmp, dir);
+      });
+    agree(problem, dir);
+  }
+
+  // Reads a checkpoint of the same model (written by any plan); stores nothing unless
+  // every rank read all it needs. Returns the step and the saver's entries.
+  checkpoint_info load(const std::string& dir, const optimizer& opt) {
+    return load_checked(dir, opt, nullptr);
+  }
+  // As load, and the checkpoint must have been written by plan From: each tensor in the
+  // blocks From cuts it into (the reading map below is From's, computed at compile time).
+  template <class From>
+  checkpoint_info load_from(const std::string& dir, const optimizer& opt) {
+    static constexpr auto map = [] {
+      std::array<std::array<int, max_layer_params>, idx(P::num_layers)> b{};
+      for (int i = 0; i < P::num_layers; ++i)
+        for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) b[idx(i)][idx(k)] = ckpt::blocks<From>(i, k);
+      return b;
+    }();
+    return load_checked(dir, opt, &map);
+  }
+
+ private:
+  using block_map = std::array<std::array<int, max_layer_params>, idx(P::num_layers)>;
+
+  // The problem f ran into, or nothing; io's errors name their file already.
+  template <class F>
+  static std::string attempt(const std::string& dir, F&& f) {
+    try {
+      f();
+      return {};
+    } catch (const io::checkpoint_error& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return "checkpoint " + dir + ": " + e.what();
+    }
+  }
+  // The same verdict on every rank: the first failing rank's message.
+  void agree(const std::string& problem, const std::string&) {
+    try {
+      world_.agree(problem.empty(), problem);
+    } catch (const comm::comm_error& e) {
+      throw agreed_error(std::string("strata: ") + e.what());
+    }
+  }
+  // Replica 0 writes a piece; of a tensor the part's devices hold whole, device 0.
+  bool writes(int blocks) const { return me_.data == 0 && (blocks > 1 || me_.index == 0); }
+
+  // One moment of group g in the group's flat layout, whole. With ZeRO every device of
+  // the group holds the chunks it owns: all-gathered, then placed by each owner's segments
+  // (bit for bit: no arithmetic on the values).
+  std::vector<M> flat_state(int which, int g) {
+    const std::size_t n = uz(store_.elems(g)), st = uz(store_.state_elems(g));
+    const int R = store_.partition_size(g);
+    std::vector<M> flat(n), all(st * uz(R));
+    if (n == 0) return flat;
+    const int me = store_.partition_rank(g);
+    store_.read_state(which, g, all.data() + uz(me) * st);
+    if (R > 1) {  // every device's state, through backend memory (NCCL needs device buffers)
+      auto buf = Backend::template allocate<M>(all.size());
+      Backend::upload(q_, all.data() + uz(me) * st, st, buf.data() + uz(me) * st);
+      Backend::synchronize(q_);
+      groups_[idx(g)]->all_gather(buf.data() + uz(me) * st, buf.data(), st);
+      groups_[idx(g)]->synchronize();
+      Backend::download(q_, buf.data(), all.size(), all.data());
+      Backend::synchronize(q_);
+    }
+    for (int r = 0; r < R; ++r)
+      for (const zero::segment& s : R == 1 ? store_.segments(g) : zero::segments<P>(me_.stage, g, me_, R, r))
+        if (!s.tail || r == 0)
+          std::copy_n(all.data() + uz(r) * st + uz(s.state), uz(s.count), flat.data() + s.offset);
+    return flat;
+  }
+
+  void write_index(const std::string& tmp, long long step, const optimizer& opt,
+                   const std::map<std::string, std::string>& user,
+                   const std::map<std::string, std::string>& trainer) const {
+    const int W = world_.size();
+    std::string j = "{\n  \"metadata\": {\n";
+    auto kv = [&](const std::string& k, const std::string& v, bool last = false) {
+      j += "    " + io::json::quoted(k) + ": " + io::json::quoted(v) + (last ? "\n" : ",\n");
+    };
+    kv("format", ckpt::format);
+    kv("step", std::to_string(step));
+    kv("world", std::to_string(W));
+    kv("optimizer", ckpt::optimizer_name(opt));
+    kv("model", ckpt::joined(ckpt::model_entries<P>()));
+    auto object = [&](const char* key, const std::map<std::string, std::string>& m, bool last) {
+      j += std::string("    \"") + key + "\": {";
+      bool first = true;
+      for (const auto& [k, v] : m) {
+        j += std::string(first ? "" : ", ") + io::json::quoted(k) + ": " + io::json::quoted(v);
+        first = false;
+      }
+      j += last ? "}\n" : "},\n";
+    };
+    object("trainer", trainer, false);
+    object("user", user, true);
+    j += "  },\n  \"files\": {\n";
+    bool first = true;
+    for (int r = 0; r < W; ++r) {
+      const std::string f = ckpt::rank_file(r, W);
+      j += "    " + io::json::quoted(f) + ": " + std::to_string(std::filesystem::file_size(tmp + "/" + f)) +
+           (r + 1 < W ? ",\n" : "\n");
+    }
+    j += "  },\n  \"weight_map\": {\n";
+    first = true;
+    // every rank's pieces, from the plan: no message needed
+    for (int r = 0; r < W; ++r) {
+      const rank_coord c = P::coord(r);
+      if (c.data != 0) continue;
+      for (int i = 0; i < P::num_layers; ++i) {
+        if (P::stage_of_part(P::layer_plans[idx(i)].part) != c.stage) continue;
+        for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
+          const int n = ckpt::blocks<P>(i, k);
+          if (n == 1 && c.index != 0) continue;
+          const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), c.index, n);
+          const std::string file = io::json::quoted(ckpt::rank_file(r, W));
+          j += std::string(first ? "" : ",\n") + "    " + io::json::quoted(piece) + ": " + file;
+          first = false;
+          for (const std::string& s : ckpt::state_names(opt))
+            j += ",\n    " + io::json::quoted("optimizer." + s + "." + piece) + ": " + file;
+        }
+      }
+    }
+    j += "\n  }\n}\n";
+    io::write_atomic(tmp + "/" + ckpt::index_name, [&](io::atomic_file_sink& sink) { sink.write(j.data(), j.size()); });
+  }
+
+  // <dir> becomes the new checkpoint: the old one (if any) is moved aside, then removed;
+  // the renames are made durable by syncing the parent directory.
+  static void commit(const std::string& tmp, const std::string& dir) {
+    const std::string old = dir + ".old";
+    std::filesystem::remove_all(old);
+    if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
+    std::filesystem::rename(tmp, dir);
+    std::filesystem::remove_all(old);
+    const std::string parent = io::detail::directory_of(dir);
+    io::detail::fd_guard d{::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (d.fd < 0 || ::fsync(d.fd) != 0)
+      throw io::checkpoint_error(dir, "written, but fsync of its directory " + parent + " failed");
+  }
+
+  checkpoint_info load_checked(const std::string& dir, const optimizer& opt, const block_map* from) {
+    checkpoint_info info;
+    std::vector<std::vector<M>> params;  // staged, per owned tensor in (layer, k) order
+    const std::vector<std::string> states = ckpt::state_names(opt);
+    std::array<std::array<std::vector<M>, 2>, 2> flat;
+    const std::string problem = attempt(dir, [&] { stage(dir, opt, from, info, params, flat); });
+    agree(problem, dir);
+    // every rank has everything: store it
+    std::size_t t = 0;
+    for (int i = 0; i < P::num_layers; ++i) {
+      if (!store_.owns(i)) continue;
+      for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) store_.set_master(i, k, params[t++].data());
+    }
+    for (std::size_t s = 0; s < states.size(); ++s)
+      for (int g = 0; g < 2; ++g) {
+        const std::vector<M>& f = flat[s][idx(g)];
+        std::vector<M> mine(uz(store_.state_elems(g)));
+        for (const zero::segment& sg : store_.segments(g))
+          std::copy_n(f.data() + sg.offset, uz(sg.count), mine.data() + sg.state);
+        store_.write_state(static_cast<int>(s), g, mine.data());
+      }
+    store_.refresh();
+    return info;
+  }
+
+  void stage(const std::string& dir, const optimizer& opt, const block_map* from, checkpoint_info& info,
+             std::vector<std::vector<M>>& params, std::array<std::array<std::vector<M>, 2>, 2>& flat) {
+    const std::string index_path = dir + "/" + ckpt::index_name;
+    const std::vector<std::byte> bytes = io::read_file(index_path);
+    const io::json::value root = [&] {
+      try {
+        return io::json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      } catch (const std::exception& e) {
+        throw io::checkpoint_error(index_path, std::string("not a valid index: ") + e.what());
+      }
+    }();
+    auto bad = [&](const std::string& what) { throw io::checkpoint_error(index_path, what); };
+    using kind = io::json::value::kind;
+    const io::json::value* meta = root.find("metadata");
+    const io::json::value* files = root.find("files");
+    const io::json::value* map = root.find("weight_map");
+    if (!meta || meta->type != kind::object || !files || files->type != kind::object || !map ||
+        map->type != kind::object)
+      bad("the index lacks its metadata, files or weight_map object");
+    auto text = [&](const char* key) {
+      const io::json::value* v = meta->find(key);
+      if (!v || v->type != kind::string) bad(std::string("the index's metadata has no \"") + key + "\"");
+      return v->text;
+    };
+    if (text("format") != ckpt::format) bad("format \"" + text("format") + "\", expected \"" + ckpt::format + "\"");
+    // the model: the first tensor that differs, by name and shape
+    const std::vector<std::string> mine = ckpt::model_entries<P>();
+    std::vector<std::string> theirs;
+    for (std::size_t a = 0, b; a <= text("model").size(); a = b + 1) {
+      b = text("model").find(';', a);
+      if (b == std::string::npos) b = text("model").size();
+      if (b > a) theirs.push_back(text("model").substr(a, b - a));
+    }
+    for (std::size_t e = 0; e < std::max(mine.size(), theirs.size()); ++e)
+      if (e >= mine.size() || e >= theirs.size() || mine[e] != theirs[e])
+        bad("it holds another model: tensor " + std::to_string(e) + " is " +
+            (e < theirs.size() ? theirs[e] : "absent") + " in the checkpoint, " + (e < mine.size() ? mine[e] : "absent") +
+            " in this plan");
+    if (text("optimizer") != ckpt::optimizer_name(opt))
+      bad("written with " + text("optimizer") + "'s state; this trainer runs " + ckpt::optimizer_name(opt));
+    try {
+      info.step = std::stoll(text("step"));
+    } catch (const std::exception&) {
+      bad("step \"" + text("step") + "\" is not a number");
+    }
+    for (auto [key, out] : {std::pair{"user", &info.user}, std::pair{"trainer", &info.trainer}})
+      if (const io::json::value* u = meta->find(key); u && u->type == kind::object)
+        for (const auto& m : u->members)
+          if (m.val.type == kind::string) (*out)[m.key] = m.val.text;
+    // every file listed, at its recorded size (a truncated file fails here, by name)
+    for (const auto& f : files->members) {
+      const std::string path = dir + "/" + f.key;
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(path, ec);
+      if (ec) throw io::checkpoint_error(path, "missing: " + ec.message());
+      if (f.val.type != kind::integer || static_cast<std::uintmax_t>(f.val.integer) != size)
+        throw io::checkpoint_error(path, "holds " + std::to_string(size) + " bytes, the index says " +
+                                             std::to_string(f.val.integer) + ": truncated or replaced");
+    }
+    std::map<std::string, std::string, std::less<>> where;
+    for (const auto& m : map->members) where[m.key] = m.val.text;
+    std::map<std::string, std::unique_ptr<io::reader>> open;
+    auto reader_of = [&](const std::string& file) -> const io::reader& {
+      auto& r = open[file];
+      if (!r) r = std::make_unique<io::reader>(dir + "/" + file);
+      return *r;
+    };
+    // the blocks a tensor was saved in: From's (compile time) or what the index lists
+    auto saved_blocks = [&](int i, int k, const std::string& name) {
+      if (from) return (*from)[idx(i)][idx(k)];
+      if (where.count(name)) return 1;
+      const std::string first = name + ".shard0of";
+      const auto it = where.lower_bound(first);
+      if (it == where.end() || it->first.compare(0, first.size(), first) != 0)
+        bad("tensor " + name + " is not in the checkpoint");
+      return std::stoi(it->first.substr(first.size()));
+    };
+    // a tensor's logical values, assembled from its pieces
+    auto assemble = [&](int i, int k, const std::string& prefix) {
+      const layer_plan& lp = P::layer_plans[idx(i)];
+      const shape_t whole = lp.desc.params[idx(k)].shape;
+      const std::string name = ckpt::tensor_name<P>(i, k);
+      const int n = saved_blocks(i, k, name);
+      std::vector<double> full(uz(whole.numel()));
+      for (int b = 0; b < n; ++b) {
+        const std::string piece = prefix + ckpt::piece_name(name, b, n);
+        const auto at = where.find(piece);
+        if (at == where.end())
+          bad("piece " + piece + " is missing (" +
+              (from ? "the plan named as the writer cuts " + name + " into " + std::to_string(n) +
+                          " blocks: was the checkpoint written by another plan?)"
+                    : "the index lists " + name + " in " + std::to_string(n) + " blocks)"));
+        const io::reader& r = reader_of(at->second);
+        if (!r.has(piece)) throw io::checkpoint_error(r.path(), "tensor " + piece + " is missing");
+        // its shape: the logical one with every cut axis divided by n
+        const std::vector<std::uint64_t> got = r.info(piece).shape;
+        shape_t local = whole;
+        bool ok = got.size() == std::size_t(whole.rank);
+        for (int a = 0; ok && a < whole.rank; ++a) {
+          const auto d = static_cast<std::uint64_t>(whole.dim[idx(a)]);
+          ok = got[idx(a)] == d || got[idx(a)] * std::uint64_t(n) == d;
+          local.dim[idx(a)] = static_cast<int>(got[idx(a)]);
+        }
+        if (!ok || local.numel() * n != whole.numel())
+          throw io::checkpoint_error(r.path(), "tensor " + piece + " has shape " + ckpt::dims_text(got) +
+                                                   ", not one of " + std::to_string(n) + " blocks of " +
+                                                   ckpt::dims_text(ckpt::dims(whole)));
+        const std::vector<double> v = ckpt::values(r, piece);
+        for (std::size_t e = 0; e < v.size(); ++e) full[logical_index(whole, local, b, e)] = v[e];
+      }
+      return full;
+    };
+    const std::vector<std::string> states = ckpt::state_names(opt);
+    for (std::size_t s = 0; s < states.size(); ++s)
+      for (int g = 0; g < 2; ++g) flat[s][idx(g)].assign(uz(store_.elems(g)), M(0));
+    for (int i = 0; i < P::num_layers; ++i) {
+      if (!store_.owns(i)) continue;
+      const layer_plan& lp = P::layer_plans[idx(i)];
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const shape_t whole = lp.desc.params[idx(k)].shape, local = lp.local_params[idx(k)];
+        const lower::tensor_place& pl = store_t::place(i, k);
+        auto mine_of = [&](const std::vector<double>& full, M* out) {
+          for (long long e = 0; e < pl.size; ++e)
+            out[e] = static_cast<M>(full[logical_index(whole, local, me_.index, static_cast<std::uint64_t>(e))]);
+        };
+        params.emplace_back(uz(pl.size));
+        mine_of(assemble(i, k, ""), params.back().data());
+        for (std::size_t s = 0; s < states.size(); ++s)
+          mine_of(assemble(i, k, "optimizer." + states[s] + "."), flat[s][idx(pl.group)].data() + pl.offset);
+      }
+    }
+  }
+
+  typename Backend::queue& q_;
+  Comm& world_;
+  store_t& store_;
+  rank_coord me_;
+  std::array<Comm*, 2> groups_;
+};
+
+}  // namespace exec
+}  // namespace strata

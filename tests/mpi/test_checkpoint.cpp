@@ -1,0 +1,233 @@
+// Checkpoints under MPI (exec/checkpoint.hpp), float64, on 4 ranks:
+//  * resume: stopping after step 3 and resuming from the checkpoint in a new trainer gives
+//    the bit-identical trajectory of the uninterrupted run (DP2 x PP2, ZeRO-1 on
+//    TP2 + SP x DP2 and DP4, offloaded weights and state), and the saver's entries (a data
+//    position) come back;
+//  * resharding: a checkpoint written by one plan loads into another, and the run that
+//    continues there equals the original continuing (relative 1e-9): DP4 -> PP2 x TP2,
+//    TP2 x DP2 -> TP4, ZeRO-1 -> plain, offloaded -> TP, with the reading map from the writer's plan type
+//    (load_checkpoint_from<From>) and from the index;
+//  * failures: a truncated file, a flipped byte, a missing index, another model, another
+//    optimizer, a checkpoint of another plan than From: the same agreed_error on every
+//    rank, naming the problem, and the trainer's parameters untouched.
+// mpi-ranks: 4
+#include "doctest_world.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+#include "small_gpt.hpp"
+
+using namespace strata;
+
+namespace {
+
+template <template <int, class...> class Strategy, int N, class... Extra>
+using whole = small_gpt::on<Strategy, N, 2, Extra...>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using pipe = small_gpt::staged<Strategy, N, Extra...>;
+
+// every plan below trains on a global batch of 8 sequences on 4 ranks
+using DP4 = whole<Replicate, 1, MicroBatch<2>>;
+using DP4_Z = whole<Replicate, 1, MicroBatch<2>, Zero<1>, Buckets<3>>;
+using DP2_PP2 = pipe<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>>;
+using PP2_TP2 = pipe<Split, 2, MicroBatch<2>, NumMicroBatch<4>, SequenceParallel>;
+using TP2 = whole<Split, 2, MicroBatch<4>>;
+using TP2_Z = whole<Split, 2, MicroBatch<4>, SequenceParallel, Zero<1>>;
+using TP4 = whole<Split, 4, MicroBatch<8>>;
+using DP4_OFF = whole<Replicate, 1, MicroBatch<2>, Zero<1>, Offload<offload_level::weights_and_state>, ApplyGroups<3>>;
+using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
+
+const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
+const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 6},
+                              .decay = decay_on::matrices,
+                              .clip_norm = 1.0};
+
+auto& W() { return mpi_test::world(); }
+
+// One directory name for the whole job, chosen by rank 0.
+std::string shared_dir(const std::string& tag) {
+  std::int64_t id = W().rank() == 0 ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : 0;
+  W().comm().broadcast(&id, 1, 0);
+  return (std::filesystem::temp_directory_path() / ("strata_ckpt_" + tag + "_" + std::to_string(id))).string();
+}
+struct cleanup {
+  std::string dir;
+  ~cleanup() {
+    W().comm().agree(true, "");
+    if (W().rank() == 0) std::filesystem::remove_all(dir);
+  }
+};
+
+template <class P>
+struct run {
+  trainer<P, double, Host, comm::mpi_communicator> t;
+  run() : t(W(), opt, 0x5eed) {
+    t.set_training_options(recipe);
+    t.check_replicas_every(1);  // ZeRO's gathers and every load keep the replicas identical
+  }
+  // global step s's batch, this replica's shard
+  void step(int s) {
+    const std::size_t G = 8, in = std::size_t(P::input_elems), lab = std::size_t(P::labels_per_sample);
+    std::vector<double> x(G * in);
+    std::vector<std::int32_t> y(G * lab);
+    verify::random_data<P>(77)(s, std::span<double>(x), std::span<std::int32_t>(y));
+    const std::size_t R = std::size_t(P::replica_batch), first = std::size_t(t.coord().data) * R;
+    REQUIRE(R * std::size_t(t.data_parallel()) == G);
+    t.step(batch_view<double>{.inputs = std::span<const double>(x).subspan(first * in, R * in),
+                              .labels = std::span<const std::int32_t>(y).subspan(first * lab, R * lab),
+                              .samples = R});
+  }
+};
+
+using params_t = std::vector<std::vector<std::vector<double>>>;
+double worst_relative(const params_t& a, const params_t& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t k = 0; k < a[i].size(); ++k) {
+      double num = 0, den = 0;
+      for (std::size_t j = 0; j < a[i][k].size(); ++j) {
+        num += (a[i][k][j] - b[i][k][j]) * (a[i][k][j] - b[i][k][j]);
+        den += b[i][k][j] * b[i][k][j];
+      }
+      worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
+    }
+  return worst;
+}
+
+// Stop after step 3, resume in a new trainer: the same bits as 6 uninterrupted steps.
+template <class P>
+void resume(const char* name) {
+  const std::string dir = shared_dir("resume");
+  cleanup c{dir};
+  run<P> straight;
+  for (int s = 0; s < 6; ++s) straight.step(s);
+  {
+    run<P> first;
+    for (int s = 0; s < 3; ++s) first.step(s);
+    first.t.save_checkpoint(dir, {{"data.position", "3"}});
+  }
+  run<P> second;
+  const checkpoint_info info = second.t.load_checkpoint(dir);
+  CHECK(info.step == 3);
+  CHECK(second.t.steps() == 3);
+  CHECK(info.user.at("data.position") == "3");
+  for (int s = std::stoi(info.user.at("data.position")); s < 6; ++s) second.step(s);
+  const bool same = straight.t.gather_parameters() == second.t.gather_parameters();
+  if (W().rank() == 0) std::printf("[resume] %-40s bit-identical after 3 + 3 steps: %s\n", name, same ? "yes" : "NO");
+  CHECK(same);
+}
+
+// Write with From after 3 steps, continue 3 steps in From and, from the checkpoint, in To.
+template <class From, class To, bool Typed>
+void reshard(const char* name) {
+  const std::string dir = shared_dir("reshard");
+  cleanup c{dir};
+  run<From> a;
+  for (int s = 0; s < 3; ++s) a.step(s);
+  a.t.save_checkpoint(dir);
+  for (int s = 3; s < 6; ++s) a.step(s);
+  run<To> b;
+  if constexpr (Typed) b.t.template load_checkpoint_from<From>(dir);
+  else b.t.load_checkpoint(dir);
+  for (int s = 3; s < 6; ++s) b.step(s);
+  const double e = worst_relative(b.t.gather_parameters(), a.t.gather_parameters());
+  if (W().rank() == 0)
+    std::printf("[reshard] %-40s worst parameter rel %.3e after 3 more steps%s\n", name, e,
+                Typed ? " (map from the plan type)" : "");
+  CHECK(e <= 1e-9);
+}
+
+// A load that must fail: the same message on every rank, nothing changed.
+template <class P, class F>
+void refused(const std::string& dir, const char* expect, F&& load) {
+  run<P> r;
+  const auto before = r.t.gather_parameters();
+  std::string what;
+  try {
+    load(r.t);
+  } catch (const agreed_error& e) {
+    what = e.what();
+  }
+  if (W().rank() == 0) std::printf("[refused] %s\n", what.c_str());
+  CHECK(what.find(expect) != std::string::npos);
+  if (what.find(expect) == std::string::npos) std::printf("rank %d got: '%s'\n", W().rank(), what.c_str());
+  CHECK(r.t.gather_parameters() == before);
+  CHECK(r.t.steps() == 0);
+  (void)dir;
+}
+
+}  // namespace
+
+TEST_CASE("resume gives the bit-identical trajectory") {
+  resume<DP2_PP2>("DP2 x PP2 (1F1B, 2 micro-batches)");
+  resume<TP2_Z>("TP2 + SP x DP2, ZeRO-1");
+  resume<DP4_Z>("DP4 ZeRO-1 (bucket tails)");
+  resume<DP4_OFF>("DP4 ZeRO-1, weights + state offloaded");
+}
+
+TEST_CASE("a checkpoint of one plan continues in another") {
+  reshard<DP4, PP2_TP2, true>("DP4 -> PP2 x TP2 + SP");
+  reshard<DP4, PP2_TP2, false>("DP4 -> PP2 x TP2 + SP");
+  reshard<TP2, TP4, true>("TP2 x DP2 -> TP4");
+  reshard<DP4_Z, DP4, false>("DP4 ZeRO-1 -> DP4");
+  reshard<TP2_Z, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-1 -> PP2 x TP2 + SP");
+  reshard<PP2_TP2, DP2_PP2, false>("PP2 x TP2 + SP -> DP2 x PP2");
+  reshard<DP4_OFF, TP2, true>("DP4 ZeRO-1 offloaded -> TP2 x DP2");
+}
+
+TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored") {
+  const std::string dir = shared_dir("bad");
+  cleanup c{dir};
+  {
+    run<TP2> a;
+    a.step(0);
+    a.t.save_checkpoint(dir);
+  }
+  const std::string victim = dir + "/" + exec::ckpt::rank_file(1, W().size());
+  auto edit = [&](auto&& f) {
+    W().comm().agree(true, "");
+    if (W().rank() == 0) f();
+    W().comm().agree(true, "");
+  };
+  refused<Other>(dir, "another model", [&](auto& t) { t.load_checkpoint(dir); });
+  {
+    auto t = make_trainer<TP2, double>(W(), SGD{.lr = 0.1, .momentum = 0.9});
+    std::string what;
+    try {
+      t.load_checkpoint(dir);
+    } catch (const agreed_error& e) {
+      what = e.what();
+    }
+    CHECK(what.find("written with AdamW's state; this trainer runs SGD") != std::string::npos);
+  }
+  refused<TP4>(dir, "was the checkpoint written by another plan?",
+               [&](auto& t) { t.template load_checkpoint_from<DP4>(dir); });
+  refused<TP4>(dir + "/nowhere", "cannot open", [&](auto& t) { t.load_checkpoint(dir + "/nowhere"); });
+  // a flipped byte in the last tensor's data: the size is right, the CRC is not
+  std::vector<char> original;
+  edit([&] {
+    std::ifstream in(victim, std::ios::binary);
+    original.assign(std::istreambuf_iterator<char>(in), {});
+    std::vector<char> bad = original;
+    bad[bad.size() - 3] ^= 0x10;
+    std::ofstream(victim, std::ios::binary).write(bad.data(), std::streamsize(bad.size()));
+  });
+  refused<TP4>(dir, "fails its CRC32 check", [&](auto& t) { t.load_checkpoint(dir); });
+  edit([&] {  // truncated
+    std::ofstream(victim, std::ios::binary).write(original.data(), std::streamsize(original.size() - 100));
+  });
+  refused<TP4>(dir, "truncated or replaced", [&](auto& t) { t.load_checkpoint(dir); });
+  edit([&] { std::filesystem::remove(dir + "/index.json"); });
+  refused<TP4>(dir, "index.json: cannot open", [&](auto& t) { t.load_checkpoint(dir); });
+}

@@ -1,0 +1,85 @@
+// The memory options in the analyses. ZeRO (Zero<1>): the optimizer state of a device is its chunk of every
+// gradient bucket plus the bucket's tail (exec/zero.hpp), so dp replicas divide it by dp
+// up to the tails; a group that spans the part's devices (whole tensors under Split<N>)
+// divides by devices × dp. The gradient buckets are reduce-scattered and all-gathered
+// instead of all-reduced, with the same bytes each way as the all-reduce they replace.
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+using MLP = Replicate<1, Flatten, Linear<784, 512>, ReLU, Linear<512, 10>>;
+constexpr long long mlp_params = 784LL * 512 + 512 + 512 * 10 + 10;
+using Plain = Plan<MLP, Loss<SoftmaxCrossEntropy>, MicroBatch<32>, World<4>>;
+using Z = Plan<MLP, Loss<SoftmaxCrossEntropy>, MicroBatch<32>, World<4>, Zero<1>>;
+
+static_assert(Plain::zero == 0 && Z::zero == 1);
+static_assert(Plain::adam_state_bytes(0) == 2 * mlp_params * 4);
+// 5 buckets of ⌈mlp_params / 5⌉ (the last shorter), each cut into 4 chunks and a tail < 4
+static_assert(Z::optimizer_state_elems(0) >= mlp_params / 4 && Z::optimizer_state_elems(0) < mlp_params / 4 + 5 * 4);
+static_assert(Z::adam_state_bytes(0) == 2 * Z::optimizer_state_elems(0) * 4);
+// dp given explicitly: the state shrinks with the replicas
+static_assert(Z::adam_state_bytes(0, 1) == Plain::adam_state_bytes(0));
+static_assert(Z::adam_state_bytes(0, 8) < Z::adam_state_bytes(0, 4) && Z::adam_state_bytes(0, 8) > Plain::adam_state_bytes(0) / 9);
+// parameters and gradients are kept whole (the layers read and write whole tensors)
+static_assert(Z::parameter_bytes(0) == Plain::parameter_bytes(0) && Z::gradient_bytes(0) == Plain::gradient_bytes(0));
+static_assert(Z::peak_memory_bytes(0) == Plain::peak_memory_bytes(0) - Plain::adam_state_bytes(0) + Z::adam_state_bytes(0));
+
+// communication: all-reduce of the buckets -> reduce-scatter + all-gather of their chunks
+// (+ an all-reduce of the tails), the same total bytes per direction
+constexpr auto plain_comm = Plain::communication(0);
+constexpr auto zero_comm = Z::communication(0);
+static_assert(plain_comm.size == 1 && plain_comm.rows[0].kind == collective::all_reduce &&
+              plain_comm.rows[0].bytes == mlp_params * 4);
+constexpr long long bytes_of(const Z::comm_table& t, collective k) {
+  long long b = 0;
+  for (int i = 0; i < t.size; ++i)
+    if (t.rows[static_cast<std::size_t>(i)].kind == k) b += t.rows[static_cast<std::size_t>(i)].bytes;
+  return b;
+}
+static_assert(bytes_of(zero_comm, collective::reduce_scatter) == bytes_of(zero_comm, collective::all_gather));
+static_assert(bytes_of(zero_comm, collective::reduce_scatter) + bytes_of(zero_comm, collective::all_reduce) ==
+              mlp_params * 4);
+
+// Split<2> + sequence parallelism: LayerNorm works on a row split, so its whole tensors'
+// gradients are reduced over the part's devices and the data group (group 1): with ZeRO
+// their state is divided by 2 × dp
+constexpr int D = 256;
+using TP = Plan<Split<2, LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>, LayerNorm<D>, Linear<D, 10>>,
+                Loss<SoftmaxCrossEntropy>, Input<8, D>, MicroBatch<2>, World<4>, Zero<1>, Buckets<1>, SequenceParallel>;
+using TPplain = Plan<Split<2, LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>, LayerNorm<D>, Linear<D, 10>>,
+                     Loss<SoftmaxCrossEntropy>, Input<8, D>, MicroBatch<2>, World<4>, Buckets<1>, SequenceParallel>;
+constexpr long long g0 = TP::lowering::tables.group_elems[0][0], g1 = TP::lowering::tables.group_elems[0][1];
+static_assert(g1 > 0 && g0 > 0);
+static_assert(TP::optimizer_state_elems(0) == g0 / 2 + g0 % 2 + g1 / 4 + g1 % 4);
+static_assert(TPplain::optimizer_state_elems(0) == g0 + g1);
+
+// Offload<weights>: the masters move to host memory; the device keeps two TaskGraph
+// staging slots in the compute type and, during the update, one ApplyGroups group of the
+// masters (three arrays with the state offloaded too). Three TaskGraphs on one device:
+using Off = Plan<Colocate<Replicate<1, Flatten, Linear<784, 512>, ReLU>, Replicate<1, Linear<512, 512>, ReLU>,
+                          Replicate<1, Linear<512, 10>>>,
+                 Loss<SoftmaxCrossEntropy>, MicroBatch<32>, Offload<offload_level::weights>>;
+using OffAll = Plan<Colocate<Replicate<1, Flatten, Linear<784, 512>, ReLU>, Replicate<1, Linear<512, 512>, ReLU>,
+                             Replicate<1, Linear<512, 10>>>,
+                    Loss<SoftmaxCrossEntropy>, MicroBatch<32>, Offload<offload_level::weights_and_state>, ApplyGroups<4>>;
+constexpr long long all_params = 784LL * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10;
+static_assert(Off::staged_weights && OffAll::staged_weights && !Plain::staged_weights);
+static_assert(Off::num_taskgraphs == 3 && Off::stages == 1);
+static_assert(Off::staging_elems(0) == 784LL * 512 + 512);  // the largest TaskGraph
+static_assert(Off::parameter_bytes(0) == 2 * (784LL * 512 + 512) * 4);
+static_assert(Off::host_bytes(0) == all_params * 4 && Off::adam_state_bytes(0) == 2 * all_params * 4);
+static_assert(Off::update_buffer_bytes(0) == all_params * 4);  // one group: every master once
+static_assert(OffAll::adam_state_bytes(0) == 0 && OffAll::host_bytes(0) == 3 * all_params * 4);
+static_assert(OffAll::update_buffer_bytes(0) == (all_params + 3) / 4 * 4 * 3);
+static_assert(OffAll::peak_memory_bytes(0) < Off::peak_memory_bytes(0) - 2 * all_params * 4);
+// CastWeightsPerUse with bf16: the masters stay, the whole-model bf16 copy becomes two slots
+using Copies = Plan<Colocate<Replicate<1, Flatten, Linear<784, 512>, ReLU>, Replicate<1, Linear<512, 512>, ReLU>,
+                             Replicate<1, Linear<512, 10>>>,
+                    Loss<SoftmaxCrossEntropy>, MicroBatch<32>, Element<bf16>>;
+using PerUse = Plan<Colocate<Replicate<1, Flatten, Linear<784, 512>, ReLU>, Replicate<1, Linear<512, 512>, ReLU>,
+                             Replicate<1, Linear<512, 10>>>,
+                    Loss<SoftmaxCrossEntropy>, MicroBatch<32>, Element<bf16>, CastWeightsPerUse>;
+static_assert(Copies::parameter_bytes(0) == all_params * (4 + 2));
+static_assert(PerUse::parameter_bytes(0) == all_params * 4 + 2 * (784LL * 512 + 512) * 2);
+
+int main() { return 0; }

@@ -1,0 +1,95 @@
+// The trainer's training options against closed forms: the learning-rate schedule's
+// factors, weight-decay groups (AdamW's decoupled decay leaves exactly −lr·wd·p between a
+// run that decays a tensor and one that does not), and the learning rate a step uses
+// (SGD without momentum moves p by exactly −lr·factor·g).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+constexpr int V = 11, S = 4, D = 8, H = 2;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 2 * D>, GeLU, Linear<2 * D, D>>;
+using GPT = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP, LayerNorm<D>, Linear<D, V>>, Input<S>,
+                 Loss<SoftmaxCrossEntropy>, MicroBatch<3>, Element<double>>;
+
+constexpr lr_schedule cosine{.kind = lr_schedule::decay::cosine, .warmup = 4, .total = 14, .final_ratio = 0.1};
+constexpr lr_schedule linear{.kind = lr_schedule::decay::linear, .warmup = 0, .total = 10, .final_ratio = 0.0};
+static_assert(cosine.factor(1) == 0.25 && cosine.factor(4) == 1.0);  // warm-up: s / warmup
+static_assert(linear.factor(5) == 0.5 && linear.factor(10) == 0.0 && linear.factor(12) == 0.0);
+static_assert(lr_schedule{}.factor(1) == 1.0 && lr_schedule{}.factor(1000) == 1.0);
+static_assert(lr_schedule{.warmup = 10}.factor(5) == 0.5 && lr_schedule{.warmup = 10}.factor(50) == 1.0);
+
+std::vector<double> tokens(std::size_t n, unsigned seed) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = double((i * 7 + seed * 3) % V);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("cosine schedule: halfway down at the middle of the decay, the floor at the end") {
+  CHECK(cosine.factor(9) == doctest::Approx(0.1 + 0.9 * 0.5).epsilon(1e-15));  // p = 1/2
+  CHECK(cosine.factor(14) == doctest::Approx(0.1).epsilon(1e-15));
+  CHECK(cosine.factor(100) == doctest::Approx(0.1).epsilon(1e-15));
+  CHECK(cosine.factor(6) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.2))).epsilon(1e-15));
+}
+
+TEST_CASE("weight decay on matrices only leaves biases and norms undecayed") {
+  auto w = local_world<Host>();
+  const AdamW opt{.lr = 0.05, .weight_decay = 0.3};
+  auto all = make_trainer<GPT>(w, opt, 7);
+  auto mat = make_trainer<GPT>(w, opt, 7);
+  mat.set_training_options({.decay = decay_on::matrices});
+  const auto p0 = all.gather_parameters();
+  const auto x = tokens(3 * S, 1);
+  std::vector<std::int32_t> y(3 * S);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::int32_t((i * 5 + 2) % V);
+  const batch_view<double> b{.inputs = x, .labels = y, .samples = 3};
+  all.step(b);
+  mat.step(b);
+  const auto pa = all.gather_parameters(), pm = mat.gather_parameters();
+  int decayed = 0, kept = 0;
+  for (std::size_t i = 0; i < p0.size(); ++i)
+    for (std::size_t k = 0; k < p0[i].size(); ++k) {
+      const bool matrix = GPT::layer_plans[i].desc.params[k].shape.rank >= 2;
+      (matrix ? decayed : kept) += 1;
+      for (std::size_t j = 0; j < p0[i][k].size(); ++j) {
+        // AdamW: p' = p (1 − lr wd) − lr·u, u the same in both runs (the same gradient)
+        const double expect = matrix ? 0.0 : -opt.lr * opt.weight_decay * p0[i][k][j];
+        CHECK(pa[i][k][j] - pm[i][k][j] == doctest::Approx(expect).epsilon(1e-12).scale(1e-12));
+      }
+    }
+  CHECK(decayed >= 6);
+  CHECK(kept >= 8);  // biases, LayerNorm gains and shifts
+}
+
+TEST_CASE("each update uses lr times the schedule's factor") {
+  auto w = local_world<Host>();
+  const SGD opt{.lr = 0.2};
+  auto fixed = make_trainer<GPT>(w, opt, 3);
+  auto sched = make_trainer<GPT>(w, opt, 3);
+  sched.set_training_options({.schedule = cosine});
+  const auto x = tokens(3 * S, 2);
+  std::vector<std::int32_t> y(3 * S, 4);
+  const batch_view<double> b{.inputs = x, .labels = y, .samples = 3};
+  // same parameters before every step: copy the scheduled run's into the fixed one
+  for (long long s = 1; s <= 6; ++s) {
+    CHECK(sched.learning_rate() == doctest::Approx(0.2 * cosine.factor(s)).epsilon(1e-15));
+    const auto p0 = sched.gather_parameters();
+    fixed.set_parameters(p0);
+    fixed.step(b);
+    sched.step(b);
+    const auto pf = fixed.gather_parameters(), ps = sched.gather_parameters();
+    for (std::size_t i = 0; i < p0.size(); ++i)
+      for (std::size_t k = 0; k < p0[i].size(); ++k)
+        for (std::size_t j = 0; j < p0[i][k].size(); ++j)
+          CHECK(ps[i][k][j] - p0[i][k][j] ==
+                doctest::Approx(cosine.factor(s) * (pf[i][k][j] - p0[i][k][j])).epsilon(1e-10).scale(1e-14));
+  }
+}

@@ -4,6 +4,7 @@
 // initialises MPI and returns the launcher's world, one process per simulated device;
 // without it, a world of one process, which refuses to run if a launcher started more.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -44,18 +45,20 @@ world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
   if constexpr (requires { w.queue().set_threads(1u); }) {
     // Ranks on one node share its cores: each takes its share of the CPUs it may
     // run on (backend::host::cpu_share), for strata's pool and the BLAS together.
+    // (a bounded barrier first: MPI_Comm_split_type has no non-blocking form, and the
+    // node communicator's own collectives go through the watchdog)
+    c->agree(true, "");
     MPI_Comm node = MPI_COMM_NULL;
     if (MPI_Comm_split_type(c->native(), MPI_COMM_TYPE_SHARED, c->rank(), MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-      int local = 1;
-      MPI_Comm_size(node, &local);
+      comm::mpi_communicator nodec = comm::mpi_communicator::adopt(node, "node");
+      const int local = nodec.size();
       const std::vector<int> mine = backend::host::allowed_cpus();
-      int count = static_cast<int>(mine.size()), most = 0;
-      MPI_Allreduce(&count, &most, 1, MPI_INT, MPI_MAX, node);
-      std::vector<int> padded(mine);
+      std::int32_t most = static_cast<std::int32_t>(mine.size());
+      nodec.all_reduce(&most, 1, comm::reduce_op::max);
+      std::vector<std::int32_t> padded(mine.begin(), mine.end());
       padded.resize(static_cast<std::size_t>(most), -1);
-      std::vector<int> all(static_cast<std::size_t>(most) * static_cast<std::size_t>(local));
-      MPI_Allgather(padded.data(), most, MPI_INT, all.data(), most, MPI_INT, node);
-      MPI_Comm_free(&node);
+      std::vector<std::int32_t> all(static_cast<std::size_t>(most) * static_cast<std::size_t>(local));
+      nodec.all_gather(padded.data(), all.data(), static_cast<std::size_t>(most));
       std::vector<std::vector<int>> masks(static_cast<std::size_t>(local));
       for (std::size_t r = 0; r < masks.size(); ++r)
         for (int k = 0; k < most; ++k)

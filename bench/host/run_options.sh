@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The training options' cost on this machine (bench/host/bench_options.cpp): step time of
+# the main job's GPT as 2 processes of data parallelism with each option, relative to the
+# plain step measured in the same run, and checkpoint save/load against plain file I/O.
+# The report goes to stdout and to bench/results/options_<date>_<cpu>.md.
+#   bash bench/host/run_options.sh [steps]    (default 10 per pass)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+steps=${1:-10}
+
+bash scripts/deps.sh >/dev/null
+cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
+  -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build-bench --target bench_host_options >/dev/null
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+tag=$(echo "$cpu" | awk '{print $1"_"$2}')
+out=bench/results/options_$(date +%F)_${tag}.md
+run=$(cd /tmp && mpiexec -n 2 --oversubscribe "$OLDPWD/build-bench/bench/bench_host_options" "$steps")
+{
+  echo "# Training options on the host: step time and checkpoint I/O"
+  echo
+  echo "- machine: $cpu, $(nproc) CPUs; $(date -u '+%F %H:%M UTC')"
+  echo "- command: \`bash bench/host/run_options.sh $steps\` (commit $(git rev-parse --short HEAD))"
+  echo
+  echo '```'
+  echo "$run"
+  echo '```'
+} > "$out"
+cat "$out"

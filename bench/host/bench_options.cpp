@@ -28,6 +28,14 @@ template <class... O>
 using GPT = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<Blocks, Attn, MLP>, LayerNorm<D>, Linear<D, V>>,
                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<B>, O...>;
 
+// the same GPT with one TaskGraph per block (the granularity ZeRO-3 gathers at)
+using Blk = Replicate<1, Attn, MLP>;
+template <class... O>
+using GPTB = Plan<Colocate<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>>, Blk, Blk, Blk, Blk,
+                           Replicate<1, LayerNorm<D>, Linear<D, V>>>,
+                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<B>, O...>;
+static_assert(GPTB<>::num_taskgraphs == 2 + Blocks);
+
 using W = world<Host, comm::mpi_communicator>;
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -67,7 +75,10 @@ int main(int argc, char** argv) {
                            {"Offload<weights_and_state> + ApplyGroups<4>"},
                            {"schedule + decay groups + clipping"},
                            {"bf16"},
-                           {"bf16 + CastWeightsPerUse"}};
+                           {"bf16 + CastWeightsPerUse"},
+                           {"plain DP2, a TaskGraph per block"},
+                           {"Zero<2>, a TaskGraph per block"},
+                           {"Zero<3>, a TaskGraph per block"}};
   for (int pass = 0; pass < 2; ++pass) {
     auto keep = [&](std::size_t i, double ms) { rows[i].best = std::min(rows[i].best, ms); };
     keep(0, step_ms<GPT<>>(w, steps));
@@ -78,12 +89,26 @@ int main(int argc, char** argv) {
     keep(5, step_ms<GPT<>>(w, steps, recipe));
     keep(6, step_ms<GPT<>, bf16>(w, steps));
     keep(7, step_ms<GPT<CastWeightsPerUse>, bf16>(w, steps));
+    keep(8, step_ms<GPTB<>>(w, steps));
+    keep(9, step_ms<GPTB<Zero<2>>>(w, steps));
+    keep(10, step_ms<GPTB<Zero<3>>>(w, steps));
   }
   if (w.rank() == 0) {
     std::printf("GPT (4 blocks, D 128, context 128), %d MPI processes of DP, %d sequences each, %d steps per pass\n",
                 w.size(), B, steps);
     std::printf("  %-46s %10s %10s\n", "option", "ms/step", "vs plain");
     for (const row& r : rows) std::printf("  %-46s %10.1f %9.2fx\n", r.name, r.best, r.best / rows[0].best);
+    // what each ZeRO level keeps per device (the memory analysis; float32, Adam)
+    const int dp = w.size();
+    auto mem = [&]<class P>(const char* name, P*) {
+      std::printf("  %-22s params %6.2f MB  grads %6.2f MB  Adam state %6.2f MB\n", name, P::parameter_bytes(0, dp) / 1e6,
+                  P::gradient_bytes(0, dp) / 1e6, P::adam_state_bytes(0, dp) / 1e6);
+    };
+    std::printf("per device, a TaskGraph per block, dp %d:\n", dp);
+    mem("no ZeRO", static_cast<GPTB<>*>(nullptr));
+    mem("Zero<1>", static_cast<GPTB<Zero<1>>*>(nullptr));
+    mem("Zero<2>", static_cast<GPTB<Zero<2>>*>(nullptr));
+    mem("Zero<3>", static_cast<GPTB<Zero<3>>*>(nullptr));
   }
 
   // checkpoints: save + load against plain file I/O of the same bytes

@@ -90,7 +90,30 @@ using EMB_BIG = Plan<Replicate<1, Embedding<1000, 16>, LayerNorm<16>, Linear<16,
 using CHUNKS_G = Plan<Pipeline<Replicate<1, Linear<32, 64>, GeLU>, Replicate<1, Linear<64, 10>>>, CE, MicroBatch<8>,
                       NumMicroBatch<4>, Schedule<Interleaved<2>>>;
 
+// three TaskGraphs: offloaded weights brought in on the copy stream ahead of their use;
+// ZeRO-3's staging and gradient slots (a world of one: no collective, the same buffers)
+template <class... O>
+using THREE = Plan<Colocate<Replicate<1, Linear<32, 64>, GeLU>, Replicate<1, Linear<64, 64>, GeLU>,
+                            Replicate<1, LayerNorm<64>, Linear<64, 10>>>,
+                   CE, MicroBatch<16>, NumMicroBatch<2>, O...>;
+
 }  // namespace
+
+TEST_CASE("offload, weights cast per use and ZeRO-2/3 on the GPU match the host backend") {
+  const auto [l1, p1] = gpu_vs_host<THREE<Offload<offload_level::weights_and_state>, ApplyGroups<2>>, double>(
+      Adam{.lr = 1e-2}, 6, 0, false);
+  MESSAGE("offloaded weights + state (copy stream) float64: loss " << l1 << ", params " << p1);
+  CHECK(l1 < 1e-10);
+  CHECK(p1 < 1e-10);
+  const auto [l2, p2] = gpu_vs_host<THREE<Zero<3>>, double>(Adam{.lr = 1e-2}, 6, 0, false);
+  MESSAGE("Zero<3> float64: loss " << l2 << ", params " << p2);
+  CHECK(l2 < 1e-10);
+  CHECK(p2 < 1e-10);
+  const auto [l3, p3] = gpu_vs_host<THREE<Zero<2>, CastWeightsPerUse>, bf16>(SGD{.lr = 0.05}, 6, 0, false);
+  MESSAGE("Zero<2> bf16 weights cast per use: loss " << l3 << ", params " << p3);
+  CHECK(l3 < 1e-2);
+  CHECK(p3 < 1e-2);
+}
 
 TEST_CASE("float64 steps on the GPU match the host backend") {
   const auto [l, p] = gpu_vs_host<MLP, double>(SGD{.lr = 0.05, .momentum = 0.9}, 10);

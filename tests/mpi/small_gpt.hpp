@@ -21,4 +21,11 @@ using staged = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D
                              Strategy<N, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
                     Input<S>, CE, Extra...>;
 
+// four TaskGraphs on the same devices (the embeddings, a block, a block, the head): what
+// ZeRO-3 gathers and frees one at a time
+template <template <int, class...> class Strategy, int N, class... Extra>
+using graphs = Plan<Colocate<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>>, Strategy<N, Attn, MLP>,
+                             Strategy<N, Attn, MLP>, Strategy<N, LayerNorm<D>, Linear<D, V>>>,
+                    Input<S>, CE, Extra...>;
+
 }  // namespace small_gpt

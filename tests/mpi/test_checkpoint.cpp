@@ -46,6 +46,10 @@ using TP2 = whole<Split, 2, MicroBatch<4>>;
 using TP2_Z = whole<Split, 2, MicroBatch<4>, SequenceParallel, Zero<1>>;
 using TP4 = whole<Split, 4, MicroBatch<8>>;
 using DP4_OFF = whole<Replicate, 1, MicroBatch<2>, Zero<1>, Offload<offload_level::weights_and_state>, ApplyGroups<3>>;
+// ZeRO-2/3 over four TaskGraphs (the same layers): gradients, then masters partitioned
+using DP4_Z2 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<2>, Buckets<3>>;
+using DP4_Z3 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<3>, Buckets<3>>;
+using TP2_Z3 = small_gpt::graphs<Split, 2, MicroBatch<4>, SequenceParallel, Zero<3>>;
 using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
 
 const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
@@ -174,6 +178,8 @@ TEST_CASE("resume gives the bit-identical trajectory") {
   resume<TP2_Z>("TP2 + SP x DP2, ZeRO-1");
   resume<DP4_Z>("DP4 ZeRO-1 (bucket tails)");
   resume<DP4_OFF>("DP4 ZeRO-1, weights + state offloaded");
+  resume<DP4_Z2>("DP4 ZeRO-2 (four TaskGraphs)");
+  resume<DP4_Z3>("DP4 ZeRO-3 (four TaskGraphs)");
 }
 
 TEST_CASE("a checkpoint of one plan continues in another") {
@@ -184,6 +190,9 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<TP2_Z, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-1 -> PP2 x TP2 + SP");
   reshard<PP2_TP2, DP2_PP2, false>("PP2 x TP2 + SP -> DP2 x PP2");
   reshard<DP4_OFF, TP2, true>("DP4 ZeRO-1 offloaded -> TP2 x DP2");
+  reshard<DP4_Z3, DP4, false>("DP4 ZeRO-3 -> DP4");
+  reshard<DP4, DP4_Z3, true>("DP4 -> DP4 ZeRO-3");
+  reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");
 }
 
 TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored") {

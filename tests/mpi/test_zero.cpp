@@ -1,4 +1,4 @@
-// ZeRO (Zero<1>), the learning-rate schedule, weight-decay groups and global-norm
+// ZeRO (Zero<1>, <2>, <3>), the learning-rate schedule, weight-decay groups and global-norm
 // clipping under every strategy, against the same model on one device without any of
 // the partitioning (strata::verify::against_one_device: losses and every parameter each
 // step, evaluation, bytes per collective against the cost model — reduce-scatter and
@@ -43,6 +43,19 @@ using HYBRID = pipe<SequenceParallel>;
 
 static_assert(DP_Z::zero == 1 && TP2::zero == 0);
 
+// Zero<2> (gradients partitioned, reduce-scattered after every micro-batch) and Zero<3>
+// (parameters too, gathered per TaskGraph) on four TaskGraphs per device
+template <template <int, class...> class Strategy, int N, class... Extra>
+using graphs = small_gpt::graphs<Strategy, N, Extra...>;
+using DP_Z2 = graphs<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<2>, Buckets<3>>;
+using DP_Z3 = graphs<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<3>, Buckets<3>>;
+using TP2_Z3 = graphs<Split, 2, MicroBatch<4>, NumMicroBatch<2>, SequenceParallel, Zero<3>>;
+using PP2_Z3 = pipe1<Zero<3>>;
+using HYBRID_Z3 = pipe<Zero<3>, SequenceParallel>;
+using DP_Z3_OFF = graphs<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<3>, Offload<offload_level::weights_and_state>>;
+using DP_Z2_H = graphs<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<2>, Buckets<3>, HalfGradientReduce<64>>;
+static_assert(DP_Z3::num_taskgraphs == 4 && DP_Z3::staged_weights);
+
 // gradients reduced in fp16 (EPL communication.fp16, fp16_scale 128): half the bytes
 using DP_H = whole<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, HalfGradientReduce<128>>;
 using DP_ZH = whole<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<1>, Buckets<3>, HalfGradientReduce<64>>;
@@ -69,12 +82,30 @@ TEST_CASE("ZeRO-1 equals plain data parallelism and one device") {
   if (world_is(2)) mpi_test::check_one_device<DP_Z, bf16, double>("zero", "bf16 DP2 ZeRO-1", SGD{.lr = 0.1}, 3e-2, 4);
 }
 
+TEST_CASE("ZeRO-2 and ZeRO-3 equal one device") {
+  if (world_is(2)) mpi_test::check_one_device<DP_Z2>("zero", "DP2 ZeRO-2 (AdamW)", adamw, 1e-9, 6);
+  // one TaskGraph per stage: each backward's gradients in the slot its previous one did not use
+  if (world_is(2)) mpi_test::check_one_device<pipe1<Zero<2>>>("zero", "PP2 ZeRO-2, 4 micro-batches", adamw, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<DP_Z2>("zero", "DP4 ZeRO-2 (SGD momentum)", sgd, 1e-9, 6);
+  if (world_is(2)) mpi_test::check_one_device<DP_Z3>("zero", "DP2 ZeRO-3 (AdamW)", adamw, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<DP_Z3>("zero", "DP4 ZeRO-3 (SGD momentum)", sgd, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<TP2_Z3>("zero", "TP2 + SP x DP2 ZeRO-3", adamw, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<pipe1<Zero<2>>>("zero", "PP2 x DP2 ZeRO-2, 4 micro-batches", adamw, 1e-9,
+                                                                 6);
+  if (world_is(4)) mpi_test::check_one_device<PP2_Z3>("zero", "PP2 x DP2 ZeRO-3, 4 micro-batches", adamw, 1e-9, 6);
+  if (world_is(8)) mpi_test::check_one_device<HYBRID_Z3>("zero", "DP2 x PP2 x TP2 + SP ZeRO-3", adamw, 1e-9, 6);
+  if (world_is(2)) mpi_test::check_one_device<DP_Z3_OFF>("zero", "DP2 ZeRO-3 + offloaded weights and state", adamw,
+                                                         1e-9, 6);
+  if (world_is(2)) mpi_test::check_one_device<DP_Z3, bf16, double>("zero", "bf16 DP2 ZeRO-3", SGD{.lr = 0.1}, 3e-2, 4);
+}
+
 // fp16 rounding of each gradient (and of the fp16 partial sums): float runs against a
 // float64 device, within fp16 accuracy; the bytes moved are the plan's (2 per element).
 TEST_CASE("gradients reduced in fp16") {
   if (world_is(2)) mpi_test::check_one_device<DP_H, float, double>("half", "DP2, fp16 all-reduce", adamw, 1e-2, 6);
   if (world_is(4)) mpi_test::check_one_device<DP_ZH, float, double>("half", "DP4 ZeRO-1, fp16 reduce-scatter", sgd, 1e-2, 6);
   if (world_is(4)) mpi_test::check_one_device<DP_H, double>("half", "DP4 float64 (fp16 rounding only)", sgd, 1e-2, 6);
+  if (world_is(4)) mpi_test::check_one_device<DP_Z2_H, float, double>("half", "DP4 ZeRO-2, fp16 reduce-scatter", sgd, 1e-2, 6);
 }
 
 TEST_CASE("schedule, decay groups and clipping equal one device") {
@@ -83,6 +114,7 @@ TEST_CASE("schedule, decay groups and clipping equal one device") {
   if (world_is(8)) mpi_test::check_one_device<HYBRID>("recipe", "DP2 x PP2 x TP2 + SP", adamw, 1e-9, 6, gpt_recipe);
   if (world_is(8)) mpi_test::check_one_device<HYBRID_Z>("recipe", "DP2 x PP2 x TP2 + SP ZeRO-1", sgd, 1e-9, 6,
                                                         gpt_recipe);
+  if (world_is(4)) mpi_test::check_one_device<TP2_Z3>("recipe", "TP2 + SP x DP2 ZeRO-3", adamw, 1e-9, 6, gpt_recipe);
 }
 
 // One clipped SGD step (no momentum, no decay): Δp = −lr · g · c with c = clip / (‖g‖ +
@@ -131,4 +163,6 @@ TEST_CASE("the clipping norm counts every parameter once") {
   if (world_is(4)) clipped_step<DP_Z>("DP4 ZeRO-1 (chunks and tails)");
   if (world_is(8)) clipped_step<HYBRID>("DP2 x PP2 x TP2 + SP");
   if (world_is(8)) clipped_step<HYBRID_Z>("DP2 x PP2 x TP2 + SP ZeRO-1");
+  if (world_is(4)) clipped_step<DP_Z3>("DP4 ZeRO-3");
+  if (world_is(8)) clipped_step<HYBRID_Z3>("DP2 x PP2 x TP2 + SP ZeRO-3");
 }

@@ -30,7 +30,8 @@ constexpr auto plain_comm = Plain::communication(0);
 constexpr auto zero_comm = Z::communication(0);
 static_assert(plain_comm.size == 1 && plain_comm.rows[0].kind == collective::all_reduce &&
               plain_comm.rows[0].bytes == mlp_params * 4);
-constexpr long long bytes_of(const Z::comm_table& t, collective k) {
+template <class Table>
+constexpr long long bytes_of(const Table& t, collective k) {
   long long b = 0;
   for (int i = 0; i < t.size; ++i)
     if (t.rows[static_cast<std::size_t>(i)].kind == k) b += t.rows[static_cast<std::size_t>(i)].bytes;
@@ -81,5 +82,65 @@ using PerUse = Plan<Colocate<Replicate<1, Flatten, Linear<784, 512>, ReLU>, Repl
                     Loss<SoftmaxCrossEntropy>, MicroBatch<32>, Element<bf16>, CastWeightsPerUse>;
 static_assert(Copies::parameter_bytes(0) == all_params * (4 + 2));
 static_assert(PerUse::parameter_bytes(0) == all_params * 4 + 2 * (784LL * 512 + 512) * 2);
+
+// Zero<2>: the gradients are kept as this device's chunks (as the optimizer state) plus
+// two TaskGraph slots that a backward writes; Zero<3>: the masters too, plus two staging
+// slots that a TaskGraph's weights are all-gathered into. Eight TaskGraphs of a GPT-like
+// width on 8 data-parallel devices: the finer the TaskGraphs, the smaller the slots.
+using Hid = Replicate<1, Linear<1024, 1024>, ReLU>;
+template <int Z, class... Extra>
+using Eight = Plan<Colocate<Hid, Hid, Hid, Hid, Hid, Hid, Hid, Replicate<1, Linear<1024, 10>>>, Loss<SoftmaxCrossEntropy>,
+                   Input<1024>, MicroBatch<8>, World<8>, Zero<Z>, Extra...>;
+constexpr long long eight_params = 7 * (1024LL * 1024 + 1024) + 1024 * 10 + 10, eight_slot = 1024LL * 1024 + 1024;
+static_assert(Eight<3>::num_taskgraphs == 8 && Eight<3>::staged_weights && !Eight<2>::staged_weights);
+static_assert(Eight<3>::staging_elems(0) == eight_slot);
+// this device's chunks: Zero<2/3> cut the buckets at TaskGraph boundaries too (more tails)
+constexpr long long shard = Eight<2>::optimizer_state_elems(0);
+constexpr int nb = Eight<2>::lowering::tables.num_buckets[0];
+static_assert(shard == Eight<3>::optimizer_state_elems(0) && nb == 8);
+static_assert(shard >= eight_params / 8 && shard < eight_params / 8 + 8 * nb);
+static_assert(Eight<1>::optimizer_state_elems(0) >= eight_params / 8 && Eight<1>::optimizer_state_elems(0) < shard + 64);
+// Zero<1>: whole masters and gradients
+static_assert(Eight<1>::parameter_bytes(0) == eight_params * 4 && Eight<1>::gradient_bytes(0) == eight_params * 4);
+// Zero<2>: gradients divided (plus two slots)
+static_assert(Eight<2>::parameter_bytes(0) == eight_params * 4);
+static_assert(Eight<2>::gradient_bytes(0) == (shard + 2 * eight_slot) * 4);
+static_assert(Eight<2>::gradient_bytes(0) * 2 < Eight<1>::gradient_bytes(0));  // 0.41
+// Zero<3>: masters divided too (plus two slots)
+static_assert(Eight<3>::parameter_bytes(0) == (shard + 2 * eight_slot) * 4);
+static_assert(Eight<3>::gradient_bytes(0) == Eight<2>::gradient_bytes(0));
+static_assert(Eight<3>::peak_memory_bytes(0) * 2 < Eight<1>::peak_memory_bytes(0));
+// bf16 under Zero<3>: fp32 shard, two bf16 slots and one fp32 slot the all-gather lands in
+static_assert(Eight<3, Element<bf16>>::parameter_bytes(0) == shard * 4 + 2 * eight_slot * 2 + eight_slot * 4);
+// offloaded: the shard (and its optimizer state) in host memory
+static_assert(Eight<3, Offload<offload_level::weights_and_state>>::host_bytes(0) == 3 * shard * 4);
+static_assert(Eight<3, Offload<offload_level::weights_and_state>>::parameter_bytes(0) == 2 * eight_slot * 4);
+// one TaskGraph with parameters: one gradient slot (nothing to overlap)
+using Z2one = Plan<MLP, Loss<SoftmaxCrossEntropy>, MicroBatch<32>, World<4>, Zero<2>>;
+static_assert(Z2one::gradient_bytes(0) == (Z2one::optimizer_state_elems(0) + mlp_params) * 4);
+static_assert(detail::gradient_slots<Z2one>(0) == 1 && detail::gradient_slots<Eight<2>>(0) == 2);
+// a dp the plan was not fixed for: the shard follows
+static_assert(Eight<3>::parameter_bytes(0, 2) > Eight<3>::parameter_bytes(0, 8));
+
+// Communication of one step (one micro-batch): Zero<2> reduce-scatters (and all-reduces
+// the tails of) every gradient once, as Zero<1>; Zero<3> all-gathers each TaskGraph's
+// weights whenever it is staged: forward 0..7, backward 7 6 (still staged) 5..0.
+static_assert(bytes_of(Eight<2>::communication(0), collective::reduce_scatter) +
+                  bytes_of(Eight<2>::communication(0), collective::all_reduce) ==
+              eight_params * 4);
+static_assert(bytes_of(Eight<2>::communication(0), collective::all_gather) ==
+              bytes_of(Eight<2>::communication(0), collective::reduce_scatter));
+constexpr auto stagings = detail::taskgraph_stagings<Eight<3>>(0);
+static_assert(stagings[0] == 2 && stagings[5] == 2 && stagings[6] == 1 && stagings[7] == 1);
+static_assert(bytes_of(Eight<3>::communication(0), collective::all_gather) >
+              bytes_of(Eight<2>::communication(0), collective::all_gather) * 7 / 4);
+// two micro-batches: Zero<2> reduces after each backward
+template <int Z>
+using Eight2 = Plan<Colocate<Hid, Hid, Hid, Hid, Hid, Hid, Hid, Replicate<1, Linear<1024, 10>>>, Loss<SoftmaxCrossEntropy>,
+                    Input<1024>, MicroBatch<8>, NumMicroBatch<2>, World<8>, Zero<Z>>;
+static_assert(bytes_of(Eight2<2>::communication(0), collective::reduce_scatter) ==
+              2 * bytes_of(Eight<2>::communication(0), collective::reduce_scatter));
+static_assert(bytes_of(Eight2<1>::communication(0), collective::reduce_scatter) ==
+              bytes_of(Eight<1>::communication(0), collective::reduce_scatter));
 
 int main() { return 0; }

@@ -57,27 +57,6 @@ inline std::string mpi_seconds(std::chrono::milliseconds t) {
   return buf;
 }
 
-inline const char* mpi_dtype_name(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f64: return "f64";
-    case dtype::i32: return "i32";
-    case dtype::i64: return "i64";
-    case dtype::bf16: return "bf16";
-    case dtype::f16: return "f16";
-  }
-  return "?";
-}
-
-inline const char* mpi_reduce_name(reduce_op op) noexcept {
-  switch (op) {
-    case reduce_op::sum: return "sum";
-    case reduce_op::max: return "max";
-    case reduce_op::min: return "min";
-  }
-  return "?";
-}
-
 // What the watchdog says about the operation it waits for. Filled on every call
 // (a few stores); turned into text only when the timeout expires.
 struct mpi_op_info {
@@ -122,13 +101,13 @@ inline std::string mpi_peer_text(MPI_Comm comm, int r) {
 // (`pending[i]` true) with their peers, since those name the stuck rank.
 inline std::string mpi_describe(const mpi_op_info& o, MPI_Comm comm, const std::vector<bool>& pending = {}) {
   using k = mpi_op_info::kind;
-  const std::string n = std::string(mpi_dtype_name(o.type)) + " x " + std::to_string(o.count);
+  const std::string n = std::string(dtype_name(o.type)) + " x " + std::to_string(o.count);
   const std::string seq = " #" + std::to_string(o.seq);
   const std::string tag = ", tag " + std::to_string(o.tag);
   switch (o.what) {
-    case k::all_reduce: return "all_reduce" + seq + " (" + n + ", " + mpi_reduce_name(o.op) + ")";
+    case k::all_reduce: return "all_reduce" + seq + " (" + n + ", " + reduce_name(o.op) + ")";
     case k::reduce_scatter:
-      return "reduce_scatter" + seq + " (" + n + " per rank, " + mpi_reduce_name(o.op) + ")";
+      return "reduce_scatter" + seq + " (" + n + " per rank, " + reduce_name(o.op) + ")";
     case k::all_gather: return "all_gather" + seq + " (" + n + " per rank)";
     case k::broadcast: return "broadcast" + seq + " (" + n + ", root " + mpi_peer_text(comm, o.peer) + ")";
     case k::all_to_all: return "all_to_all" + seq + " (" + n + " per peer)";
@@ -136,7 +115,7 @@ inline std::string mpi_describe(const mpi_op_info& o, MPI_Comm comm, const std::
     case k::recv: return "recv" + seq + " (" + n + " from " + mpi_peer_text(comm, o.peer) + tag + ")";
     case k::sendrecv:
       return "sendrecv" + seq + " (" + n + " to " + mpi_peer_text(comm, o.peer) + ", " +
-             mpi_dtype_name(o.type) + " x " + std::to_string(o.count2) + " from " +
+             dtype_name(o.type) + " x " + std::to_string(o.count2) + " from " +
              mpi_peer_text(comm, o.peer2) + tag + ")";
     case k::barrier: return "barrier" + seq;
     case k::agree:
@@ -158,7 +137,7 @@ inline std::string mpi_describe(const mpi_op_info& o, MPI_Comm comm, const std::
         const p2p_op& p = o.ops[i];
         const bool snd = p.what == p2p_op::kind::send;
         waiting += std::string(listed++ ? "; " : "") + (snd ? "send of " : "recv of ") +
-                   mpi_dtype_name(p.type) + " x " + std::to_string(p.count) + (snd ? " to " : " from ") +
+                   dtype_name(p.type) + " x " + std::to_string(p.count) + (snd ? " to " : " from ") +
                    mpi_peer_text(comm, p.peer) + ", tag " + std::to_string(p.tag);
       }
       if (more) waiting += "; " + std::to_string(more) + " more";

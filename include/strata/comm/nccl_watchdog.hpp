@@ -91,27 +91,6 @@ inline ncclRedOp_t nccl_op(reduce_op op) noexcept {
   return ncclSum;
 }
 
-inline const char* dtype_name(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f64: return "f64";
-    case dtype::i32: return "i32";
-    case dtype::i64: return "i64";
-    case dtype::bf16: return "bf16";
-    case dtype::f16: return "f16";
-  }
-  return "?";
-}
-
-inline const char* reduce_name(reduce_op op) noexcept {
-  switch (op) {
-    case reduce_op::sum: return "sum";
-    case reduce_op::max: return "max";
-    case reduce_op::min: return "min";
-  }
-  return "?";
-}
-
 // "file:line", shortened to the part after include/ for library frames.
 inline std::string nccl_site(const std::source_location& w) {
   std::string_view f = w.file_name();

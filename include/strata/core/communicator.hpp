@@ -81,6 +81,27 @@ inline constexpr dtype dtype_of = std::same_as<T, float>          ? dtype::f32
                                   : std::same_as<T, bf16>         ? dtype::bf16
                                                                   : dtype::f16;
 
+// Names for messages (the watchdogs' descriptions of an operation).
+constexpr const char* dtype_name(dtype t) noexcept {
+  switch (t) {
+    case dtype::f32: return "f32";
+    case dtype::f64: return "f64";
+    case dtype::i32: return "i32";
+    case dtype::i64: return "i64";
+    case dtype::bf16: return "bf16";
+    case dtype::f16: return "f16";
+  }
+  return "?";
+}
+constexpr const char* reduce_name(reduce_op op) noexcept {
+  switch (op) {
+    case reduce_op::sum: return "sum";
+    case reduce_op::max: return "max";
+    case reduce_op::min: return "min";
+  }
+  return "?";
+}
+
 constexpr std::size_t dtype_size(dtype t) noexcept {
   switch (t) {
     case dtype::f32:

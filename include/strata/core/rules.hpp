@@ -266,10 +266,9 @@ struct buckets_positive {
 
 template <int Level>
 struct zero_level_known {
-  static constexpr bool value = Level == 0 || Level == 1;
-  static_assert(value, "strata rule [zero-level]: Zero<Level> needs Level 0 (off) or 1 (optimizer state "
-                       "partitioned, gradients reduce-scattered); parameter partitioning is not a level yet "
-                       "(zero_level_known<Level>)");
+  static constexpr bool value = Level >= 0 && Level <= 3;
+  static_assert(value, "strata rule [zero-level]: Zero<Level> needs Level 0 (off), 1 (optimizer state "
+                       "partitioned), 2 (and gradients) or 3 (and parameters) (zero_level_known<Level>)");
 };
 
 template <int Kind, int Log2Init, int Growth, long long Fixed>

@@ -202,12 +202,13 @@ class checkpointer {
         std::filesystem::remove_all(tmp);
         std::filesystem::create_directories(tmp);
       });
-    agree(problem, dir);
+    agree(problem);
     const std::vector<std::string> states = ckpt::state_names(opt);
     // every moment of both groups, whole (ZeRO's partitions gathered): collective
     std::array<std::array<std::vector<M>, 2>, 2> flat;
     for (std::size_t s = 0; s < states.size(); ++s)
       for (int g = 0; g < 2; ++g) flat[s][idx(g)] = flat_state(static_cast<int>(s), g);
+    store_.gather_whole(*groups_[0], *groups_[1]);  // Zero<3>: the masters, whole
     problem = attempt(dir, [&] {
       io::writer w;
       std::vector<M> host;
@@ -233,12 +234,13 @@ class checkpointer {
       w.set_metadata("checkpoint.world", std::to_string(W));
       w.write(tmp + "/" + ckpt::rank_file(r, W));
     });
-    agree(problem, dir);
+    store_.drop_whole();
+    agree(problem);
     if (r == 0) problem = attempt(dir, [&] {
         write_index(tmp, step, opt, user, trainer);
         commit(tmp, dir);
       });
-    agree(problem, dir);
+    agree(problem);
   }
 
   // Reads a checkpoint of the same model (written by any plan); stores nothing unless
@@ -275,7 +277,7 @@ class checkpointer {
     }
   }
   // The same verdict on every rank: the first failing rank's message.
-  void agree(const std::string& problem, const std::string&) {
+  void agree(const std::string& problem) {
     try {
       world_.agree(problem.empty(), problem);
     } catch (const comm::comm_error& e) {
@@ -285,31 +287,8 @@ class checkpointer {
   // Replica 0 writes a piece; of a tensor the part's devices hold whole, device 0.
   bool writes(int blocks) const { return me_.data == 0 && (blocks > 1 || me_.index == 0); }
 
-  // One moment of group g in the group's flat layout, whole. With ZeRO every device of
-  // the group holds the chunks it owns: all-gathered, then placed by each owner's segments
-  // (bit for bit: no arithmetic on the values).
-  std::vector<M> flat_state(int which, int g) {
-    const std::size_t n = uz(store_.elems(g)), st = uz(store_.state_elems(g));
-    const int R = store_.partition_size(g);
-    std::vector<M> flat(n), all(st * uz(R));
-    if (n == 0) return flat;
-    const int me = store_.partition_rank(g);
-    store_.read_state(which, g, all.data() + uz(me) * st);
-    if (R > 1) {  // every device's state, through backend memory (NCCL needs device buffers)
-      auto buf = Backend::template allocate<M>(all.size());
-      Backend::upload(q_, all.data() + uz(me) * st, st, buf.data() + uz(me) * st);
-      Backend::synchronize(q_);
-      groups_[idx(g)]->all_gather(buf.data() + uz(me) * st, buf.data(), st);
-      groups_[idx(g)]->synchronize();
-      Backend::download(q_, buf.data(), all.size(), all.data());
-      Backend::synchronize(q_);
-    }
-    for (int r = 0; r < R; ++r)
-      for (const zero::segment& s : R == 1 ? store_.segments(g) : zero::segments<P>(me_.stage, g, me_, R, r))
-        if (!s.tail || r == 0)
-          std::copy_n(all.data() + uz(r) * st + uz(s.state), uz(s.count), flat.data() + s.offset);
-    return flat;
-  }
+  // One moment of group g in the group's flat layout, whole (ZeRO's partitions gathered).
+  std::vector<M> flat_state(int which, int g) { return store_.gather_flat(which, g, *groups_[idx(g)]); }
 
   void write_index(const std::string& tmp, long long step, const optimizer& opt,
                    const std::map<std::string, std::string>& user,
@@ -386,7 +365,7 @@ class checkpointer {
     const std::vector<std::string> states = ckpt::state_names(opt);
     std::array<std::array<std::vector<M>, 2>, 2> flat;
     const std::string problem = attempt(dir, [&] { stage(dir, opt, from, info, params, flat); });
-    agree(problem, dir);
+    agree(problem);
     // every rank has everything: store it
     std::size_t t = 0;
     for (int i = 0; i < P::num_layers; ++i) {

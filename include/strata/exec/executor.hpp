@@ -71,9 +71,18 @@ class executor {
     if constexpr (overlapped_comm) {
       comm_q_.emplace();
       comm_done_ = typename Backend::event(false);
+      for (auto& e : slot_done_) e = typename Backend::event(false);
       data_->set_stream(comm_q_->stream());
       part_data_->set_stream(comm_q_->stream());
     }
+    // Zero<3>: a TaskGraph's weights are all-gathered right before its layers need them
+    if constexpr (P::zero >= 3)
+      store_.set_gather([this](int g, const M* send, M* recv, std::size_t n) {
+        Comm& c = group_comm(g);
+        if constexpr (overlapped_comm) c.wait_for(q_.stream());  // this device's chunk is in place
+        c.all_gather(send, recv, n);
+        finish_buckets();
+      });
     // The step's batch in backend memory, at fixed places (graphs read them there).
     inputs_ = Backend::template allocate<M>(step_samples * per_sample);
     labels_ = Backend::template allocate<std::int32_t>(step_samples * labels_per_sample);
@@ -114,6 +123,12 @@ class executor {
       store_.zero_grads();
       fill(q_, std::size_t(3), 0.0, acc_.data());
     }
+    store_.begin_program(true);  // every pass stages (Zero<3>: gathers) the same TaskGraphs
+    // Zero<2/3>: the gradient slots' last reductions are done (the previous program ended
+    // with them); events of this program's own, so that a captured graph never waits on
+    // one recorded outside it
+    if constexpr (overlapped_comm && P::zero >= 2)
+      for (auto& e : slot_done_) e = Backend::record(q_);
     const auto& prog = L::train.prog;
     const int s = me_.stage;
     for (int i = 0; i < prog.length[idx(s)]; ++i) {
@@ -147,7 +162,7 @@ class executor {
       scale *= std::fmin(1.0, o.clip_norm / (norm + 1e-6));
     }
     store_.apply(opt, update, o.schedule.factor(step), o.decay, scale);
-    if constexpr (P::zero > 0) gather_updates();
+    if constexpr (P::zero > 0 && P::zero < 3) gather_updates();  // Zero<3> gathers per TaskGraph
     store_.refresh();
     return true;
   }
@@ -166,12 +181,16 @@ class executor {
     return r;
   }
   Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
+  // Zero<3>: the whole masters assembled for reading (gather_parameters, checkpoints,
+  // the replica check); collective.
+  void gather_whole() { store_.gather_whole(*data_, *part_data_); }
 
   // ---- evaluation: the forward-only program, once per micro-batch ------------------------
   // `mbs` micro-batches of the batch in inputs()/labels(); rows past `valid` (of the
   // replica's batch) are padding and do not count.
   void run_evaluation(int mbs, std::size_t valid) {
     fill(q_, std::size_t(3), 0.0, acc_.data());
+    store_.begin_program(false);
     valid_rows_ = valid;
     const auto& prog = L::eval.prog;
     const int s = me_.stage;
@@ -259,14 +278,27 @@ class executor {
   void backward(int part, const sched::instr& x) {
     const lower::part_plan& pp = L::tables.parts[idx(part)];
     const slot_set slots{x.slot, x.in_slot, x.out_slot};
+    int open_tg = -1;  // Zero<2/3>: the TaskGraph whose gradient slot this backward writes
     for (int k = pp.bwd_begin; k < pp.bwd_end; ++k) {
       const lower::step& st = L::tables.steps[idx(k)];
       switch (st.kind) {
         case lower::step_kind::convert: convert(st.index, part, slots); break;
-        case lower::step_kind::backward: layer(st.index, part, x.mb, slots, false); break;
+        case lower::step_kind::backward:
+          if constexpr (P::zero >= 2) {
+            const int tg = P::layer_plans[idx(st.index)].taskgraph;
+            if (tg != open_tg) {
+              store_.open_gradients(tg, [&](int s) {
+                if constexpr (overlapped_comm) Backend::wait(q_, slot_done_[idx(s)]);  // its last reductions
+              });
+              open_tg = tg;
+            }
+          }
+          layer(st.index, part, x.mb, slots, false);
+          break;
         case lower::step_kind::recompute: layer(st.index, part, x.mb, slots, true); break;
         case lower::step_kind::bucket:
-          if (x.last && final_pass_) issue(st.index);  // complete only after the final micro-batch
+          // complete only after the final micro-batch; Zero<2/3> reduce every backward's
+          if (P::zero >= 2 || (x.last && final_pass_)) issue(st.index);
           break;
         default: break;
       }
@@ -305,9 +337,10 @@ class executor {
     ctx.y = arena_.values(c.y, part, slots);
     ctx.dy = arena_.values(c.dy, part, slots);
     ctx.dx = arena_.values(c.dx, part, slots);
+    if (lp.desc.num_params > 0) store_.use(i);  // staged weights: in place from here
     for (int k = 0; k < lp.desc.num_params; ++k) {
       ctx.w[idx(k)] = store_.weight(i, k);
-      ctx.g[idx(k)] = store_.grad(i, k);
+      ctx.g[idx(k)] = P::zero >= 2 && fwd ? nullptr : store_.grad(i, k);  // Zero<2/3>: open in a backward only
     }
     ctx.stash_values = arena_.values(c.stash_values, part, slots);
     ctx.stash_stats = arena_.stats(c.stash_stats, part, slots);
@@ -356,28 +389,52 @@ class executor {
 
   // ---- gradient buckets (EPL communication.max_splits) -------------------------------------
   // All-reduced; with ZeRO the bucket's chunks are reduce-scattered in place (device r's
-  // sum lands at chunk r) and its short tail all-reduced (exec/zero.hpp).
+  // sum lands at chunk r) and its short tail all-reduced (exec/zero.hpp). Zero<2/3> then
+  // add the chunk and the tail to this device's gradient shard (on the communication
+  // queue where there is one, behind the collectives).
   void issue(int b) {
     const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
     Comm& c = group_comm(bk.group);
-    if (c.size() == 1) return;
-    if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
-    M* g = store_.grads(bk.group) + bk.offset;
-    if constexpr (P::half_reduce > 0) {
-      reduce_in_half(c, g, bk.count);
-      return;
+    M* g = store_.bucket_grads(b);
+    if (c.size() > 1) {
+      if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
+      if constexpr (P::half_reduce > 0) {
+        reduce_in_half(c, g, bk.count);
+      } else if constexpr (P::zero > 0) {
+        reduce_chunks(c, g, bk.count);
+      } else {
+        c.all_reduce(g, static_cast<std::size_t>(bk.count), comm::reduce_op::sum);
+      }
     }
-    if constexpr (P::zero > 0) {
+    if constexpr (P::zero >= 2) {
       const zero::bucket_split sp = zero::split_bucket(bk.count, c.size());
-      if (sp.q > 0)
-        c.reduce_scatter(g, g + static_cast<std::size_t>(c.rank() * sp.q), static_cast<std::size_t>(sp.q),
-                         comm::reduce_op::sum);
-      if (sp.tail > 0)
-        c.all_reduce(g + static_cast<std::size_t>(c.size() * sp.q), static_cast<std::size_t>(sp.tail),
-                     comm::reduce_op::sum);
-    } else {
-      c.all_reduce(g, static_cast<std::size_t>(bk.count), comm::reduce_op::sum);
+      queue& aq = reduction_queue(c);
+      M* shard = store_.shard_grads(b);
+      axpy(aq, static_cast<std::size_t>(sp.q), 1.0, g + c.rank() * sp.q, shard);
+      axpy(aq, static_cast<std::size_t>(sp.tail), 1.0, g + c.size() * sp.q, shard + sp.q);
+      if constexpr (overlapped_comm) c.record(slot_done_[idx(store_.gradient_slot(bk.taskgraph))].native());
     }
+  }
+  // ZeRO: a bucket's chunks reduce-scattered in place (device r's sum lands at chunk r),
+  // its tail all-reduced.
+  template <class X>
+  void reduce_chunks(Comm& c, X* g, long long count) {
+    const zero::bucket_split sp = zero::split_bucket(count, c.size());
+    if (sp.q > 0)
+      c.reduce_scatter(g, g + static_cast<std::size_t>(c.rank() * sp.q), static_cast<std::size_t>(sp.q),
+                       comm::reduce_op::sum);
+    if (sp.tail > 0)
+      c.all_reduce(g + static_cast<std::size_t>(c.size() * sp.q), static_cast<std::size_t>(sp.tail),
+                   comm::reduce_op::sum);
+  }
+  // Where work behind a group's collectives runs: the communication queue when there is
+  // one and the group communicates (the fp16 path has already waited for it).
+  queue& reduction_queue(Comm& c) {
+    if constexpr (overlapped_comm && P::half_reduce == 0) {
+      if (c.size() > 1) return *comm_q_;
+    }
+    (void)c;
+    return q_;
   }
 
   // HalfGradientReduce<S>: the bucket divided by S (exact), rounded to fp16, reduced in
@@ -392,13 +449,7 @@ class executor {
     std::size_t lo = 0, len = n;  // what comes back: the whole bucket, or this device's chunk and the tail
     if constexpr (P::zero > 0) {
       const zero::bucket_split sp = zero::split_bucket(count, c.size());
-      f16* h = half_.data();
-      if (sp.q > 0)
-        c.reduce_scatter(h, h + static_cast<std::size_t>(c.rank() * sp.q), static_cast<std::size_t>(sp.q),
-                         comm::reduce_op::sum);
-      if (sp.tail > 0)
-        c.all_reduce(h + static_cast<std::size_t>(c.size() * sp.q), static_cast<std::size_t>(sp.tail),
-                     comm::reduce_op::sum);
+      reduce_chunks(c, half_.data(), count);
       finish_buckets();
       lo = static_cast<std::size_t>(c.rank() * sp.q), len = static_cast<std::size_t>(sp.q);
       widen(half_.data() + c.size() * sp.q, static_cast<std::size_t>(sp.tail), g + c.size() * sp.q, S);
@@ -472,6 +523,7 @@ class executor {
   std::optional<Comm> part_, data_, part_data_;  // split once, in the constructor
   std::optional<queue> comm_q_;
   typename Backend::event comm_done_{};
+  std::array<typename Backend::event, 2> slot_done_{};  // Zero<2/3>: a gradient slot's reductions are done
   typename Backend::template buffer<M> inputs_;
   typename Backend::template buffer<std::int32_t> labels_, ids_;
   typename Backend::template buffer<double> acc_, scalar_;

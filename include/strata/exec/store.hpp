@@ -8,28 +8,40 @@
 // attributes the update needs (decayed or not). Without ZeRO the segments cover the group
 // and the optimizer state mirrors it; with Zero<1> each device's segments are the chunks of
 // the gradient buckets it owns (exec/zero.hpp) and its optimizer state holds only those.
+// Zero<2> keeps the gradients in that layout too: a TaskGraph's backward writes into one of
+// two gradient slots, whose buckets are reduce-scattered and added to this device's shard
+// after every backward. Zero<3> also keeps the masters in that layout: a TaskGraph's
+// weights are all-gathered into a staging slot before its layers run (and a whole copy is
+// assembled only when asked for: checkpoints, gather_parameters).
 // ApplyGroups<N> runs the segments in N groups of about equal size.
 //
 // What layers read: the masters (float/double), compute-type copies made after every
 // update (mixed precision), or — Offload<...> or CastWeightsPerUse — a staging buffer that
 // holds the weights of one TaskGraph at a time (two slots: the TaskGraph running and the
-// one before), filled from the masters right before the TaskGraph's layers run. Offloaded
-// masters (and state) live in the backend's host memory; the update brings one group at a
-// time to the device.
+// one before), filled from the masters before the TaskGraph's layers run: in a training
+// step on a copy queue, as early as the slot is free (exec/staging.hpp), so that the copy
+// overlaps the layers in between. Offloaded masters (and state) live in the backend's host
+// memory; the update brings one group at a time to the device.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "strata/core/precision.hpp"
 #include "strata/exec/init.hpp"
 #include "strata/exec/optimizer.hpp"
+#include "strata/exec/staging.hpp"
 #include "strata/exec/zero.hpp"
 #include "strata/plan/lower.hpp"
+#include "strata/plan/memory.hpp"
 
 namespace strata::exec {
 
@@ -41,6 +53,10 @@ class param_store {
   static constexpr bool offloaded = P::offload != offload_level::none;
   static constexpr bool state_offloaded = P::offload == offload_level::weights_and_state;
   static constexpr bool staged = P::staged_weights;
+  static constexpr bool grads_sharded = P::zero >= 2;   // gradients in the segments' layout
+  static constexpr bool params_sharded = P::zero >= 3;  // masters too
+  static constexpr bool slotted = staged || grads_sharded;  // per-TaskGraph layout needed
+  static constexpr bool prefetched = staged && !params_sharded;  // Zero<3> gathers on demand
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
   static constexpr std::size_t uz(long long v) { return static_cast<std::size_t>(v); }
   template <class X>
@@ -57,30 +73,23 @@ class param_store {
 
  public:
   using master_type = M;
-  param_store(typename Backend::queue& q, rank_coord me, std::uint64_t seed) : q_(q), stage_(me.stage), me_(me) {
+  param_store(typename Backend::queue& q, rank_coord me, std::uint64_t seed)
+      : q_(q), stage_(me.stage), me_(me), seed_(seed) {
     for (int g = 0; g < 2; ++g) {
       const std::size_t n = static_cast<std::size_t>(elems(g) > 0 ? elems(g) : 1);
-      params_[idx(g)] = make<offloaded>(n);
-      grads_[idx(g)] = Backend::template allocate<M>(n);
+      if constexpr (!params_sharded) params_[idx(g)] = make<offloaded>(n);
+      if constexpr (!grads_sharded) grads_[idx(g)] = Backend::template allocate<M>(n);
       if constexpr (mixed && !staged) work_[idx(g)] = Backend::template allocate<T>(n);
     }
-    if constexpr (staged) lay_out_staging();
-    partition({1, 1}, {0, 0});
-    // Values from the logical element index: the same model whatever the sharding.
-    std::vector<M> host;
-    for (int i = 0; i < P::num_layers; ++i) {
-      if (!owns(i)) continue;
-      const layer_plan& lp = P::layer_plans[idx(i)];
-      for (int k = 0; k < lp.desc.num_params; ++k) {
-        const param_t& prm = lp.desc.params[idx(k)];
-        const shape_t local = lp.local_params[idx(k)];
-        host.resize(uz(place(i, k).size));
-        for (std::size_t e = 0; e < host.size(); ++e)
-          host[e] = static_cast<M>(initial_value(lp.desc, i, k, logical_index(prm.shape, local, me.index, e), seed));
-        set_master(i, k, host.data());
-      }
+    if constexpr (slotted) lay_out_slots();
+    if constexpr (prefetched) {
+      uses_ = staging::training_uses<P>(stage_);
+      schedule_ = staging::plan(uses_);
+      if constexpr (std::is_constructible_v<typename Backend::queue, unsigned>) copy_q_.emplace(q_.threads());
+      else copy_q_.emplace();
     }
-    refresh_copies();
+    partition({1, 1}, {0, 0});
+    if constexpr (!params_sharded) initialize();
   }
 
   static constexpr const lower::tensor_place& place(int layer, int k) { return L::tables.params[idx(layer)][idx(k)]; }
@@ -90,6 +99,7 @@ class param_store {
   // Splits the update (and the optimizer state) over the devices of each group's
   // reduction: `size[g]` devices, this one at `rank[g]` (1 and 0: no partition). Zeroes
   // the optimizer state; called once, before the first step.
+  // Under Zero<3> it also lays the masters out anew, with their initial values.
   void partition(std::array<int, 2> size, std::array<int, 2> rank) {
     size_ = size;
     rank_ = rank;
@@ -106,7 +116,18 @@ class param_store {
       const std::vector<M> zeros(n, M(0));
       write(m_[idx(g)].data(), zeros.data(), n, state_offloaded);
       write(v_[idx(g)].data(), zeros.data(), n, state_offloaded);
+      if constexpr (params_sharded) params_[idx(g)] = make<offloaded>(n);
+      if constexpr (grads_sharded) grads_[idx(g)] = Backend::template allocate<M>(n);
     }
+    // where this device's chunk of each bucket (and the tail after it) lives in the
+    // segments' layout: the order zero::segments walks them
+    std::array<long long, 2> at{};
+    for (int b = 0; b < L::tables.num_buckets[idx(stage_)]; ++b) {
+      const lower::bucket& bk = L::tables.buckets[idx(stage_)][idx(b)];
+      bucket_state_[idx(b)] = at[idx(bk.group)];
+      at[idx(bk.group)] += bk.count / size[idx(bk.group)] + bk.count % size[idx(bk.group)];
+    }
+    if constexpr (params_sharded) initialize();
     // ApplyGroups: [first, last) element of the update, per group of about total / N
     const long long per = (total + P::apply_groups - 1) / P::apply_groups;
     if constexpr (offloaded) {
@@ -124,42 +145,171 @@ class param_store {
   // Optimizer state elements this device keeps per group (adam: two such arrays).
   long long state_elems(int g) const { return state_elems_[idx(g)]; }
 
-  // What layers read: backend memory, valid until the next update (or, staged, until
-  // another TaskGraph's weights are read: the executor asks per layer call).
+  // Staged: a layer call with parameters begins; its weights are in place on this queue
+  // when it returns (weight() then reads them). In a training step it follows the
+  // schedule: issues the fills due before this use, and waits for its slot's.
+  void use(int layer) {
+    if constexpr (staged) {
+      const int tg = P::layer_plans[idx(layer)].taskgraph;
+      if (!in_step_) {
+        current_ = stage_taskgraph(tg);
+        return;
+      }
+      const std::size_t j = uz(next_use_++);
+      if (j >= uses_.size() || uses_[j] != tg)
+        throw std::logic_error("strata: staged weights: use " + std::to_string(j) + " of the step is TaskGraph " +
+                               std::to_string(tg) + ", not the one the lowered program says");
+      for (int f : schedule_.issue[j])
+        if (f >= 0) fill_ahead(f);
+      const int s = schedule_.slot[j];
+      Backend::wait(q_, ready_[idx(s)]);
+      current_ = slots_[idx(s)].data();
+    }
+  }
+  // What layers read: backend memory, valid until the next update (or, staged, until the
+  // next use()).
   const T* weight(int layer, int k) {
     const lower::tensor_place& t = place(layer, k);
-    if constexpr (staged) return stage_taskgraph(P::layer_plans[idx(layer)].taskgraph) + stage_off_[idx(layer)][idx(k)];
+    if constexpr (staged) return current_ + slot_off_[idx(layer)][idx(k)];
     else if constexpr (mixed) return work_[idx(t.group)].data() + t.offset;
     else return params_[idx(t.group)].data() + t.offset;
   }
+  // Where a layer's backward adds its gradients (Zero<2/3>: its TaskGraph's open slot).
   M* grad(int layer, int k) {
     const lower::tensor_place& t = place(layer, k);
-    return grads_[idx(t.group)].data() + t.offset;
+    if constexpr (grads_sharded) {
+      const int tg = P::layer_plans[idx(layer)].taskgraph;
+      for (int s = 0; s < 2; ++s)
+        if (gslot_tg_[idx(s)] == tg) return gslots_[idx(s)].data() + slot_off_[idx(layer)][idx(k)];
+      throw std::logic_error("strata: gradients of TaskGraph " + std::to_string(tg) + " written before it was opened");
+    } else {
+      return grads_[idx(t.group)].data() + t.offset;
+    }
   }
-  M* grads(int g) { return grads_[idx(g)].data(); }
+  // Zero<2/3>: a TaskGraph's backward begins; its gradients go to the slot not used last,
+  // zeroed (`ready(s)` first: work still reading slot s, its buckets' reductions, is done).
+  // With one TaskGraph with parameters on the stage there is one slot (nothing to overlap).
+  template <class Ready>
+  int open_gradients(int tg, Ready&& ready) {
+    const int s = gslot_next_;
+    gslot_next_ = (gslot_next_ + 1) % gslot_count_;
+    ready(s);
+    gslot_tg_[idx(s)] = tg;
+    if (gslot_tg_[idx(s ^ 1)] == tg) gslot_tg_[idx(s ^ 1)] = -1;  // its previous backward's, reduced
+    fill(q_, uz(tg_size_[idx(tg)]), M(0), gslots_[idx(s)].data());
+    return s;
+  }
+  int gradient_slot(int tg) const { return gslot_tg_[0] == tg ? 0 : 1; }
+  // A bucket's gradients as the backward wrote them: where they are reduced.
+  M* bucket_grads(int b) {
+    const lower::bucket& bk = bucket_of(b);
+    if constexpr (grads_sharded)
+      return gslots_[idx(gradient_slot(bk.taskgraph))].data() + slot_pos(bk.taskgraph, bk.group, bk.offset);
+    else return grads_[idx(bk.group)].data() + bk.offset;
+  }
+  // Zero<2/3>: this device's summed chunk of bucket b (then its tail) in the shard.
+  M* shard_grads(int b) { return grads_[idx(bucket_of(b).group)].data() + bucket_state_[idx(b)]; }
 
   // Master values of one local tensor to and from host memory (its local size); call
-  // refresh() after the last set_master.
+  // refresh() after the last set_master. Zero<3> reads the whole copy gather_whole()
+  // assembled, and writes the parts of the tensor this device keeps.
   void read_master(int layer, int k, M* host) {
     const lower::tensor_place& t = place(layer, k);
-    read(params_[idx(t.group)].data() + t.offset, host, uz(t.size), offloaded);
+    if constexpr (params_sharded) {
+      if (!whole_valid_)
+        throw std::logic_error("strata: Zero<3> masters read without gather_whole() since the last change");
+      std::copy_n(whole_[idx(t.group)].data() + t.offset, uz(t.size), host);
+    } else {
+      read(params_[idx(t.group)].data() + t.offset, host, uz(t.size), offloaded);
+    }
   }
   void set_master(int layer, int k, const M* host) {
     const lower::tensor_place& t = place(layer, k);
-    write(params_[idx(t.group)].data() + t.offset, host, uz(t.size), offloaded);
+    if constexpr (params_sharded) {
+      whole_valid_ = false;
+      for (const zero::segment& s : segs_[idx(t.group)]) {
+        const long long lo = std::max(s.offset, t.offset), hi = std::min(s.offset + s.count, t.offset + t.size);
+        if (lo < hi)
+          write(params_[idx(t.group)].data() + s.state + (lo - s.offset), host + (lo - t.offset), uz(hi - lo), offloaded);
+      }
+    } else {
+      write(params_[idx(t.group)].data() + t.offset, host, uz(t.size), offloaded);
+    }
   }
-  // One moment of group g (which = 0: first moment or SGD's velocity, 1: second), in the
-  // segments' state layout, to and from host memory.
+  // One array of group g in the segments' layout, to and from host memory: which = 0 the
+  // first moment (or SGD's velocity), 1 the second; read_state(2, ...) reads the masters
+  // under Zero<3>.
   void read_state(int which, int g, M* host) {
+    if (which == 2) {
+      if constexpr (params_sharded) read(params_[idx(g)].data(), host, uz(state_elems(g)), offloaded);
+      return;
+    }
     read((which == 0 ? m_ : v_)[idx(g)].data(), host, uz(state_elems(g)), state_offloaded);
   }
   void write_state(int which, int g, const M* host) {
     write((which == 0 ? m_ : v_)[idx(g)].data(), host, uz(state_elems(g)), state_offloaded);
   }
+  // Array `which` of group g in the group's flat layout, whole: every device's segments
+  // all-gathered over `c` (the group's reduction devices) and placed by each owner's
+  // segments, bit for bit; the bucket tails (which every device holds) from this device,
+  // so that replicas whose tails drifted apart assemble different copies. Collective over c.
+  template <class Comm>
+  std::vector<M> gather_flat(int which, int g, Comm& c) {
+    const std::size_t n = uz(elems(g)), st = uz(state_elems(g));
+    const int R = size_[idx(g)], me = rank_[idx(g)];
+    std::vector<M> flat(n), all(st * uz(R));
+    if (n == 0) return flat;
+    read_state(which, g, all.data() + uz(me) * st);
+    if (R > 1) {  // through backend memory (NCCL needs device buffers)
+      auto buf = Backend::template allocate<M>(all.size());
+      Backend::upload(q_, all.data() + uz(me) * st, st, buf.data() + uz(me) * st);
+      Backend::synchronize(q_);
+      c.all_gather(buf.data() + uz(me) * st, buf.data(), st);
+      c.synchronize();
+      Backend::download(q_, buf.data(), all.size(), all.data());
+      Backend::synchronize(q_);
+    }
+    for (int r = 0; r < R; ++r)
+      for (const zero::segment& s : R == 1 ? segs_[idx(g)] : zero::segments<P>(stage_, g, me_, R, r))
+        if (!s.tail || r == me) std::copy_n(all.data() + uz(r) * st + uz(s.state), uz(s.count), flat.data() + s.offset);
+    return flat;
+  }
+  // Zero<3>: assembles the whole masters for read_master (collective over both groups'
+  // devices; nothing to do otherwise).
+  template <class Comm>
+  void gather_whole(Comm& group0, Comm& group1) {
+    if constexpr (params_sharded) {
+      whole_[0] = gather_flat(2, 0, group0);
+      whole_[1] = gather_flat(2, 1, group1);
+      whole_valid_ = true;
+    }
+  }
+  // Zero<3>: the whole copy is no longer needed (it is a full host copy of the masters).
+  void drop_whole() {
+    if constexpr (params_sharded) {
+      whole_ = {};
+      whole_valid_ = false;
+    }
+  }
   void refresh() { refresh_copies(); }
+  // A program begins: the staging slots are filled anew (so every training step stages
+  // the same TaskGraphs); a training step follows the schedule, an evaluation stages on
+  // demand.
+  void begin_program(bool training) {
+    if constexpr (staged) {
+      slot_tg_ = {-1, -1};
+      next_use_ = 0;
+      in_step_ = prefetched && training;
+    }
+  }
+  // Zero<3>: how a TaskGraph's weights get here — all_gather(g, send, recv, n) over group
+  // g's reduction devices, complete on this queue when it returns.
+  using gather_fn = std::function<void(int, const M*, M*, std::size_t)>;
+  void set_gather(gather_fn f) { gather_ = std::move(f); }
 
   void zero_grads() {
     for (int g = 0; g < 2; ++g) fill(q_, grads_[idx(g)].size(), M(0), grads_[idx(g)].data());
+    if constexpr (grads_sharded) gslot_tg_ = {-1, -1};
   }
 
   // This device's share of Σ g² over the model: every gradient element counted on
@@ -168,14 +318,14 @@ class param_store {
     double s = 0;
     for (int g = 0; g < 2; ++g)
       for (const zero::segment& sg : segs_[idx(g)])
-        if (sg.counts) s += sum_squares(q_, uz(sg.count), grads_[idx(g)].data() + sg.offset);
+        if (sg.counts) s += sum_squares(q_, uz(sg.count), grad_of(g, sg));
     return s;
   }
   // Whether every gradient this device updates is finite (after the reduction).
   bool grads_finite() {
     for (int g = 0; g < 2; ++g)
       for (const zero::segment& sg : segs_[idx(g)])
-        if (!all_finite(q_, uz(sg.count), grads_[idx(g)].data() + sg.offset)) return false;
+        if (!all_finite(q_, uz(sg.count), grad_of(g, sg))) return false;
     return true;
   }
 
@@ -216,6 +366,34 @@ class param_store {
   }
 
  private:
+  const lower::bucket& bucket_of(int b) const { return L::tables.buckets[idx(stage_)][idx(b)]; }
+  // A segment's masters and gradients: at its offset in the group, or (partitioned) at
+  // its place in the segments' layout.
+  M* master_of(int g, const zero::segment& s) { return params_[idx(g)].data() + (params_sharded ? s.state : s.offset); }
+  M* grad_of(int g, const zero::segment& s) { return grads_[idx(g)].data() + (grads_sharded ? s.state : s.offset); }
+  // Where element `offset` of group g lies in TaskGraph tg's slot.
+  long long slot_pos(int tg, int g, long long offset) const {
+    return tg_base_[idx(tg)][idx(g)] + (offset - tg_first_[idx(tg)][idx(g)]);
+  }
+
+  // Initial values from the logical element index: the same model whatever the sharding.
+  void initialize() {
+    std::vector<M> host;
+    for (int i = 0; i < P::num_layers; ++i) {
+      if (!owns(i)) continue;
+      const layer_plan& lp = P::layer_plans[idx(i)];
+      for (int k = 0; k < lp.desc.num_params; ++k) {
+        const param_t& prm = lp.desc.params[idx(k)];
+        const shape_t local = lp.local_params[idx(k)];
+        host.resize(uz(place(i, k).size));
+        for (std::size_t e = 0; e < host.size(); ++e)
+          host[e] = static_cast<M>(initial_value(lp.desc, i, k, logical_index(prm.shape, local, me_.index, e), seed_));
+        set_master(i, k, host.data());
+      }
+    }
+    refresh_copies();
+  }
+
   // Host memory of this backend's host_buffer, or backend memory.
   void read(const M* src, M* host, std::size_t n, bool in_host) {
     if (n == 0) return;
@@ -239,8 +417,8 @@ class param_store {
 
   void update_range(const optimizer& opt, long long update, double lr_factor, decay_on decay, double grad_scale, int g,
                     const zero::segment& s, long long a, long long n, long long at) {
-    M* p = params_[idx(g)].data() + s.offset + a;
-    M* gr = grads_[idx(g)].data() + s.offset + a;
+    M* p = master_of(g, s) + a;
+    M* gr = grad_of(g, s) + a;
     M* m = m_[idx(g)].data() + s.state + a;
     M* v = v_[idx(g)].data() + s.state + a;
     // offloaded: this range's masters (and state) on the device for the update, then back
@@ -278,24 +456,43 @@ class param_store {
     }
   }
 
-  // Each TaskGraph's tensors laid out one after the other in a staging slot.
-  void lay_out_staging() {
-    std::vector<long long> size(idx(P::num_taskgraphs), 0);
+  // Each TaskGraph's tensors in a slot: its range of group 0, then its range of group 1,
+  // in the groups' order (a TaskGraph's layers lie together, so each range is contiguous
+  // in its group and a bucket of Zero<2/3> is contiguous in the slot).
+  void lay_out_slots() {
+    tg_tensors_.resize(idx(P::num_taskgraphs));
+    tg_size_.assign(idx(P::num_taskgraphs), 0);
+    tg_first_.assign(idx(P::num_taskgraphs), {-1, -1});
+    tg_base_.assign(idx(P::num_taskgraphs), {0, 0});
     long long most = 1;
-    for (int i = 0; i < P::num_layers; ++i) {
-      if (!owns(i)) continue;
-      const int tg = P::layer_plans[idx(i)].taskgraph;
-      for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
-        stage_off_[idx(i)][idx(k)] = size[idx(tg)];
-        size[idx(tg)] += place(i, k).size;
+    for (int tg = 0; tg < P::num_taskgraphs; ++tg) {
+      for (int g = 0; g < 2; ++g) {
+        tg_base_[idx(tg)][idx(g)] = tg_size_[idx(tg)];
+        for (int i = 0; i < P::num_layers; ++i) {
+          if (!owns(i) || P::layer_plans[idx(i)].taskgraph != tg) continue;
+          for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
+            const lower::tensor_place& t = place(i, k);
+            if (t.group != g) continue;
+            if (tg_first_[idx(tg)][idx(g)] < 0) tg_first_[idx(tg)][idx(g)] = t.offset;
+            slot_off_[idx(i)][idx(k)] = tg_size_[idx(tg)];
+            tg_size_[idx(tg)] += t.size;
+            tg_tensors_[idx(tg)].push_back({i, k});
+          }
+        }
       }
-      most = std::max(most, size[idx(tg)]);
+      most = std::max(most, tg_size_[idx(tg)]);
     }
-    for (auto& s : slots_) s = Backend::template allocate<T>(uz(most));
-    if constexpr (offloaded && mixed) stage_masters_ = Backend::template allocate<M>(uz(most));
+    if constexpr (staged) {
+      for (auto& s : slots_) s = Backend::template allocate<T>(uz(most));
+      if constexpr (mixed && (offloaded || params_sharded)) stage_masters_ = Backend::template allocate<M>(uz(most));
+    }
+    if constexpr (grads_sharded) {
+      gslot_count_ = strata::detail::gradient_slots<P>(stage_);  // as plan/memory.hpp counts
+      for (int s = 0; s < gslot_count_; ++s) gslots_[idx(s)] = Backend::template allocate<M>(uz(most));
+    }
   }
 
-  // The weights of TaskGraph tg in compute type, in one of the two slots.
+  // The weights of TaskGraph tg in compute type, in one of the two slots (on demand).
   const T* stage_taskgraph(int tg) {
     for (int s = 0; s < 2; ++s)
       if (slot_tg_[idx(s)] == tg) return slots_[idx(s)].data();
@@ -303,29 +500,67 @@ class param_store {
     victim_ ^= 1;
     slot_tg_[idx(s)] = tg;
     T* dst = slots_[idx(s)].data();
-    for (int i = 0; i < P::num_layers; ++i) {
-      if (!owns(i) || P::layer_plans[idx(i)].taskgraph != tg) continue;
-      for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
-        const lower::tensor_place& t = place(i, k);
-        const M* src = params_[idx(t.group)].data() + t.offset;
-        T* out = dst + stage_off_[idx(i)][idx(k)];
-        if constexpr (offloaded && mixed) {
-          M* d = stage_masters_.data() + stage_off_[idx(i)][idx(k)];
-          Backend::upload(q_, src, uz(t.size), d);
-          cast_elements(q_, uz(t.size), static_cast<const M*>(d), out);
-        } else if constexpr (offloaded) {
-          Backend::upload(q_, src, uz(t.size), out);
-        } else {
-          cast_elements(q_, uz(t.size), src, out);
-        }
+    if constexpr (params_sharded) gather_taskgraph(tg, dst);
+    else fill_slot(q_, tg, dst);
+    return dst;
+  }
+  // The fill that use f needs, on the copy queue once the work so far (the last reads of
+  // the slot, and any update of the masters) is done.
+  void fill_ahead(int f) {
+    const int s = schedule_.slot[uz(f)], tg = uses_[uz(f)];
+    Backend::wait(*copy_q_, Backend::record(q_));
+    fill_slot(*copy_q_, tg, slots_[idx(s)].data());
+    ready_[idx(s)] = Backend::record(*copy_q_);
+    slot_tg_[idx(s)] = tg;
+  }
+  // TaskGraph tg's masters into a slot, in compute type, on queue cq.
+  void fill_slot(typename Backend::queue& cq, int tg, T* dst) {
+    for (const auto& [i, k] : tg_tensors_[idx(tg)]) {
+      const lower::tensor_place& t = place(i, k);
+      const M* src = params_[idx(t.group)].data() + t.offset;
+      T* out = dst + slot_off_[idx(i)][idx(k)];
+      if constexpr (offloaded && mixed) {
+        M* d = stage_masters_.data() + slot_off_[idx(i)][idx(k)];
+        Backend::upload(cq, src, uz(t.size), d);
+        cast_elements(cq, uz(t.size), static_cast<const M*>(d), out);
+      } else if constexpr (offloaded) {
+        Backend::upload(cq, src, uz(t.size), out);
+      } else {
+        cast_elements(cq, uz(t.size), src, out);
       }
     }
-    return dst;
+  }
+
+  // Zero<3>: each bucket of the TaskGraph from every device's chunk (all-gathered) and
+  // this device's copy of its tail; in master precision, then cast for mixed precision.
+  void gather_taskgraph(int tg, T* dst) {
+    M* buf;
+    if constexpr (mixed) buf = stage_masters_.data();
+    else buf = dst;
+    for (int b = 0; b < L::tables.num_buckets[idx(stage_)]; ++b) {
+      const lower::bucket& bk = bucket_of(b);
+      if (bk.taskgraph != tg) continue;
+      const int R = size_[idx(bk.group)], r = rank_[idx(bk.group)];
+      const zero::bucket_split sp = zero::split_bucket(bk.count, R);
+      M* at = buf + slot_pos(tg, bk.group, bk.offset);
+      const M* own = params_[idx(bk.group)].data() + bucket_state_[idx(b)];
+      put(own, sp.q, at + r * sp.q);
+      put(own + sp.q, sp.tail, at + R * sp.q);
+      if (R > 1 && sp.q > 0) gather_(bk.group, at + r * sp.q, at, uz(sp.q));
+    }
+    if constexpr (mixed) cast_elements(q_, uz(tg_size_[idx(tg)]), static_cast<const M*>(buf), dst);
+  }
+  // n masters to backend memory
+  void put(const M* src, long long n, M* dst) {
+    if (n <= 0) return;
+    if constexpr (offloaded) Backend::upload(q_, src, uz(n), dst);
+    else copy(q_, uz(n), src, dst);
   }
 
   // Mixed precision: the layers read bf16 copies of the masters, rounded to nearest
   // even after every update (Megatron's bf16 recipe). Staged: the slots are stale.
   void refresh_copies() {
+    whole_valid_ = false;
     if constexpr (staged) slot_tg_ = {-1, -1};
     else if constexpr (mixed)
       for (int g = 0; g < 2; ++g) cast_elements(q_, params_[idx(g)].size(), params_[idx(g)].data(), work_[idx(g)].data());
@@ -349,7 +584,30 @@ class param_store {
   device_buf<M> stage_masters_;
   std::array<int, 2> slot_tg_{-1, -1};
   int victim_ = 0;
-  std::array<std::array<long long, max_layer_params>, idx(P::num_layers)> stage_off_{};
+  // a training step's TaskGraph uses, their schedule, the copy queue and each slot's fill
+  std::vector<int> uses_;
+  staging::schedule schedule_;
+  std::optional<typename Backend::queue> copy_q_;
+  std::array<typename Backend::event, 2> ready_{};
+  long long next_use_ = 0;
+  bool in_step_ = false;
+  const T* current_ = nullptr;
+  // per TaskGraph: its (layer, tensor)s, slot size, first element of each group, and
+  // where each group's range starts in the slot; each tensor's place in its slot
+  std::vector<std::vector<std::pair<int, int>>> tg_tensors_;
+  std::vector<long long> tg_size_;
+  std::vector<std::array<long long, 2>> tg_first_, tg_base_;
+  std::array<std::array<long long, max_layer_params>, idx(P::num_layers)> slot_off_{};
+  // Zero<2/3>: two gradient slots and the TaskGraph each holds; each bucket's chunk in
+  // the segments' layout; Zero<3>: the gather, and the whole masters when assembled
+  std::array<device_buf<M>, 2> gslots_;
+  std::array<int, 2> gslot_tg_{-1, -1};
+  int gslot_next_ = 0, gslot_count_ = 2;
+  std::array<long long, idx(lower::lowered<P>::max_buckets)> bucket_state_{};
+  gather_fn gather_;
+  std::array<std::vector<M>, 2> whole_;
+  bool whole_valid_ = false;
+  std::uint64_t seed_ = 0;
 };
 
 }  // namespace strata::exec

@@ -176,7 +176,10 @@ class trainer {
   // whole tensor) still bit for bit identical? The same report on every rank.
   replica_report check_replicas() {
     return guarded("check_replicas", [&] {
-      return exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
+      exec_->gather_whole();
+      replica_report rep = exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
+      exec_->store().drop_whole();
+      return rep;
     });
   }
 
@@ -309,7 +312,9 @@ class trainer {
       std::fflush(stdout);
     }
     if (replica_every_ > 0 && step_ % replica_every_ == 0) {
+      exec_->gather_whole();
       const replica_report rep = exec::check_replicas<P, Backend>(q_, exec_->store(), world_.comm());
+      exec_->store().drop_whole();
       if (!rep.identical)
         throw agreed_error("strata: after step " + std::to_string(step_) + " the replicas differ: " +
                            rep.first_difference);
@@ -369,6 +374,7 @@ class trainer {
   std::vector<std::vector<std::vector<double>>> gather() {
     constexpr int NL = P::num_layers;
     std::vector<std::vector<std::vector<double>>> out(NL);
+    exec_->gather_whole();  // Zero<3>: the masters, whole
     auto& store = exec_->store();
     for (int i = 0; i < NL; ++i) {
       const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(i)];
@@ -389,6 +395,7 @@ class trainer {
         out[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = std::move(full);
       }
     }
+    store.drop_whole();
     return out;
   }
 

@@ -101,7 +101,8 @@ struct tensor_place {
 struct bucket {
   int group = 0;
   long long offset = 0, count = 0;
-  int layer = -1;  // issued after this layer's final backward
+  int layer = -1;      // issued after this layer's final backward (every backward under Zero<2/3>)
+  int taskgraph = -1;  // Zero<2/3>: the one TaskGraph whose tensors it holds
 };
 
 // Work-region layout (per stage): two activation/gradient buffers used in turn, the
@@ -129,7 +130,9 @@ constexpr long long max2(long long a, long long b) { return a > b ? a : b; }
 template <class P>
 struct lowered {
   static constexpr int NL = P::num_layers, NP = P::num_parts, NS = P::stages;
-  static constexpr int max_buckets = 2 * P::buckets;
+  // Zero<2/3> cut buckets at TaskGraph boundaries too (a TaskGraph's gradients and
+  // weights come and go together)
+  static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0));
   static constexpr int max_steps = NP + 7 * NL + NS * max_buckets + 1;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
@@ -435,19 +438,36 @@ struct lowered {
     for (int q = 0; q < NP; ++q) fb[idx(q)] = final_backward(P::stage_of_part(q), q);
     for (int s = 0; s < NS; ++s) {
       std::array<long long, 2> chunk{};
-      std::array<int, 2> first{};  // a group's first bucket
       for (int g = 0; g < 2; ++g) {
         const long long total = t.group_elems[idx(s)][idx(g)];
-        first[idx(g)] = t.num_buckets[idx(s)];
         if (total == 0) continue;
         chunk[idx(g)] = (total + P::buckets - 1) / P::buckets;
-        for (long long off = 0; off < total; off += chunk[idx(g)])
-          t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
-              bucket{g, off, chunk[idx(g)] < total - off ? chunk[idx(g)] : total - off, -1};
+        if constexpr (P::zero >= 2) {
+          // each TaskGraph's range of the group (its layers' tensors lie together), cut
+          for (int tg = 0; tg < P::num_taskgraphs; ++tg) {
+            long long lo = total, hi = 0;
+            for (int i = 0; i < NL; ++i) {
+              if (lp[idx(i)].taskgraph != tg || P::stage_of_part(lp[idx(i)].part) != s) continue;
+              for (int k = 0; k < lp[idx(i)].desc.num_params; ++k) {
+                const tensor_place& tp = t.params[idx(i)][idx(k)];
+                if (tp.group != g || tp.size == 0) continue;
+                lo = tp.offset < lo ? tp.offset : lo;
+                hi = tp.offset + tp.size > hi ? tp.offset + tp.size : hi;
+              }
+            }
+            for (long long off = lo; off < hi; off += chunk[idx(g)])
+              t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
+                  bucket{g, off, chunk[idx(g)] < hi - off ? chunk[idx(g)] : hi - off, -1, tg};
+          }
+        } else {
+          for (long long off = 0; off < total; off += chunk[idx(g)])
+            t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
+                bucket{g, off, chunk[idx(g)] < total - off ? chunk[idx(g)] : total - off, -1, -1};
+        }
       }
       // The layer after whose final backward a bucket's gradients are complete: among the
       // parts with tensors in the bucket, the one whose final backward comes last in the
-      // stage's program, and within it the lowest such layer. One pass over the layers.
+      // stage's program, and within it the lowest such layer.
       std::array<int, idx(max_buckets)> best_pos{};
       for (auto& v : best_pos) v = -1;
       for (int i = 0; i < NL; ++i) {
@@ -457,11 +477,10 @@ struct lowered {
         for (int k = 0; k < L.desc.num_params; ++k) {
           const tensor_place& tp = t.params[idx(i)][idx(k)];
           if (tp.size == 0) continue;
-          const int g = tp.group;
-          const long long lo = tp.offset / chunk[idx(g)], hi = (tp.offset + tp.size - 1) / chunk[idx(g)];
-          for (long long j = lo; j <= hi; ++j) {
-            bucket& b = t.buckets[idx(s)][idx(first[idx(g)] + static_cast<int>(j))];
-            int& bp = best_pos[idx(first[idx(g)] + static_cast<int>(j))];
+          for (int j = 0; j < t.num_buckets[idx(s)]; ++j) {
+            bucket& b = t.buckets[idx(s)][idx(j)];
+            if (b.group != tp.group || b.offset >= tp.offset + tp.size || tp.offset >= b.offset + b.count) continue;
+            int& bp = best_pos[idx(j)];
             if (pos > bp || (pos == bp && i < b.layer)) bp = pos, b.layer = i;
           }
         }

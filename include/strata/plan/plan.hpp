@@ -12,6 +12,7 @@
 #include "strata/layers/layer.hpp"
 #include "strata/plan/communication.hpp"
 #include "strata/plan/lower.hpp"
+#include "strata/plan/memory.hpp"
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
 #include "strata/plan/recompute.hpp"
@@ -148,8 +149,9 @@ struct Plan {
       detail::pick_t<option_kind::offload, Offload<offload_level::none>, Options...>::value;
   static constexpr bool cast_weights_per_use =
       detail::pick_t<option_kind::weight_copies, KeepWeightCopies, Options...>::value;
-  // Layers read their TaskGraph's weights from a staging buffer (exec/store.hpp).
-  static constexpr bool staged_weights = offload != offload_level::none || cast_weights_per_use;
+  // Layers read their TaskGraph's weights from a staging buffer (exec/store.hpp); under
+  // Zero<3> it is filled by an all-gather of the TaskGraph's partitioned parameters.
+  static constexpr bool staged_weights = offload != offload_level::none || cast_weights_per_use || zero >= 3;
   // HalfGradientReduce<S>: S, or 0 for reductions in master precision.
   static constexpr int half_reduce = detail::pick_t<option_kind::half_reduce, FullGradientReduce, Options...>::value;
   static_assert(rule::half_reduce_scale<half_reduce == 0 ? 1 : half_reduce>::value);
@@ -550,58 +552,25 @@ struct Plan {
     for (int c = 0; c < chunks; ++c) n += part_param_elems(part_of(stage, c));
     return n;
   }
+  // ---- memory of parameters, gradients and optimizer state (plan/memory.hpp) ----------
+  // `dp`: the data-parallel degree (0: unknown, counted as 1), which ZeRO divides by.
   // The largest TaskGraph's parameter elements on a device of `stage`: a staging slot.
-  static constexpr long long staging_elems(int stage) {
-    long long most = 0;
-    for (int tg = 0; tg < num_taskgraphs; ++tg) {
-      long long n = 0;
-      for (const auto& lp : layer_plans)
-        if (lp.taskgraph == tg && stage_of_part(lp.part) == stage) n += lp.local_param_elems;
-      most = n > most ? n : most;
-    }
-    return most;
+  static constexpr long long staging_elems(int stage) { return detail::staging_elems<Plan>(stage); }
+  static constexpr long long parameter_bytes(int stage, int dp = default_dp) {
+    return detail::parameter_bytes<Plan>(stage, dp);
   }
-  // Weights in device memory: the masters (unless offloaded), plus the compute-type
-  // copies in mixed precision — or, staged (Offload, CastWeightsPerUse), two TaskGraph
-  // slots in the compute type (and an offloaded mixed TaskGraph's masters on the way).
-  static constexpr long long parameter_bytes(int stage) {
-    const long long n = stage_param_elems(stage);
-    if constexpr (!staged_weights) return n * (mixed_precision ? master_bytes + element_bytes : element_bytes);
-    const bool off = offload != offload_level::none;
-    return (off ? 0 : n * master_bytes) + 2 * staging_elems(stage) * element_bytes +
-           (off && mixed_precision ? staging_elems(stage) * master_bytes : 0);
-  }
-  // Offload: the masters (and the optimizer state) in host memory.
-  static constexpr long long host_bytes(int stage, int dp = default_dp) {
-    if constexpr (offload == offload_level::none) return 0;
-    return stage_param_elems(stage) * master_bytes +
-           (offload == offload_level::weights_and_state ? 2 * optimizer_state_elems(stage, dp) * master_bytes : 0);
-  }
-  // Offload: one ApplyGroups group's masters (and state) on the device during the update.
+  static constexpr long long host_bytes(int stage, int dp = default_dp) { return detail::host_bytes<Plan>(stage, dp); }
   static constexpr long long update_buffer_bytes(int stage, int dp = default_dp) {
-    if constexpr (offload == offload_level::none) return 0;
-    const long long per = (optimizer_state_elems(stage, dp) + apply_groups - 1) / apply_groups;
-    return per * master_bytes * (offload == offload_level::weights_and_state ? 3 : 1);
+    return detail::update_buffer_bytes<Plan>(stage, dp);
   }
-  static constexpr long long gradient_bytes(int stage) { return stage_param_elems(stage) * master_bytes; }
-  // Optimizer-state elements per moment on a device of `stage`: every parameter, or under
-  // Zero<1> its chunks of each gradient bucket plus the bucket's tail (exec/zero.hpp),
-  // with `dp` data-parallel replicas (0: unknown, counted as 1).
+  static constexpr long long gradient_bytes(int stage, int dp = default_dp) {
+    return detail::gradient_bytes<Plan>(stage, dp);
+  }
   static constexpr long long optimizer_state_elems(int stage, int dp = default_dp) {
-    if (zero == 0) return stage_param_elems(stage);
-    const auto& t = lower::lowered<Plan>::tables;
-    long long e = 0;
-    for (int b = 0; b < t.num_buckets[detail::idx(stage)]; ++b) {
-      const lower::bucket& bk = t.buckets[detail::idx(stage)][detail::idx(b)];
-      const long long R = (dp > 1 ? dp : 1) * (bk.group == 1 ? part_devices : 1);
-      e += bk.count / R + bk.count % R;
-    }
-    return e;
+    return detail::optimizer_state_elems<Plan>(stage, dp);
   }
-  // Adam/AdamW keep two moments per parameter (SGD with momentum one); ZeRO divides them.
   static constexpr long long adam_state_bytes(int stage, int dp = default_dp) {
-    if constexpr (offload == offload_level::weights_and_state) return 0;  // in host memory
-    return 2 * optimizer_state_elems(stage, dp) * master_bytes;
+    return detail::adam_state_bytes<Plan>(stage, dp);
   }
   // ---- memory: read off the lowered buffer plan (plan/lower.hpp) -----------------------
   // Note the index each function takes: a pipeline *part* (Pipeline<...>'s k-th
@@ -623,7 +592,7 @@ struct Plan {
     return lowering::arena_bytes(stage, element_bytes, stat_bytes);
   }
   static constexpr long long peak_memory_bytes(int stage, int dp = default_dp) {
-    return parameter_bytes(stage) + gradient_bytes(stage) + adam_state_bytes(stage, dp) +
+    return parameter_bytes(stage, dp) + gradient_bytes(stage, dp) + adam_state_bytes(stage, dp) +
            update_buffer_bytes(stage, dp) + activation_arena_bytes(stage);
   }
 

@@ -89,6 +89,10 @@ using MLP_G = Plan<Replicate<1, Linear<32, 64>, GeLU, Linear<64, 64>, GeLU, Laye
 using EMB_BIG = Plan<Replicate<1, Embedding<1000, 16>, LayerNorm<16>, Linear<16, 8>>, Input<4>, CE, MicroBatch<8>>;
 using CHUNKS_G = Plan<Pipeline<Replicate<1, Linear<32, 64>, GeLU>, Replicate<1, Linear<64, 10>>>, CE, MicroBatch<8>,
                       NumMicroBatch<4>, Schedule<Interleaved<2>>>;
+// MoE (layers/moe.hpp): routing, capacity dropping (75%) and the load-balancing loss on
+// the GPU's kernels (backend/cuda/moe.cuh) against the host's
+using MOE = Plan<Replicate<1, Linear<32, 16>, Residual<LayerNorm<16>, MoE<4, 16, 32, 2, 75>>, Linear<16, 10>>, CE,
+                 MicroBatch<16>, NumMicroBatch<2>>;
 
 // three TaskGraphs: offloaded weights brought in on the copy stream ahead of their use;
 // ZeRO-3's staging and gradient slots (a world of one: no collective, the same buffers)
@@ -113,6 +117,17 @@ TEST_CASE("offload, weights cast per use and ZeRO-2/3 on the GPU match the host 
   MESSAGE("Zero<2> bf16 weights cast per use: loss " << l3 << ", params " << p3);
   CHECK(l3 < 1e-2);
   CHECK(p3 < 1e-2);
+}
+
+TEST_CASE("an MoE layer's steps on the GPU match the host backend") {
+  const auto [l, p] = gpu_vs_host<MOE, double>(Adam{.lr = 1e-2}, 10);
+  MESSAGE("MoE float64 Adam: worst loss rel " << l << ", worst param rel " << p);
+  CHECK(l < 1e-10);
+  CHECK(p < 1e-10);
+  const auto [lf, pf] = gpu_vs_host<MOE, float>(SGD{.lr = 0.05}, 10);
+  MESSAGE("MoE float32 SGD: worst loss rel " << lf << ", worst param rel " << pf);
+  CHECK(lf < 1e-4);
+  CHECK(pf < 1e-4);
 }
 
 TEST_CASE("float64 steps on the GPU match the host backend") {

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "central_difference.hpp"
 #include <strata/backend/host/backend.hpp>
 #include <strata/comm/self.hpp>
 #include <strata/exec/context.hpp>
@@ -132,16 +133,7 @@ void check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss
   c.dx = check_dx ? dx.data() : nullptr;
   layer_call<L>::backward(c);
 
-  const double eps = 1e-6;
-  auto fd = [&](double& v) {
-    const double keep = v;
-    v = keep + eps;
-    const double up = objective();
-    v = keep - eps;
-    const double down = objective();
-    v = keep;
-    return (up - down) / (2 * eps);
-  };
+  auto fd = [&](double& v) { return central_difference(v, objective); };
   auto rel_err = [](const std::vector<double>& a, const std::vector<double>& b) {
     double num = 0, den = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {

@@ -31,6 +31,14 @@ struct moe_topk_within_experts {
   static_assert(value, "strata rule [moe-topk]: MoE<Experts, D, Hidden, TopK>: TopK exceeds the number of experts");
 };
 
+template <int CapacityPercent, int AuxPercentMille>
+struct moe_capacity_valid {
+  static constexpr bool value = CapacityPercent > 0 && AuxPercentMille >= 0;
+  static_assert(value, "strata rule [moe-capacity]: MoE<Experts, D, Hidden, TopK, CapacityPercent, AuxPercentMille>: "
+                       "the capacity must be positive and the load-balancing weight non-negative "
+                       "(moe_capacity_valid<CapacityPercent, AuxPercentMille>)");
+};
+
 // Layer `Index` (0-based, over the whole model) expects `Expected` input features but
 // the layer before it (or the plan's input) produces `Produced`.
 template <int Index, int Produced, int Expected>

@@ -22,6 +22,18 @@ struct loss_io {
   std::size_t valid = static_cast<std::size_t>(-1);  // local rows that are data, not padding
 };
 
+// An auxiliary loss a layer adds to the step's loss (MoE's load balancing), once per
+// micro-batch: its gradient is scaled by `scale` = d(step loss)/d(this micro-batch's
+// auxiliary loss), and it enters the books as acc[0] += aux · rows, so that the reported
+// loss (Σ loss / Σ rows) is the mean cross-entropy plus the auxiliary loss averaged over
+// the step's micro-batches.
+struct aux_loss_io {
+  double scale = 0.0;
+  double rows = 0.0;      // the loss rows one micro-batch adds to the books
+  double* acc = nullptr;  // the books (backend memory); null: not counted (evaluation, a
+                          // recomputed forward, a device of the part that does not report)
+};
+
 template <class Backend, class T, class Comm>
 struct layer_ctx {
   using backend_type = Backend;
@@ -47,6 +59,7 @@ struct layer_ctx {
   stat_t<T>* scratch_stats = nullptr;
   const std::int32_t* ids = nullptr;   // the model's token ids, when this layer reads them
   loss_io<T>* loss = nullptr;          // the loss layer's books
+  aux_loss_io* aux = nullptr;          // a layer's auxiliary loss (null: none)
   const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
   T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
   std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)

@@ -268,11 +268,10 @@ class executor {
       switch (st.kind) {
         case lower::step_kind::load: load(pp, part, x.mb, slots); break;
         case lower::step_kind::convert: convert(st.index, part, slots); break;
-        case lower::step_kind::forward: layer(st.index, part, x.mb, slots, true); break;
+        case lower::step_kind::forward: layer(st.index, part, x.mb, slots, true, train); break;
         default: break;
       }
     }
-    (void)train;
   }
 
   void backward(int part, const sched::instr& x) {
@@ -293,9 +292,9 @@ class executor {
               open_tg = tg;
             }
           }
-          layer(st.index, part, x.mb, slots, false);
+          layer(st.index, part, x.mb, slots, false, false);
           break;
-        case lower::step_kind::recompute: layer(st.index, part, x.mb, slots, true); break;
+        case lower::step_kind::recompute: layer(st.index, part, x.mb, slots, true, false); break;
         case lower::step_kind::bucket:
           // complete only after the final micro-batch; Zero<2/3> reduce every backward's
           if (P::zero >= 2 || (x.last && final_pass_)) issue(st.index);
@@ -323,7 +322,8 @@ class executor {
                    arena_.values(cv.staging, part, slots), P::part_devices, me_.index);
   }
 
-  void layer(int i, int part, int mb, const slot_set& slots, bool fwd) {
+  // `books`: a training forward that is not a recomputation (auxiliary losses count once).
+  void layer(int i, int part, int mb, const slot_set& slots, bool fwd, bool books) {
     const lower::layer_call& c = L::tables.calls[idx(i)];
     const layer_plan& lp = P::layer_plans[idx(i)];
     layer_ctx<Backend, T, Comm> ctx{q_, *part_};
@@ -356,6 +356,7 @@ class executor {
       ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
     }
     if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
+    if (lp.desc.role == layer_role::moe) ctx.aux = prepare_aux(books);
     // a view runs no kernel (at a part's edge its output is a copy), except a backward
     // that needs one (ResidualBegin adds the skip's gradient)
     if (c.needs.view && (fwd || !c.needs.backward_kernel)) {
@@ -375,16 +376,32 @@ class executor {
     const std::size_t start = std::size_t(mb) * per_mb + first_row;
     loss_.labels = labels_.data() + start;
     loss_.acc = acc_.data();
-    // d(mean loss over the replica's batch)/d(row loss), the batch being `passes_` chunks
-    // of step_samples; every gradient reduction sums, so ReduceMean also divides by dp.
-    const double rows_per_replica = double(step_samples) * double(labels_per_sample) * passes_;
-    loss_.scale = multiplier_ * loss_scale_ / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+    loss_.scale = row_scale();
     // one device reports rows that every device of the part holds
     loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
     // in an evaluation, rows past `valid` are padding
     const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? valid_rows_ : valid_rows_ * labels_per_sample;
     loss_.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
     return &loss_;
+  }
+
+  // d(mean loss over the replica's batch)/d(row loss), the batch being `passes_` chunks
+  // of step_samples; every gradient reduction sums, so ReduceMean also divides by dp.
+  double row_scale() const {
+    const double rows_per_replica = double(step_samples) * double(labels_per_sample) * passes_;
+    return multiplier_ * loss_scale_ / rows_per_replica / (P::gradient_reduce == reduce_method::mean ? dp_ : 1);
+  }
+
+  // An auxiliary loss (MoE) is one value per micro-batch, counted as if each of the
+  // micro-batch's loss rows carried it: the step's loss is then the mean row loss plus the
+  // auxiliary loss averaged over micro-batches, and d(step loss)/d(aux) = rows × the row
+  // scale. The part's devices compute the same value: device 0 books it.
+  aux_loss_io* prepare_aux(bool books) {
+    const double rows = double(P::micro_batch) * double(labels_per_sample);
+    aux_.scale = row_scale() * rows;
+    aux_.rows = rows;
+    aux_.acc = books && me_.index == 0 ? acc_.data() : nullptr;
+    return &aux_;
   }
 
   // ---- gradient buckets (EPL communication.max_splits) -------------------------------------
@@ -530,6 +547,7 @@ class executor {
   typename Backend::template buffer<f16> half_;
   double last_norm_ = 0.0;
   loss_io<T> loss_{};
+  aux_loss_io aux_{};
   std::size_t valid_rows_ = static_cast<std::size_t>(-1);
   int passes_ = 1;
   bool final_pass_ = true;

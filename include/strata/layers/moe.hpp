@@ -1,22 +1,52 @@
 #pragma once
-// MoE<Experts, D, Hidden, TopK>: a gated mixture of two-layer expert MLPs applied per
-// token. Under Split<N> experts are divided among devices and tokens travel by
-// all-to-all. Planned and costed; not executable yet.
+// MoE<Experts, D, Hidden, TopK = 1, CapacityPercent = 125, AuxPercentMille = 10>: a gated
+// mixture of two-layer expert MLPs applied per token (Switch Transformer, GShard).
+//
+// Per token x (a row of D):
+//   router      p = softmax(x · gate) over the experts (gate [D, Experts], no bias);
+//   selection   the TopK largest p_e, ties to the lower expert index;
+//   experts     expert_e(x) = GeLU(x · w_in[e]) · w_out[e] (w_in [E, D, Hidden], w_out
+//               [E, Hidden, D], no biases; GeLU's tanh form, math::act_forward);
+//   output      y = Σ over the selected, kept experts of p_e · expert_e(x): the raw router
+//               probabilities, not renormalised over the TopK (Switch's form for TopK 1).
+// Capacity: each expert takes at most C = ceil(CapacityPercent/100 · tokens · TopK / E)
+// tokens of a micro-batch on a device (its local rows). Choices are assigned first
+// choices first, then second choices, each in token order; a choice whose expert is full
+// is dropped: it adds nothing to y (a residual around the layer carries the token on).
+// Deterministic, the same on every backend (core/moe_math.hpp).
+// Load balancing (Switch): aux = alpha · E · Σ_e f_e · P_e with alpha = AuxPercentMille
+// / 1000, f_e = (choices that picked e, before dropping) / (tokens · TopK) — constants —
+// and P_e = the mean of p_e over the tokens; its gradient reaches the gate through P_e.
+// It is a loss of the micro-batch: the trainer adds it to the step's loss (reported loss =
+// mean cross-entropy + aux averaged over micro-batches; evaluate() reports the
+// cross-entropy alone) and scales its gradient as the micro-batch's share of the step
+// (exec/context.hpp aux_loss_io).
+//
+// Execution: on one device and under Replicate<N> (data parallel; N > 1 cuts the
+// micro-batch's tokens over the part, whose per-expert counts and probability sums are
+// all-reduced so that f and P are the micro-batch's; capacity stays per device). Under
+// Split<N> the experts are divided among devices and tokens travel by all-to-all: planned
+// and costed, refused by the trainer.
+#include "strata/core/communicator.hpp"
+#include "strata/core/moe_math.hpp"
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
 
 namespace strata::layers {
 
-template <int Experts, int D, int Hidden, int TopK = 1>
+template <int Experts, int D, int Hidden, int TopK = 1, int CapacityPercent = 125, int AuxPercentMille = 10>
 struct MoE {
   static_assert(rule::layer_dim_positive<Experts, D>::value && rule::layer_dim_positive<Hidden, TopK>::value);
   static_assert(rule::moe_topk_within_experts<TopK, Experts>::value);
+  static_assert(rule::moe_capacity_valid<CapacityPercent, AuxPercentMille>::value);
   static constexpr std::string_view name = "MoE";
   static constexpr layer_role role = layer_role::moe;
   static constexpr int experts = Experts;
   static constexpr int features = D;
   static constexpr int hidden = Hidden;
   static constexpr int top_k = TopK;
+  static constexpr int capacity_percent = CapacityPercent;
+  static constexpr double aux_alpha = AuxPercentMille / 1000.0;
   static constexpr int split_extent = Experts;
   static constexpr shape_t in_shape = shape_v<D>;
   static constexpr shape_t out_shape(shape_t in) { return in; }
@@ -47,10 +77,108 @@ struct MoE {
     c.add(collective::all_to_all, group_axis::part, pass::backward, routed, 2);
     return c;
   }
-  // The tokens, gate probabilities, and each routed copy's hidden activation.
-  static constexpr buffer_needs memory(const local_dims& d) {
-    return {.keep_input = true, .stash_values = d.rows * (Experts + TopK * (D + Hidden))};
+
+  // An expert's slots for `rows` local tokens.
+  static constexpr long long capacity(long long rows) {
+    return math::moe::capacity(rows, Experts, TopK, CapacityPercent);
   }
+  // Kept (x for the gathers and the gate's gradient); stash: router probabilities
+  // [rows, E], the experts' pre-activations [E·C, Hidden] and outputs [E·C, D]; per-expert
+  // choice counts and probability sums (2E stats); choices, slots [rows, K] and each
+  // slot's token [E·C] (ids). Scratch: the gathered tokens [E·C, D], the hidden
+  // activations [E·C, Hidden], the experts' output gradients [E·C, D] (then their
+  // input gradients) and the router logits' gradient [rows, E].
+  static constexpr buffer_needs memory(const local_dims& d) {
+    const long long slots = Experts * capacity(d.rows);
+    return {.keep_input = true,
+            .stash_values = d.rows * Experts + slots * (Hidden + D),
+            .stash_stats = 2LL * Experts,
+            .stash_ids = 2 * d.rows * TopK + slots,
+            .scratch_values = slots * (2LL * D + Hidden) + d.rows * Experts};
+  }
+
+  template <class C>
+  static void forward(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N;
+    const bufs<C> b(c);
+    const std::size_t R = c.rows, E = Experts, cap = b.cap, d = D, h = Hidden;
+    // router: logits into the probabilities' place, softmax and top-k there
+    gemm(c.q, N, N, R, E, d, S(1), c.x, d, c.w[0], E, S(0), b.probs, E);
+    moe_route(c.q, R, Experts, TopK, b.probs, b.probs, b.choice, b.stats);
+    // f and P are the micro-batch's: a part that cut its tokens sums them
+    if (c.sig == signature::data_parallel && c.n > 1) c.part.all_reduce(b.stats, 2 * E, comm::reduce_op::sum);
+    moe_assign(c.q, R, Experts, TopK, cap, b.choice, b.slot_of, b.token_of);
+    // experts: [E, C, D] → GeLU([E, C, Hidden]) → [E, C, D], one strided batch each
+    auto* xe = c.scratch_values;
+    auto* hid = xe + b.slots * d;
+    moe_gather(c.q, b.slots, d, TopK, b.token_of, c.x, xe);
+    gemm_strided_batched(c.q, N, N, cap, h, d, S(1), xe, d, cap * d, c.w[1], h, d * h, S(0), b.h_pre, h, cap * h, E);
+    bias_activation_forward(c.q, backend::activation::gelu, b.slots, h, b.h_pre, b.none(), b.none(), hid);
+    gemm_strided_batched(c.q, N, N, cap, d, h, S(1), hid, h, cap * h, c.w[2], d, h * d, S(0), b.ye, d, cap * d, E);
+    moe_combine(c.q, R, d, Experts, TopK, cap, b.choice, b.slot_of, b.probs, b.ye, c.y);
+    if (c.aux && c.aux->acc)
+      moe_aux_accumulate(c.q, Experts, b.stats, math::moe::aux_value_coef(Experts, TopK, b.tokens, aux_alpha),
+                         c.aux->rows, c.aux->acc);
+  }
+
+  template <class C>
+  static void backward(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    const bufs<C> b(c);
+    const std::size_t R = c.rows, E = Experts, cap = b.cap, d = D, h = Hidden;
+    auto* dye = c.scratch_values;  // [dye, then dxe | xe | hidden, then its gradient | dlogits]
+    auto* xe = dye + b.slots * d;
+    auto* hid = xe + b.slots * d;
+    auto* dlogits = hid + b.slots * h;
+    // the combine: into the experts (p · dy) and into the router (dy · expert output)
+    moe_dispatch_grad(c.q, b.slots, d, Experts, TopK, cap, b.token_of, b.probs, c.dy, dye);
+    const double aux = c.aux ? c.aux->scale * math::moe::aux_grad_coef(Experts, TopK, b.tokens, aux_alpha) : 0.0;
+    moe_router_backward(c.q, R, d, Experts, TopK, cap, b.probs, b.choice, b.slot_of, c.dy, b.ye, b.stats, aux,
+                        dlogits);
+    // second expert matrix: dW_out[e] += GeLU(h_pre)ᵀ dye, d hidden = dye W_outᵀ · GeLU'
+    bias_activation_forward(c.q, backend::activation::gelu, b.slots, h, b.h_pre, b.none(), b.none(), hid);
+    for (std::size_t e = 0; e < E; ++e)
+      gemm(c.q, Tr, N, h, d, cap, S(1), hid + e * cap * h, h, dye + e * cap * d, d, S(1), c.g[2] + e * h * d, d);
+    gemm_strided_batched(c.q, N, Tr, cap, h, d, S(1), dye, d, cap * d, c.w[2], d, h * d, S(0), hid, h, cap * h, E);
+    activation_backward(c.q, backend::activation::gelu, b.slots * h, b.h_pre, hid, hid);
+    // first expert matrix: dW_in[e] += xeᵀ d hidden (tokens gathered again from the kept x)
+    moe_gather(c.q, b.slots, d, TopK, b.token_of, c.x, xe);
+    for (std::size_t e = 0; e < E; ++e)
+      gemm(c.q, Tr, N, d, h, cap, S(1), xe + e * cap * d, d, hid + e * cap * h, h, S(1), c.g[1] + e * d * h, h);
+    // the gate: dgate += xᵀ dlogits
+    gemm(c.q, Tr, N, d, E, R, S(1), c.x, d, dlogits, E, S(1), c.g[0], E);
+    if (!c.dx) return;
+    // dx = Σ over kept choices of (d hidden W_inᵀ) + dlogits gateᵀ
+    gemm_strided_batched(c.q, N, Tr, cap, d, h, S(1), hid, h, cap * h, c.w[1], h, d * h, S(0), dye, d, cap * d, E);
+    moe_scatter(c.q, R, d, TopK, cap, b.choice, b.slot_of, dye, c.dx);
+    gemm(c.q, N, Tr, R, d, E, S(1), dlogits, E, c.w[0], E, S(1), c.dx, d);
+  }
+
+ private:
+  // The stash's pieces for this call (memory() above lays them out).
+  template <class C>
+  struct bufs {
+    using T = typename C::value_type;
+    std::size_t cap, slots;
+    double tokens;  // of the micro-batch: a data-parallel part holds 1/n of them
+    T *probs, *h_pre, *ye;
+    stat_t<T>* stats;
+    std::int32_t *choice, *slot_of, *token_of;
+    explicit bufs(const C& c)
+        : cap(static_cast<std::size_t>(capacity(static_cast<long long>(c.rows)))),
+          slots(cap * Experts),
+          tokens(double(c.rows) * (c.sig == signature::data_parallel ? c.n : 1)),
+          probs(c.stash_values),
+          h_pre(probs + c.rows * Experts),
+          ye(h_pre + slots * Hidden),
+          stats(c.stash_stats),
+          choice(c.stash_ids),
+          slot_of(choice + c.rows * TopK),
+          token_of(slot_of + c.rows * TopK) {}
+    static T* none() { return nullptr; }
+  };
 };
 
 }  // namespace strata::layers

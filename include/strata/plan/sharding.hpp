@@ -196,6 +196,10 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         c.sig = signature::data_parallel;
         c.need = c.out = sbp::split_batch;
         c.rows_div = c.flops_div = n;
+        // MoE's load-balancing loss wants the micro-batch's per-expert choice counts and
+        // probability sums: the devices' shares are summed (2 × experts statistics)
+        if (d.role == layer_role::moe)
+          c.add(collective::all_reduce, group_axis::part, pass::forward, 2LL * d.split_extent, 1, /*stats=*/true);
       } else if (nd) {
         const int mode_code = static_cast<int>(ctx.mode);
         c.need = c.out = sbp::block;

@@ -10,6 +10,7 @@
 #include "strata/backend/cuda/embedding.cuh"
 #include "strata/backend/cuda/gemm.cuh"
 #include "strata/backend/cuda/gemm_epilogue.cuh"
+#include "strata/backend/cuda/moe.cuh"
 #include "strata/backend/cuda/normalization.cuh"
 #include "strata/backend/cuda/optimizer.cuh"
 #include "strata/backend/cuda/reduction.cuh"

@@ -4,6 +4,7 @@
 #include "strata/backend/host/elementwise.hpp"
 #include "strata/backend/host/embedding.hpp"
 #include "strata/backend/host/gemm.hpp"
+#include "strata/backend/host/moe.hpp"
 #include "strata/backend/host/normalization.hpp"
 #include "strata/backend/host/optimizer.hpp"
 #include "strata/backend/host/reduction.hpp"

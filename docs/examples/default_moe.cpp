@@ -27,11 +27,14 @@ static_assert(moe.in_layout == sbp::split_batch && moe.out_layout == sbp::split_
 static_assert(moe.local_params[0] == shape_v<D, 16>);                   // gate
 static_assert(moe.local_params[1] == shape_t{3, {4, D, 2048, 0}});       // w_in of 4 experts
 static_assert(moe.grad_group[0] == group_axis::part_data && moe.grad_group[1] == group_axis::data);
-// dispatch + combine, forward and backward; each carries this device's tokens x top-k rows of D
-constexpr long long tokens = 8LL * Seq / N;
-static_assert(moe.num_comms == 2);
+// dispatch + combine, forward and backward: a [16/N experts, C, D] block to every device,
+// C = the micro-batch's capacity (125% of 8·Seq tokens × top-2 over 16 experts); the
+// routing counts and probability sums all-gathered once per forward
+constexpr long long cap = 125LL * 8 * Seq * 2 / (100 * 16);
+static_assert(moe.num_comms == 3);
 static_assert(moe.comms[0].kind == collective::all_to_all && moe.comms[0].when == pass::forward);
-static_assert(moe.comms[0].calls == 2 && moe.comms[0].elems == tokens * 2 * D);
+static_assert(moe.comms[0].calls == 2 && moe.comms[0].elems == 16 * cap * D);
 static_assert(moe.comms[1].kind == collective::all_to_all && moe.comms[1].when == pass::backward);
+static_assert(moe.comms[2].kind == collective::all_gather && moe.comms[2].stats);
 
 int main() { return 0; }

@@ -37,6 +37,13 @@ using gpt = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP
 using DP = gpt<Replicate, 1, 50, MicroBatch<2>, NumMicroBatch<2>>;
 using R2 = gpt<Replicate, 2, 200, MicroBatch<4>, NumMicroBatch<2>>;
 using R4 = gpt<Replicate, 4, 200, MicroBatch<4>>;
+// the MoE block alone under Split<N>, the rest data parallel over the same N devices
+template <int N>
+using EP = Plan<Colocate<Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP, Attn, Split<N, Experts<50>>, LayerNorm<D>,
+                         Linear<D, V>>,
+                Default<Replicate<N>>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<2>>;
+// the whole model under Split<2>: attention and MLP tensor parallel, the MoE expert parallel
+using EP_ALL = gpt<Split, 2, 50, MicroBatch<4>, NumMicroBatch<2>>;
 // the MoE in the second stage, recomputed in backward (its loss must count once)
 using PP2_RC = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>,
                              Replicate<1, Attn, Experts<50>, LayerNorm<D>, Linear<D, V>>>,
@@ -53,6 +60,16 @@ static_assert(moe_r2.comms[moe_r2.num_comms - 1].kind == collective::all_reduce 
               moe_r2.comms[moe_r2.num_comms - 1].elems == 8 && moe_r2.comms[moe_r2.num_comms - 1].stats);
 static_assert(DP::layer_plans[18].num_comms == 0);
 
+// expert parallel: the capacity is the micro-batch's (4 × 8 tokens, top-2, 50%: 8 slots
+// for an expected 16 choices)
+// and the dispatch/combine all-to-all moves a [E/N, 8, D] block to each of N devices
+static_assert(layers::MoE<4, D, 2 * D, 2, 50>::capacity(4 * S) == 8);
+constexpr auto& moe_ep2 = EP<2>::layer_plans[18];
+static_assert(moe_ep2.desc.role == layer_role::moe && moe_ep2.sig == signature::expert_parallel);
+static_assert(moe_ep2.local_params[1] == shape_t{3, {2, D, 2 * D, 0}});
+static_assert(moe_ep2.comms[moe_ep2.num_conversion_comms].kind == collective::all_to_all &&
+              moe_ep2.comms[moe_ep2.num_conversion_comms].elems == 4 * 8 * D);
+
 bool world_is(int n) { return mpi_test::world().size() == n; }
 const Adam adam{.lr = 1e-2};
 const SGD sgd{.lr = 0.1, .momentum = 0.9};
@@ -63,5 +80,8 @@ TEST_CASE("a GPT with an MoE block under data parallelism equals one device") {
   mpi_test::check_one_device<DP>("moe", "Replicate<1> x DP, tokens dropped (Adam)", adam, 1e-9, 6);
   mpi_test::check_one_device<R2>("moe", "Replicate<2> (SGD momentum)", sgd, 1e-9, 6);
   if (world_is(4)) mpi_test::check_one_device<R4>("moe", "Replicate<4> (Adam)", adam, 1e-9, 6);
+  mpi_test::check_one_device<EP<2>>("moe", "Split<2> expert parallel, tokens dropped (Adam)", adam, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<EP<4>>("moe", "Split<4> expert parallel, tokens dropped (SGD)", sgd, 1e-9, 6);
+  mpi_test::check_one_device<EP_ALL>("moe", "Split<2> whole model, tokens dropped (Adam)", adam, 1e-9, 6);
   mpi_test::check_one_device<PP2_RC>("moe", "2-stage pipeline, MoE recomputed (Adam)", adam, 1e-9, 6);
 }

@@ -52,8 +52,9 @@ static_assert(MOE::valid && MOE::num_taskgraphs == 3 && MOE::devices_per_replica
 static_assert(MOE::taskgraphs[0].is_default && !MOE::taskgraphs[1].is_default && MOE::taskgraphs[2].is_default);
 constexpr auto& moe = MOE::layer_plans[2];
 static_assert(moe.sig == signature::expert_parallel && moe.in_layout == sbp::split_batch);
-// dispatch + combine forward, both again backward: tokens (8·16/4) × D 64 × top-2
-static_assert(moe.comms[0].kind == collective::all_to_all && moe.comms[0].calls == 2 && moe.comms[0].elems == 32 * 64 * 2);
+// dispatch + combine forward, both again backward: every expert's slots (capacity of the
+// micro-batch: 125% of 8·16 tokens × top-2 / 8 experts = 40) × D 64
+static_assert(moe.comms[0].kind == collective::all_to_all && moe.comms[0].calls == 2 && moe.comms[0].elems == 8 * 40 * 64);
 static_assert(moe.comms[1].kind == collective::all_to_all && moe.comms[1].when == pass::backward);
 // each device holds 2 of the 8 experts; the gate stays whole and its gradient is reduced over the part
 static_assert(moe.local_params[1] == shape_t{3, {2, 64, 256, 0}} && moe.local_params[0] == shape_v<64, 8>);

@@ -69,6 +69,55 @@ STRATA_HD inline long long assign_expert(int e, std::size_t rows, int k, std::si
   return picked;
 }
 
+// Expert parallelism (MoE under Split<n>): device `index` of n holds a contiguous block of
+// the micro-batch's tokens. row[j·E + e] = this device's choices of rank j that picked e;
+// row[K·E + e] = its Σ of p_e (the routing statistics); the part all-gathers the rows.
+template <class S>
+STRATA_HD inline S rank_count(int e, int j, std::size_t rows, int k, const std::int32_t* choice) {
+  double n = 0;
+  for (std::size_t r = 0; r < rows; ++r) n += choice[r * std::size_t(k) + std::size_t(j)] == e ? 1.0 : 0.0;
+  return S(n);
+}
+
+// Expert e's slots over the whole micro-batch as one device assigns them (first choices
+// first, in the micro-batch's token order), from the gathered rows (table[p·stride + ·]
+// is device p's row): this device's choices of rank j that picked e start at slot Σ over
+// ranks j' < j of every device's count + Σ over devices p < index of rank j's count.
+// slot_of as assign_expert, a slot global in [0, cap); token_of[e·cap + s] = this
+// device's r·k + j in slot s, −1 for slots empty or filled by another device. stats[e],
+// stats[E + e]: the micro-batch's choice count and probability sum of e.
+template <class S>
+STRATA_HD inline void assign_expert_part(int e, std::size_t rows, int E, int k, std::size_t cap, const S* table,
+                                         std::size_t stride, int n, int index, const std::int32_t* choice,
+                                         std::int32_t* slot_of, std::int32_t* token_of, S* stats) {
+  for (std::size_t s = 0; s < cap; ++s) token_of[std::size_t(e) * cap + s] = -1;
+  long long before = 0;
+  double picked = 0, psum = 0;
+  for (int j = 0; j < k; ++j) {
+    long long used = before;
+    for (int p = 0; p < n; ++p) {
+      const long long cnt = static_cast<long long>(double(table[std::size_t(p) * stride + std::size_t(j * E + e)]));
+      if (p < index) used += cnt;
+      before += cnt;
+      picked += double(cnt);
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t c = r * std::size_t(k) + std::size_t(j);
+      if (choice[c] != e) continue;
+      if (used >= 0 && static_cast<std::size_t>(used) < cap) {
+        slot_of[c] = static_cast<std::int32_t>(used);
+        token_of[std::size_t(e) * cap + std::size_t(used)] = static_cast<std::int32_t>(c);
+      } else {
+        slot_of[c] = -1;
+      }
+      ++used;
+    }
+  }
+  for (int p = 0; p < n; ++p) psum += double(table[std::size_t(p) * stride + std::size_t(k * E + e)]);
+  stats[e] = S(picked);
+  stats[E + e] = S(psum);
+}
+
 // Where token r's choice j's expert output lives: its row in the [experts·cap, D]
 // expert buffers, or −1 when the expert was full.
 STRATA_HD inline long long routed_row(std::size_t r, int j, int k, std::size_t cap, const std::int32_t* choice,

@@ -47,15 +47,6 @@ struct graph_of<B, std::void_t<typename B::graph>> {
   using type = typename B::graph;
 };
 
-// Expert parallelism (MoE under Split<N>, N > 1: tokens dispatched by all-to-all) is
-// planned and costed, not executed.
-template <class P>
-constexpr bool has_expert_parallel_layer() {
-  for (const auto& lp : P::layer_plans)
-    if (lp.sig == signature::expert_parallel) return true;
-  return false;
-}
-
 template <class List>
 struct executable_list;
 template <class... L>
@@ -87,9 +78,6 @@ class trainer {
   static_assert(exec::executable_list<typename P::layers>::value,
                 "trainer: this plan uses a layer without forward/backward; a user layer runs once it defines "
                 "them (see docs/concepts.md)");
-  static_assert(!exec::has_expert_parallel_layer<P>(),
-                "trainer: MoE under Split<N> (expert parallelism, tokens moved by all-to-all) is planned and costed "
-                "only; MoE runs on one device and under Replicate<N> (data parallel)");
   static_assert(P::mode == tensor_mode::d1,
                 "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
 

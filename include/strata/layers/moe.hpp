@@ -22,11 +22,20 @@
 // cross-entropy alone) and scales its gradient as the micro-batch's share of the step
 // (exec/context.hpp aux_loss_io).
 //
-// Execution: on one device and under Replicate<N> (data parallel; N > 1 cuts the
+// Execution: on one device, under Replicate<N> (data parallel; N > 1 cuts the
 // micro-batch's tokens over the part, whose per-expert counts and probability sums are
-// all-reduced so that f and P are the micro-batch's; capacity stays per device). Under
-// Split<N> the experts are divided among devices and tokens travel by all-to-all: planned
-// and costed, refused by the trainer.
+// all-reduced so that f and P are the micro-batch's; capacity stays per device) and under
+// Split<N> (expert parallel, Experts % N == 0): device i holds experts [i·E/N, (i+1)·E/N)
+// and the micro-batch's rows [i·rows, (i+1)·rows); the gate is replicated. Each device
+// routes its tokens, the part all-gathers per-device, per-rank choice counts and
+// probability sums ((TopK + 1)·E statistics each), from which every device assigns its
+// choices the slots one device would give them (capacity of the whole micro-batch, first
+// choices first, in the micro-batch's token order) and sums f and P. Dispatch: one
+// all-to-all of fixed [E/N, C, D] blocks per peer (a device's tokens in their global
+// slots, zeros elsewhere; the owner sums the N blocks); the owner runs its experts and
+// returns its [E/N, C, D] outputs to every peer (combine: a second all-to-all). Backward
+// mirrors it (the experts' output gradients to the owners, their input gradients back),
+// so the result equals one device's.
 #include "strata/core/communicator.hpp"
 #include "strata/core/moe_math.hpp"
 #include "strata/core/rules.hpp"
@@ -71,10 +80,13 @@ struct MoE {
     // every device routes an equal share of the micro-batch's tokens
     const long long micro_tokens = q.micro_batch * tokens(q.in);
     if (micro_tokens % q.n != 0) c.violate(shard_rule::split_tokens, static_cast<int>(micro_tokens));
-    // dispatch and combine, each way: this device's tokens × top-k copies of width D
-    const long long routed = micro_tokens / q.n * D * TopK;
-    c.add(collective::all_to_all, group_axis::part, pass::forward, routed, 2);
-    c.add(collective::all_to_all, group_axis::part, pass::backward, routed, 2);
+    // dispatch and combine, each way: a [E/n, C, D] block to and from every device, C the
+    // micro-batch's capacity (the all-to-all passes E · C · D elements from each device)
+    const long long slots_all = Experts * capacity(micro_tokens);
+    c.add(collective::all_to_all, group_axis::part, pass::forward, slots_all * D, 2);
+    c.add(collective::all_to_all, group_axis::part, pass::backward, slots_all * D, 2);
+    // routing: every device's per-rank choice counts and probability sums
+    c.add(collective::all_gather, group_axis::part, pass::forward, 1LL * q.n * (TopK + 1) * Experts, 1, /*stats=*/true);
     return c;
   }
 
@@ -88,7 +100,23 @@ struct MoE {
   // slot's token [E·C] (ids). Scratch: the gathered tokens [E·C, D], the hidden
   // activations [E·C, Hidden], the experts' output gradients [E·C, D] (then their
   // input gradients) and the router logits' gradient [rows, E].
+  // Expert parallel (n devices, C the micro-batch's capacity, E_l = E/n local experts):
+  // stash probabilities [rows, E], the local experts' inputs [E_l·C, D] and
+  // pre-activations [E_l·C, Hidden], every expert's outputs [E·C, D] (this device's slots
+  // filled), 2E stats, ids as above; scratch: the all-to-all's send and receive buffers
+  // (2 × [E·C, D]), the local experts' hidden activations [E_l·C, Hidden] and outputs or
+  // gradients [E_l·C, D], the router logits' gradient [rows, E]; (n + 1)·(TopK + 1)·E
+  // stats for the gathered routing rows.
   static constexpr buffer_needs memory(const local_dims& d) {
+    if (d.sig == signature::expert_parallel) {
+      const long long cap = capacity(d.rows * d.n), slots = Experts * cap, local = slots / d.n;
+      return {.keep_input = true,
+              .stash_values = d.rows * Experts + local * (D + Hidden) + slots * D,
+              .stash_stats = 2LL * Experts,
+              .stash_ids = 2 * d.rows * TopK + slots,
+              .scratch_values = 2 * slots * D + local * (Hidden + D) + d.rows * Experts,
+              .scratch_stats = (d.n + 1LL) * (TopK + 1) * Experts};
+    }
     const long long slots = Experts * capacity(d.rows);
     return {.keep_input = true,
             .stash_values = d.rows * Experts + slots * (Hidden + D),
@@ -99,6 +127,7 @@ struct MoE {
 
   template <class C>
   static void forward(C& c) {
+    if (c.sig == signature::expert_parallel) return forward_ep(c);
     using S = gemm_scalar_t<typename C::value_type>;
     const auto N = backend::trans::N;
     const bufs<C> b(c);
@@ -124,6 +153,7 @@ struct MoE {
 
   template <class C>
   static void backward(C& c) {
+    if (c.sig == signature::expert_parallel) return backward_ep(c);
     using S = gemm_scalar_t<typename C::value_type>;
     const auto N = backend::trans::N, Tr = backend::trans::T;
     const bufs<C> b(c);
@@ -157,6 +187,112 @@ struct MoE {
   }
 
  private:
+  // ---- expert parallel (Split<n>) ---------------------------------------------------------
+  template <class C>
+  static void forward_ep(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N;
+    const ep_bufs<C> b(c);
+    const std::size_t R = c.rows, E = Experts, cap = b.cap, d = D, h = Hidden, El = b.local_experts;
+    gemm(c.q, N, N, R, E, d, S(1), c.x, d, c.w[0], E, S(0), b.probs, E);
+    moe_route(c.q, R, Experts, TopK, b.probs, b.probs, b.choice, b.stats);
+    // slots over the whole micro-batch, from every device's per-rank counts
+    moe_route_counts(c.q, R, Experts, TopK, b.choice, b.stats, b.row);
+    c.part.all_gather(b.row, b.table, std::size_t(TopK + 1) * E);
+    moe_assign_part(c.q, R, Experts, TopK, cap, b.table, c.n, c.index, b.choice, b.slot_of, b.token_of, b.stats);
+    // dispatch: this device's tokens in their slots of every expert; the owner sums
+    auto* send = c.scratch_values;
+    auto* recv = send + b.slots * d;
+    auto* hid = recv + b.slots * d;
+    auto* yl = hid + b.local * h;
+    moe_gather(c.q, b.slots, d, TopK, b.token_of, c.x, send);
+    c.part.all_to_all(send, recv, b.local * d);
+    sum_blocks(c, recv, b.xe, b.local * d);
+    // the local experts
+    gemm_strided_batched(c.q, N, N, cap, h, d, S(1), b.xe, d, cap * d, c.w[1], h, d * h, S(0), b.h_pre, h, cap * h, El);
+    bias_activation_forward(c.q, backend::activation::gelu, b.local, h, b.h_pre, b.none(), b.none(), hid);
+    gemm_strided_batched(c.q, N, N, cap, d, h, S(1), hid, h, cap * h, c.w[2], d, h * d, S(0), yl, d, cap * d, El);
+    // combine: every device gets the local experts' outputs, lands them at the experts' rows
+    for (int p = 0; p < c.n; ++p) copy(c.q, b.local * d, yl, send + std::size_t(p) * b.local * d);
+    c.part.all_to_all(send, b.ye, b.local * d);
+    moe_combine(c.q, R, d, Experts, TopK, cap, b.choice, b.slot_of, b.probs, b.ye, c.y);
+    if (c.aux && c.aux->acc)
+      moe_aux_accumulate(c.q, Experts, b.stats, math::moe::aux_value_coef(Experts, TopK, b.tokens, aux_alpha),
+                         c.aux->rows, c.aux->acc);
+  }
+
+  template <class C>
+  static void backward_ep(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    const ep_bufs<C> b(c);
+    const std::size_t R = c.rows, cap = b.cap, d = D, h = Hidden, El = b.local_experts;
+    auto* send = c.scratch_values;
+    auto* recv = send + b.slots * d;
+    auto* hid = recv + b.slots * d;
+    auto* dyl = hid + b.local * h;
+    auto* dlogits = dyl + b.local * d;
+    // the combine's backward: p · dy into every expert's slots, to the owners
+    moe_dispatch_grad(c.q, b.slots, d, Experts, TopK, cap, b.token_of, b.probs, c.dy, send);
+    c.part.all_to_all(send, recv, b.local * d);
+    sum_blocks(c, recv, dyl, b.local * d);
+    const double aux = c.aux ? c.aux->scale * math::moe::aux_grad_coef(Experts, TopK, b.tokens, aux_alpha) : 0.0;
+    moe_router_backward(c.q, R, d, Experts, TopK, cap, b.probs, b.choice, b.slot_of, c.dy, b.ye, b.stats, aux,
+                        dlogits);
+    // the local experts, as on one device
+    bias_activation_forward(c.q, backend::activation::gelu, b.local, h, b.h_pre, b.none(), b.none(), hid);
+    for (std::size_t e = 0; e < El; ++e)
+      gemm(c.q, Tr, N, h, d, cap, S(1), hid + e * cap * h, h, dyl + e * cap * d, d, S(1), c.g[2] + e * h * d, d);
+    gemm_strided_batched(c.q, N, Tr, cap, h, d, S(1), dyl, d, cap * d, c.w[2], d, h * d, S(0), hid, h, cap * h, El);
+    activation_backward(c.q, backend::activation::gelu, b.local * h, b.h_pre, hid, hid);
+    for (std::size_t e = 0; e < El; ++e)
+      gemm(c.q, Tr, N, d, h, cap, S(1), b.xe + e * cap * d, d, hid + e * cap * h, h, S(1), c.g[1] + e * d * h, h);
+    gemm(c.q, Tr, N, d, Experts, R, S(1), c.x, d, dlogits, Experts, S(1), c.g[0], Experts);
+    if (!c.dx) return;
+    // the experts' input gradients back to every device, scattered to the tokens
+    gemm_strided_batched(c.q, N, Tr, cap, d, h, S(1), hid, h, cap * h, c.w[1], h, d * h, S(0), dyl, d, cap * d, El);
+    for (int p = 0; p < c.n; ++p) copy(c.q, b.local * d, dyl, send + std::size_t(p) * b.local * d);
+    c.part.all_to_all(send, recv, b.local * d);
+    moe_scatter(c.q, R, d, TopK, cap, b.choice, b.slot_of, recv, c.dx);
+    gemm(c.q, N, Tr, R, d, Experts, S(1), dlogits, Experts, c.w[0], Experts, S(1), c.dx, d);
+  }
+
+  // out = Σ over the part's n blocks of `in` (n × count): each slot is filled by one device.
+  template <class C, class T>
+  static void sum_blocks(C& c, const T* in, T* out, std::size_t count) {
+    copy(c.q, count, in, out);
+    for (int p = 1; p < c.n; ++p) add(c.q, count, out, in + std::size_t(p) * count, out);
+  }
+
+  template <class C>
+  struct ep_bufs {
+    using T = typename C::value_type;
+    std::size_t cap, slots, local, local_experts;
+    double tokens;  // of the micro-batch
+    T *probs, *xe, *h_pre, *ye;
+    stat_t<T>* stats;
+    stat_t<T>* row;    // this device's routing row, (TopK + 1)·E
+    stat_t<T>* table;  // the part's rows, n of them
+    std::int32_t *choice, *slot_of, *token_of;
+    explicit ep_bufs(const C& c)
+        : cap(static_cast<std::size_t>(capacity(static_cast<long long>(c.rows) * c.n))),
+          slots(cap * Experts),
+          local(slots / std::size_t(c.n)),
+          local_experts(std::size_t(Experts / c.n)),
+          tokens(double(c.rows) * c.n),
+          probs(c.stash_values),
+          xe(probs + c.rows * Experts),
+          h_pre(xe + local * D),
+          ye(h_pre + local * Hidden),
+          stats(c.stash_stats),
+          row(c.scratch_stats),
+          table(row + std::size_t(TopK + 1) * Experts),
+          choice(c.stash_ids),
+          slot_of(choice + c.rows * TopK),
+          token_of(slot_of + c.rows * TopK) {}
+    static T* none() { return nullptr; }
+  };
+
   // The stash's pieces for this call (memory() above lays them out).
   template <class C>
   struct bufs {

@@ -51,6 +51,20 @@ __global__ void k_moe_assign(std::size_t rows, int E, int K, std::size_t cap, co
                              I* token_of) {
   STRATA_MOE_LOOP(e, std::size_t(E)) math::moe::assign_expert(int(e), rows, K, cap, choice, slot_of, token_of);
 }
+template <class S>
+__global__ void k_moe_route_counts(std::size_t rows, int E, int K, const std::int32_t* choice, const S* stats, S* row) {
+  STRATA_MOE_LOOP(e, std::size_t(E)) {
+    for (int j = 0; j < K; ++j) row[std::size_t(j * E) + e] = math::moe::rank_count<S>(int(e), j, rows, K, choice);
+    row[std::size_t(K * E) + e] = stats[std::size_t(E) + e];
+  }
+}
+template <class S>
+__global__ void k_moe_assign_part(std::size_t rows, int E, int K, std::size_t cap, const S* table, int n, int index,
+                                  const std::int32_t* choice, std::int32_t* slot_of, std::int32_t* token_of, S* stats) {
+  const std::size_t stride = std::size_t(K + 1) * std::size_t(E);
+  STRATA_MOE_LOOP(e, std::size_t(E))
+  math::moe::assign_expert_part(int(e), rows, E, K, cap, table, stride, n, index, choice, slot_of, token_of, stats);
+}
 template <class T>
 __global__ void k_moe_gather(std::size_t slots, std::size_t D, int K, const std::int32_t* token_of, const T* x, T* xe) {
   STRATA_MOE_LOOP(i, slots * D) {
@@ -139,6 +153,24 @@ inline void moe_assign(queue& q, std::size_t rows, int E, int K, std::size_t cap
   detail::k_moe_assign<std::int32_t><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, cap, choice,
                                                                                                  slot_of, token_of);
   STRATA_CUDA_CHECK_LAUNCH("k_moe_assign");
+}
+
+template <class S>
+void moe_route_counts(queue& q, std::size_t rows, int E, int K, const std::int32_t* choice, const S* stats, S* row) {
+  static_assert(detail::is_real_v<S>);
+  detail::k_moe_route_counts<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, choice, stats,
+                                                                                          row);
+  STRATA_CUDA_CHECK_LAUNCH("k_moe_route_counts");
+}
+
+template <class S>
+void moe_assign_part(queue& q, std::size_t rows, int E, int K, std::size_t cap, const S* table, int n, int index,
+                     const std::int32_t* choice, std::int32_t* slot_of, std::int32_t* token_of, S* stats) {
+  static_assert(detail::is_real_v<S>);
+  detail::need(table && slot_of && token_of && stats, "moe_assign_part", "null pointer");
+  detail::k_moe_assign_part<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(
+      rows, E, K, cap, table, n, index, choice, slot_of, token_of, stats);
+  STRATA_CUDA_CHECK_LAUNCH("k_moe_assign_part");
 }
 
 template <class T>

@@ -46,6 +46,30 @@ inline void moe_assign(queue& q, std::size_t rows, int E, int K, std::size_t cap
   });
 }
 
+// Expert parallelism: this device's row for the part's all-gather (math::moe::rank_count):
+// row[j·E + e] = choices of rank j that picked e, row[K·E + e] = stats[E + e] (Σ p_e).
+template <class S>
+void moe_route_counts(queue& q, std::size_t rows, int E, int K, const std::int32_t* choice, const S* stats, S* row) {
+  static_assert(detail::is_real_v<S>);
+  q.parallel_for(std::size_t(E), [&](std::size_t e) {
+    for (int j = 0; j < K; ++j) row[std::size_t(j * E) + e] = math::moe::rank_count<S>(int(e), j, rows, K, choice);
+    row[std::size_t(K * E) + e] = stats[std::size_t(E) + e];
+  });
+}
+
+// Expert parallelism: slot_of, token_of and the micro-batch's stats from the gathered rows
+// (math::moe::assign_expert_part), experts in parallel.
+template <class S>
+void moe_assign_part(queue& q, std::size_t rows, int E, int K, std::size_t cap, const S* table, int n, int index,
+                     const std::int32_t* choice, std::int32_t* slot_of, std::int32_t* token_of, S* stats) {
+  static_assert(detail::is_real_v<S>);
+  detail::need(table && slot_of && token_of && stats, "moe_assign_part", "null pointer");
+  const std::size_t stride = std::size_t(K + 1) * std::size_t(E);
+  q.parallel_for(std::size_t(E), [&](std::size_t e) {
+    math::moe::assign_expert_part(int(e), rows, E, K, cap, table, stride, n, index, choice, slot_of, token_of, stats);
+  });
+}
+
 // xe[s] = x[token of slot s], zeros for empty slots: [slots, D].
 template <class T>
 void moe_gather(queue& q, std::size_t slots, std::size_t D, int K, const std::int32_t* token_of, const T* x, T* xe) {

@@ -358,3 +358,51 @@ TEST_CASE("a small GPT with an MoE block learns on one device") {
   CHECK(std::isfinite(last));
   CHECK(last < 0.5 * first);
 }
+
+TEST_CASE("MoE expert parallel: slots from the gathered routing rows equal one device's") {
+  // 24 tokens, 4 experts, top-2, a capacity that drops: devices of n = 2, 3, 4 each hold a
+  // contiguous block of rows and assign, from every device's per-rank counts, the slots
+  // one device gives the whole micro-batch.
+  constexpr int E = 4, K = 2;
+  constexpr std::size_t rows = 24;
+  B::queue q{1};
+  std::uniform_int_distribution<int> pick(0, E - 1);
+  std::vector<std::int32_t> choice(rows * K);
+  for (std::size_t r = 0; r < rows; ++r) {
+    choice[r * K] = pick(rng);
+    do choice[r * K + 1] = pick(rng);
+    while (choice[r * K + 1] == choice[r * K]);
+  }
+  for (const std::size_t cap : {std::size_t(5), std::size_t(9), rows}) {
+    std::vector<std::int32_t> slot_one(rows * K), token_one(E * cap);
+    backend::host::moe_assign(q, rows, E, K, cap, choice.data(), slot_one.data(), token_one.data());
+    for (const int n : {2, 3, 4}) {
+      const std::size_t local = rows / std::size_t(n), stride = std::size_t(K + 1) * E;
+      std::vector<double> table(std::size_t(n) * stride);
+      for (int p = 0; p < n; ++p) {
+        std::vector<double> stats(2 * E, 0.5 * p);  // probability sums: only carried along
+        backend::host::moe_route_counts(q, local, E, K, choice.data() + std::size_t(p) * local * K, stats.data(),
+                                        table.data() + std::size_t(p) * stride);
+      }
+      std::vector<std::int32_t> filled(E * cap, -1);
+      for (int p = 0; p < n; ++p) {
+        std::vector<std::int32_t> slot(local * K), token(E * cap);
+        std::vector<double> stats(2 * E);
+        backend::host::moe_assign_part(q, local, E, K, cap, table.data(), n, p,
+                                       choice.data() + std::size_t(p) * local * K, slot.data(), token.data(),
+                                       stats.data());
+        for (std::size_t c = 0; c < local * K; ++c) CHECK(slot[c] == slot_one[std::size_t(p) * local * K + c]);
+        for (std::size_t s = 0; s < E * cap; ++s)
+          if (token[s] >= 0) {
+            CHECK(filled[s] < 0);
+            filled[s] = token[s] + std::int32_t(std::size_t(p) * local * K);
+          }
+        for (int e = 0; e < E; ++e) {
+          CHECK(stats[e] == double(std::count(choice.begin(), choice.end(), e)));
+          CHECK(stats[E + e] == 0.5 * n * (n - 1) / 2);
+        }
+      }
+      CHECK(filled == token_one);
+    }
+  }
+}

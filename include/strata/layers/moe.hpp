@@ -167,16 +167,9 @@ struct MoE {
     const double aux = c.aux ? c.aux->scale * math::moe::aux_grad_coef(Experts, TopK, b.tokens, aux_alpha) : 0.0;
     moe_router_backward(c.q, R, d, Experts, TopK, cap, b.probs, b.choice, b.slot_of, c.dy, b.ye, b.stats, aux,
                         dlogits);
-    // second expert matrix: dW_out[e] += GeLU(h_pre)ᵀ dye, d hidden = dye W_outᵀ · GeLU'
-    bias_activation_forward(c.q, backend::activation::gelu, b.slots, h, b.h_pre, b.none(), b.none(), hid);
-    for (std::size_t e = 0; e < E; ++e)
-      gemm(c.q, Tr, N, h, d, cap, S(1), hid + e * cap * h, h, dye + e * cap * d, d, S(1), c.g[2] + e * h * d, d);
-    gemm_strided_batched(c.q, N, Tr, cap, h, d, S(1), dye, d, cap * d, c.w[2], d, h * d, S(0), hid, h, cap * h, E);
-    activation_backward(c.q, backend::activation::gelu, b.slots * h, b.h_pre, hid, hid);
-    // first expert matrix: dW_in[e] += xeᵀ d hidden (tokens gathered again from the kept x)
+    // the experts (tokens gathered again from the kept x)
     moe_gather(c.q, b.slots, d, TopK, b.token_of, c.x, xe);
-    for (std::size_t e = 0; e < E; ++e)
-      gemm(c.q, Tr, N, d, h, cap, S(1), xe + e * cap * d, d, hid + e * cap * h, h, S(1), c.g[1] + e * d * h, h);
+    experts_backward(c, E, cap, xe, dye, b.h_pre, b.none(), hid);
     // the gate: dgate += xᵀ dlogits
     gemm(c.q, Tr, N, d, E, R, S(1), c.x, d, dlogits, E, S(1), c.g[0], E);
     if (!c.dx) return;
@@ -240,13 +233,7 @@ struct MoE {
     moe_router_backward(c.q, R, d, Experts, TopK, cap, b.probs, b.choice, b.slot_of, c.dy, b.ye, b.stats, aux,
                         dlogits);
     // the local experts, as on one device
-    bias_activation_forward(c.q, backend::activation::gelu, b.local, h, b.h_pre, b.none(), b.none(), hid);
-    for (std::size_t e = 0; e < El; ++e)
-      gemm(c.q, Tr, N, h, d, cap, S(1), hid + e * cap * h, h, dyl + e * cap * d, d, S(1), c.g[2] + e * h * d, d);
-    gemm_strided_batched(c.q, N, Tr, cap, h, d, S(1), dyl, d, cap * d, c.w[2], d, h * d, S(0), hid, h, cap * h, El);
-    activation_backward(c.q, backend::activation::gelu, b.local * h, b.h_pre, hid, hid);
-    for (std::size_t e = 0; e < El; ++e)
-      gemm(c.q, Tr, N, d, h, cap, S(1), b.xe + e * cap * d, d, hid + e * cap * h, h, S(1), c.g[1] + e * d * h, h);
+    experts_backward(c, El, cap, b.xe, dyl, b.h_pre, b.none(), hid);
     gemm(c.q, Tr, N, d, Experts, R, S(1), c.x, d, dlogits, Experts, S(1), c.g[0], Experts);
     if (!c.dx) return;
     // the experts' input gradients back to every device, scattered to the tokens
@@ -255,6 +242,24 @@ struct MoE {
     c.part.all_to_all(send, recv, b.local * d);
     moe_scatter(c.q, R, d, TopK, cap, b.choice, b.slot_of, recv, c.dx);
     gemm(c.q, N, Tr, R, d, Experts, S(1), dlogits, Experts, c.w[0], Experts, S(1), c.dx, d);
+  }
+
+  // The backward of `count` experts of `cap` slots each (inputs xe, output gradients dy,
+  // kept pre-activations h_pre): dW_out[e] += GeLU(h_pre)ᵀ dy, d hidden = dy W_outᵀ ·
+  // GeLU'(h_pre) into `hid` (for the input gradients), dW_in[e] += xeᵀ d hidden.
+  template <class C, class T, class X, class Z>
+  static void experts_backward(C& c, std::size_t count, std::size_t cap, const X* xe, const T* dy, const T* h_pre,
+                               Z none, T* hid) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    const std::size_t d = D, h = Hidden;
+    bias_activation_forward(c.q, backend::activation::gelu, count * cap, h, h_pre, none, none, hid);
+    for (std::size_t e = 0; e < count; ++e)
+      gemm(c.q, Tr, N, h, d, cap, S(1), hid + e * cap * h, h, dy + e * cap * d, d, S(1), c.g[2] + e * h * d, d);
+    gemm_strided_batched(c.q, N, Tr, cap, h, d, S(1), dy, d, cap * d, c.w[2], d, h * d, S(0), hid, h, cap * h, count);
+    activation_backward(c.q, backend::activation::gelu, count * cap * h, h_pre, hid, hid);
+    for (std::size_t e = 0; e < count; ++e)
+      gemm(c.q, Tr, N, d, h, cap, S(1), xe + e * cap * d, d, hid + e * cap * h, h, S(1), c.g[1] + e * d * h, h);
   }
 
   // out = Σ over the part's n blocks of `in` (n × count): each slot is filled by one device.

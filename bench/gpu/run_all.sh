@@ -117,6 +117,19 @@ status() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(date -u '+%H:%M:%S')"
 # $NCCL_HOME or PyTorch's nvidia-nccl wheel.
 cmake_hints=()
 carry="$root/.carry"
+# Binaries built on the build machine (scripts/gpu_prebuild.sh): unpacked when build-gpu/
+# has no build of its own; its ctest files name the build machine's root, linked to ours.
+prebuilt=0
+if [[ -f "$carry/build-gpu.tar.gz" && ! -f "$build/build.ninja" ]]; then
+  tar -C "$build" -xzf "$carry/build-gpu.tar.gz"
+  built_at="$(cat "$build/BUILT_AT")"
+  if [[ "$built_at" != "$root" && ! -e "$built_at" ]]; then mkdir -p "$(dirname "$built_at")" && ln -s "$root" "$built_at"; fi
+  prebuilt=1
+  echo "prebuilt binaries of commit $(cat "$build/BUILT_FROM") (scripts/gpu_prebuild.sh)" >>"$work/logs/environment.log"
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  [[ -d "$d" ]] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
 if [[ -d "$carry" ]]; then
   # OpenBLAS and its Fortran runtime travel gzipped (the carry limit): unpack them once
   lib="$build/carried-lib"
@@ -139,6 +152,7 @@ if [[ -n "$python" ]]; then
   d="$("$python" -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)"
   if [[ -n "$d" && -f "$d/include/nccl.h" ]]; then
     cmake_hints+=(-DSTRATA_NCCL_INCLUDE_DIR="$d/include" -DSTRATA_NCCL_LIBRARY="$(ls "$d"/lib/libnccl.so* | head -1)")
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d/lib"
   fi
 fi
 fmnist_dir=""
@@ -436,6 +450,15 @@ part_tests() {
     elif [[ $rc == 0 ]]; then status "test-$n" "passed" $(( $(date +%s) - start )) ""
     elif [[ $rc == 124 || $rc == 137 ]]; then status "test-$n" "failed" $(( $(date +%s) - start )) "timed out after $test_timeout s"
     else status "test-$n" "failed" $(( $(date +%s) - start )) "exit $rc"; fi
+    # a failing test runs again under compute-sanitizer (memcheck, then racecheck)
+    if [[ $rc != 0 ]] && ! grep -q "Skipped" "$work/logs/$n.log" && command -v compute-sanitizer >/dev/null; then
+      local exe tool
+      exe="$(cd "$build" && ctest -N -V -R "^$n\$" | sed -n 's/^.*Test command: \([^ ]*\).*$/\1/p' | head -1)"
+      for tool in memcheck racecheck; do
+        [[ -n "$exe" ]] && run_limited "$test_timeout" compute-sanitizer --tool "$tool" --print-limit 20 "$exe" \
+          >"$work/logs/$n.$tool.log" 2>&1
+      done
+    fi
   done
 }
 

@@ -50,6 +50,9 @@ constexpr double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
 constexpr double tol_tf32 = 5e-3;
 constexpr double tol_bf16 = 2e-2;
 constexpr double tol_lt_gelu = 1e-3;
+// cuBLASLt's GELU epilogue in double is an approximation of its own: 6.0e-10 worst on an
+// H100 (CUDA 13.0) against the host's double tanh form, so double gets its own bound.
+constexpr double tol_lt_gelu_double = 5e-9;
 
 std::mt19937_64& rng() {
   static std::mt19937_64 g(20240611);
@@ -208,7 +211,9 @@ TEST_CASE_TEMPLATE("gemm_bias_act with cuBLASLt's GELU epilogue", T, float, doub
               for (std::size_t c = 0; c < s.N; ++c) o[r * s.N + c] = v[r * ldc + c];
             return o;
           };
-          const double t = (act == activation::gelu && std::is_same_v<T, float>) ? tol_lt_gelu : tol<T>;
+          const double t = act != activation::gelu         ? tol<T>
+                           : std::is_same_v<T, float>         ? tol_lt_gelu
+                                                              : tol_lt_gelu_double;
           const std::string what = std::string("gemm_bias_act ") + name(act) + " bias=" + std::to_string(with_bias) +
                                    " pre=" + std::to_string(with_pre) + " K=" + std::to_string(s.K);
           expect_close(unpad(to_host(f.q, dC, s.M * ldc)), ref, std::max(t, tol<T>), what);

@@ -227,7 +227,7 @@ TEST_CASE("a batch already in device memory trains like the same batch from the 
   REQUIRE(cudaMemcpy(dy.data(), y.data(), y.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) == cudaSuccess);
   CHECK_THROWS_WITH(from_device.step(on_device), doctest::Contains("label 12 at position 7"));
   CHECK_THROWS_WITH(from_device.step({.inputs = on_device.inputs, .labels = y, .samples = 64}),
-                    doctest::Contains("both in host memory"));
+                    doctest::Contains("both be in host memory"));
 }
 
 TEST_CASE("the public verifier on one GPU: two interleaved chunks against the one-device reference") {

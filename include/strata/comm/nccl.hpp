@@ -613,20 +613,23 @@ class nccl_communicator {
     return c;
   }
 
+  [[noreturn]] static void creation_timed_out(detail::nccl_state& st, const char* call,
+                                              const std::source_location& at) {
+    std::string msg = "strata::comm: NCCL watchdog on " + st.where() + ": " + call + " (at " +
+                      detail::nccl_site(at) + ") did not complete within " + detail::nccl_seconds(st.timeout) +
+                      ". Called ncclCommAbort. Usual causes: a rank did not take part, or ranks "
+                      "created communicators in different orders";
+    st.abort_comm(msg);
+    throw comm_error(msg);
+  }
+
   // A freshly created communicator: wait for its non-blocking init, then
   // check NCCL agrees on rank and size.
   static void wait_new_comm(detail::nccl_state& st, ncclComm_t comm, const char* call,
                             const std::source_location& at) {
     const auto deadline = std::chrono::steady_clock::now() + st.timeout;
     const ncclResult_t ready = detail::nccl_state::poll_ready(comm, deadline);
-    if (ready == ncclInProgress) {
-      std::string msg = "strata::comm: NCCL watchdog on " + st.where() + ": " + call + " (at " +
-                        detail::nccl_site(at) + ") did not complete within " + detail::nccl_seconds(st.timeout) +
-                        ". Called ncclCommAbort. Usual causes: a rank did not take part, or ranks "
-                        "created communicators in different orders";
-      st.abort_comm(msg);
-      throw comm_error(msg);
-    }
+    if (ready == ncclInProgress) creation_timed_out(st, call, at);
     if (ready != ncclSuccess) st.nccl_fail(ready, call, nullptr, at);
     int n = 0, r = -1;
     st.nccl_check(ncclCommCount(comm, &n), "ncclCommCount");
@@ -657,8 +660,24 @@ class nccl_communicator {
       (void)slot.release();
       throw;
     }
-    const ncclComm_t child = *slot;
+    ncclComm_t child = *slot;
     if (child == nullptr) {
+      // Seen with NCCL 2.28 on an H100: a non-blocking split returns before its job
+      // has written the child handle; the job belongs to the parent, so wait there.
+      const ncclResult_t parent =
+          detail::nccl_state::poll_ready(st.comm, std::chrono::steady_clock::now() + st.timeout);
+      if (parent == ncclInProgress) {
+        (void)slot.release();  // the job may still write it
+        creation_timed_out(st, call.c_str(), at);
+      }
+      if (parent != ncclSuccess) {
+        (void)slot.release();
+        st.nccl_fail(parent, call.c_str(), nullptr, at);
+      }
+      child = *slot;
+    }
+    if (child == nullptr) {
+      (void)slot.release();
       std::string msg = "strata::comm: " + call + " at " + detail::nccl_site(at) + " on " + st.where() +
                         " returned no communicator";
       throw comm_error(msg);

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -54,6 +55,17 @@ class cuda_error : public std::runtime_error {
   int line_;
   long long code_;
   int rank_;
+};
+
+// Device memory exhausted: a std::bad_alloc, as the host backend's allocation
+// failure is, with the request and the rank in what().
+class device_out_of_memory : public std::bad_alloc {
+ public:
+  explicit device_out_of_memory(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
 };
 
 // ---------------------------------------------------------------------------

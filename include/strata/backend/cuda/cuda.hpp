@@ -55,6 +55,14 @@ inline void* device_malloc(std::size_t bytes) {
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
     const std::string call = "cudaMalloc(" + std::to_string(bytes) + " bytes)";
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: the context stays usable
+      std::size_t free_bytes = 0, total = 0;
+      (void)cudaMemGetInfo(&free_bytes, &total);
+      throw device_out_of_memory("strata: out of device memory on rank " + std::to_string(process_rank()) +
+                                 ": " + call + " with " + std::to_string(free_bytes) + " of " +
+                                 std::to_string(total) + " bytes free");
+    }
     raise(e, call.c_str(), __FILE__, __LINE__);
   }
   malloc_counter().fetch_add(1, std::memory_order_relaxed);

@@ -248,6 +248,33 @@ struct group {
   __device__ static V sum(V v, V* sm) {
     return reduce(v, sm, [](V a, V b) { return a + b; });
   }
+  // Two sums in one pass (sm holds 2 * warps): the same additions, in the same
+  // order, as two sum() calls, with half the barriers.
+  template <class V>
+  __device__ static void sum2(V& a, V& b, V* sm) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      a += __shfl_xor_sync(0xffffffffu, a, o);
+      b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    if constexpr (warps > 1) {
+      const int lane = threadIdx.x & 31, w = int(threadIdx.x % TH) / 32;
+      if (lane == 0) {
+        sm[w] = a;
+        sm[warps + w] = b;
+      }
+      __syncthreads();
+      V ta = sm[0], tb = sm[warps];
+#pragma unroll
+      for (int i = 1; i < warps; ++i) {
+        ta += sm[i];
+        tb += sm[warps + i];
+      }
+      __syncthreads();
+      a = ta;
+      b = tb;
+    }
+  }
   // NaN never wins a comparison, matching the host's `x > m ? x : m` scans.
   template <class V>
   __device__ static V max(V v, V* sm) {

@@ -94,6 +94,8 @@ void with_row_config_backward(std::size_t D, F&& f) {
     f(ic<32>{}, ic<4>{}, ic<8>{});
   else if (D <= 512)
     f(ic<128>{}, ic<4>{}, ic<2>{});
+  else if (D <= 1024)  // H100, D = 1024: 512 threads on one row left each 2 loads in flight
+    f(ic<256>{}, ic<4>{}, ic<2>{});
   else if (D <= 2048)
     f(ic<512>{}, ic<4>{}, ic<1>{});
   else if (D <= 4096)

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
                          const S* mean, const S* rstd, const T* dy, T* dx, double* partial,
                          G* dgamma, G* dbeta, bool accumulate) {
   using C = compute_t<T>;
-  __shared__ double sd[RPB][TH / 32];
+  __shared__ double sd[RPB][2 * (TH / 32)];
   constexpr int NC = IT > 0 ? IT : 1;
   static_assert(!COLS || IT > 0);
   constexpr int CG = (COLS && RPB > 1) ? RPB * TH * IT : 1;
@@ -156,8 +156,9 @@ __global__ void __launch_bounds__(TH* RPB, (TH * RPB >= 1024 ? 1 : 1024 / (TH * 
       }
     }
     if (dx) {
-      sg = group<TH>::sum(sg, sd[g]) / double(D);
-      sgx = group<TH>::sum(sgx, sd[g]) / double(D);
+      group<TH>::sum2(sg, sgx, sd[g]);
+      sg /= double(D);
+      sgx /= double(D);
       if (active) {
         T* dxr = dx + r * D;
         const C sg_t = C(sg), sgx_t = C(sgx);

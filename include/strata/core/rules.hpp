@@ -426,4 +426,11 @@ struct auto_stages_schedule {
                        "Schedule<PreferBackward> (auto_stages_schedule<schedule kind>)");
 };
 
+template <bool Found, int Devices, long long BudgetMiB>
+struct search_fits {
+  static constexpr bool value = Found;
+  static_assert(value, "strata rule [search-fits]: no configuration the search tries fits the memory budget on "
+                       "these devices (search_fits<found, devices, MiB per device>)");
+};
+
 }  // namespace strata::rule

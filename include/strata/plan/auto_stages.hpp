@@ -97,6 +97,65 @@ struct whole_part<type_list<U...>, Part> {
   using type = Part<U...>;
 };
 
+// The first flat layer of each unit, and the total after the last.
+template <class... U>
+constexpr std::array<int, sizeof...(U) + 1> unit_firsts(type_list<U...>) {
+  constexpr std::array<int, sizeof...(U) + 1> sizes{item_layers<U>::type::size..., 0};
+  std::array<int, sizeof...(U) + 1> f{};
+  for (std::size_t u = 0; u < sizeof...(U); ++u) f[u + 1] = f[u] + sizes[u];
+  return f;
+}
+
+// Each unit's memory and cost, read off a probe plan holding the whole model as one stage:
+// units [first[u], first[u + 1]) of its flat layers (the loss, if any, joins the last one).
+template <class Probe, std::size_t NU>
+constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int num_units) {
+  unit_costs<NU> c{};
+  const auto& T = Probe::lowering::tables;
+  const long long eb = Probe::element_bytes, sb = Probe::stat_bytes, mb = Probe::master_bytes;
+  const long long per_param = (Probe::mixed_precision ? mb + eb : eb) + mb + 2 * mb;  // weights, grads, Adam
+  for (int u = 0; u < num_units; ++u) {
+    const auto x = static_cast<std::size_t>(u);
+    const int lo = first[x];
+    const int hi = u + 1 == num_units ? Probe::num_layers : first[x + 1];  // the loss joins the last unit
+    long long region_bytes = 0;
+    for (int i = lo; i < hi; ++i) {
+      const auto y = static_cast<std::size_t>(i);
+      const strata::layer_plan& lp = Probe::layer_plans[y];
+      const auto& call = T.calls[y];
+      const long long in_elems = call.dims.rows * call.dims.in_cols;
+      const long long out_elems = call.dims.out_rows * call.dims.out_cols;
+      long long flops = lp.local_flops_per_sample;
+      const int region = Probe::recompute_region[y];
+      if (region >= 0) {  // the forward runs again in the backward
+        const long long f = lp.desc.forward_flops(lp.in), b = lp.desc.backward_flops(lp.in);
+        if (f + b > 0) flops += static_cast<long long>(static_cast<double>(lp.local_flops_per_sample) * f / (f + b));
+        const bool region_first = i == lo || Probe::recompute_region[y - 1] != region;
+        if (region_first) {
+          c.act[x] += in_elems * eb;  // a region keeps only its input ...
+          region_bytes = in_elems * eb;  // (and may hold its input converted)
+        }
+        // ... and writes the rest into the stage's recompute buffers, one region at a time
+        region_bytes += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
+                        out_elems * eb;
+        c.recompute[x] = region_bytes > c.recompute[x] ? region_bytes : c.recompute[x];
+      } else {
+        c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
+                    (call.needs.keep_input ? in_elems * eb : 0);
+      }
+      c.cost[x] += flops * Probe::micro_batch * Probe::num_micro_batch;
+      c.state[x] += lp.local_param_elems * per_param;
+      const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
+      const long long scratch = call.needs.scratch_values * eb + call.needs.scratch_stats * sb;
+      c.ping[x] = big > c.ping[x] ? big : c.ping[x];
+      c.scratch[x] = scratch > c.scratch[x] ? scratch : c.scratch[x];
+      if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
+      if (i == hi - 1 && lp.desc.role != layer_role::loss) c.exit[x] = out_elems * eb;
+    }
+  }
+  return c;
+}
+
 template <class Net, class... Options>
 struct auto_stages {
   static constexpr int K = pick_t<option_kind::auto_stages, AutoStages<0>, Options...>::value;
@@ -119,64 +178,14 @@ struct auto_stages {
   using probe = typename plan_of<typename whole_part<units, model::template part>::type,
                                  concat_t<probe_option_t<Options>...>>::type;
 
-  template <class... U>
-  static constexpr std::array<int, sizeof...(U) + 1> sizes_of(type_list<U...>) {
-    return {item_layers<U>::type::size..., 0};
-  }
   // first flat layer of each unit (first[num_units] = the model's layers; the loss after)
   static constexpr auto first = [] {
-    constexpr auto sz = sizes_of(units{});
     std::array<int, NU + 1> f{};
-    for (int u = 0; u < num_units; ++u) f[static_cast<std::size_t>(u + 1)] = f[static_cast<std::size_t>(u)] + sz[static_cast<std::size_t>(u)];
+    if constexpr (num_units > 0) f = unit_firsts(units{});
     return f;
   }();
 
-  static constexpr unit_costs<NU> costs = [] {
-    unit_costs<NU> c{};
-    const auto& T = probe::lowering::tables;
-    const long long eb = probe::element_bytes, sb = probe::stat_bytes, mb = probe::master_bytes;
-    const long long per_param = (probe::mixed_precision ? mb + eb : eb) + mb + 2 * mb;  // weights, grads, Adam
-    for (int u = 0; u < num_units; ++u) {
-      const auto x = static_cast<std::size_t>(u);
-      const int lo = first[x];
-      const int hi = u + 1 == num_units ? probe::num_layers : first[x + 1];  // the loss joins the last unit
-      long long region_bytes = 0;
-      for (int i = lo; i < hi; ++i) {
-        const auto y = static_cast<std::size_t>(i);
-        const strata::layer_plan& lp = probe::layer_plans[y];
-        const auto& call = T.calls[y];
-        const long long in_elems = call.dims.rows * call.dims.in_cols;
-        const long long out_elems = call.dims.out_rows * call.dims.out_cols;
-        long long flops = lp.local_flops_per_sample;
-        const int region = probe::recompute_region[y];
-        if (region >= 0) {  // the forward runs again in the backward
-          const long long f = lp.desc.forward_flops(lp.in), b = lp.desc.backward_flops(lp.in);
-          if (f + b > 0) flops += static_cast<long long>(static_cast<double>(lp.local_flops_per_sample) * f / (f + b));
-          const bool region_first = i == lo || probe::recompute_region[y - 1] != region;
-          if (region_first) {
-            c.act[x] += in_elems * eb;  // a region keeps only its input ...
-            region_bytes = in_elems * eb;  // (and may hold its input converted)
-          }
-          // ... and writes the rest into the stage's recompute buffers, one region at a time
-          region_bytes += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                          out_elems * eb;
-          c.recompute[x] = region_bytes > c.recompute[x] ? region_bytes : c.recompute[x];
-        } else {
-          c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                      (call.needs.keep_input ? in_elems * eb : 0);
-        }
-        c.cost[x] += flops * probe::micro_batch * probe::num_micro_batch;
-        c.state[x] += lp.local_param_elems * per_param;
-        const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
-        const long long scratch = call.needs.scratch_values * eb + call.needs.scratch_stats * sb;
-        c.ping[x] = big > c.ping[x] ? big : c.ping[x];
-        c.scratch[x] = scratch > c.scratch[x] ? scratch : c.scratch[x];
-        if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
-        if (i == hi - 1 && lp.desc.role != layer_role::loss) c.exit[x] = out_elems * eb;
-      }
-    }
-    return c;
-  }();
+  static constexpr unit_costs<NU> costs = unit_costs_of<probe, NU>(first, num_units);
 
   // micro-batches each stage keeps in flight under the plan's schedule
   static constexpr auto in_flight = [] {

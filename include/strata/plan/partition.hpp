@@ -116,4 +116,53 @@ constexpr cut_result<K> best_cut(const unit_costs<N>& u, const std::array<long l
   return r;
 }
 
+// The same bottleneck without memory: the least X such that greedy packing (each stage as
+// long as it stays within X) needs at most K stages, found by bisection — O(N log Σcost)
+// instead of O(K·N²) — then stages with two or more units are split until there are K.
+// For the search (plan/search.hpp), which cuts many (tensor degree, K) pairs.
+template <std::size_t N>
+constexpr int greedy_stages(const unit_costs<N>& u, long long x) {
+  int stages = 1;
+  long long run = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (run + u.cost[i] > x) ++stages, run = 0;
+    run += u.cost[i];
+  }
+  return stages;
+}
+template <std::size_t N, std::size_t K>
+constexpr cut_result<K> balanced_cut(const unit_costs<N>& u) {
+  cut_result<K> r{};
+  if (K < 1 || K > N) return r;
+  long long lo = 0, hi = 0;
+  for (std::size_t i = 0; i < N; ++i) lo = u.cost[i] > lo ? u.cost[i] : lo, hi += u.cost[i];
+  while (lo < hi) {
+    const long long mid = lo + (hi - lo) / 2;
+    if (greedy_stages(u, mid) <= static_cast<int>(K)) hi = mid;
+    else lo = mid + 1;
+  }
+  // greedy packing at X = lo: stage starts (a start at every unit that overflows)
+  std::array<bool, N + 1> start{};
+  start[0] = true;
+  long long run = 0;
+  int stages = 1;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (run + u.cost[i] > lo) start[i] = true, ++stages, run = 0;
+    run += u.cost[i];
+  }
+  // split (at its first unit boundary) the first stage of two or more units until K
+  for (std::size_t i = 1; i < N && stages < static_cast<int>(K); ++i)
+    if (!start[i]) start[i] = true, ++stages;
+  r.fits = true;
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (start[i]) r.cuts[s++] = static_cast<int>(i);
+  r.cuts[K] = static_cast<int>(N);
+  for (std::size_t k = 0; k < K; ++k) {
+    const long long c = stage_cost(u, r.cuts[k], r.cuts[k + 1]);
+    r.bottleneck = c > r.bottleneck ? c : r.bottleneck;
+  }
+  return r;
+}
+
 }  // namespace strata::detail

@@ -177,6 +177,13 @@ static_assert(Tight::value);
 static_assert(Tight::A::cut.fits && Tight::A::cut.fullest <= (1 << 20));
 static_assert(Tight::A::cut.bottleneck > Unbudgeted::cut.bottleneck);  // it costs balance
 
+// The loss written as the model's last item, bf16 (fp32 masters), a fixed world of two replicas.
+using WithLoss = Model<Linear<16, 64>, ReLU, Repeat<3, Residual<LayerNorm<64>, Linear<64, 64>, GeLU>>, Linear<64, 4>,
+                       SoftmaxCrossEntropy>;
+static_assert(check_plan<WithLoss, AutoStages<3>, MicroBatch<4>, NumMicroBatch<6>, Element<bf16>, World<6>>::units == 7);
+static_assert(check_plan<WithLoss, AutoStages<3>, MicroBatch<4>, NumMicroBatch<6>, Element<bf16>, World<6>>::value);
+static_assert(Plan<WithLoss, AutoStages<3>, MicroBatch<4>, NumMicroBatch<6>, Element<bf16>, World<6>>::data_parallel() == 2);
+
 // Repeat<N, Block> as the whole model: each copy of each item is a unit.
 using Blocks = check_plan<Repeat<6, Linear<64, 64>, ReLU>, AutoStages<3>, Input<64>, CE, MicroBatch<8>, NumMicroBatch<6>>;
 static_assert(Blocks::units == 12 && Blocks::value);

@@ -60,6 +60,19 @@ TEST_CASE("PP2 GPipe, PP4 1F1B, interleaved") {
                NumMicroBatch<4>>>("PP2 x DP2 1F1B (Adam)", adam, 1e-9);
 }
 
+TEST_CASE("AutoStages: stages the planner cut, against one device") {
+  // five units; the planner puts the two wide Linears on different stages
+  using Net = Model<Linear<16, 64>, ReLU, Linear<64, 64>, GeLU, Linear<64, 4>>;
+  using A2 = Plan<Net, AutoStages<2>, CE, MicroBatch<4>, NumMicroBatch<4>>;
+  static_assert(A2::stages == 2 && A2::deadlock_free);
+  static_assert(detail::auto_stages<Net, AutoStages<2>, CE, MicroBatch<4>, NumMicroBatch<4>>::cuts[1] == 2);
+  if (world_is<2>()) check<A2>("AutoStages<2> (1F1B)", sgd, 1e-9);
+  if (world_is<4>()) check<A2>("AutoStages<2> x DP2 (Adam)", adam, 1e-9);
+  using A4 = Plan<Net, AutoStages<4>, CE, MicroBatch<2>, NumMicroBatch<8>, Schedule<PreferForward>, Default<Split<2>>>;
+  static_assert(A4::devices_per_replica == 8);
+  if (world_is<8>()) check<A4>("AutoStages<4> of Split<2> (GPipe)", sgd, 1e-9);
+}
+
 TEST_CASE("Megatron tensor parallel") {
   using TP2 = Plan<Split<2, Linear<16, 32>, GeLU, Linear<32, 16>, ReLU, Linear<16, 4>>, CE, MicroBatch<8>>;
   using TP4 = Plan<Split<4, Linear<16, 32>, GeLU, Linear<32, 16>, ReLU, Linear<16, 4>>, CE, MicroBatch<8>>;

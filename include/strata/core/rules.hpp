@@ -393,4 +393,44 @@ struct tensor_batch_divisible {
                        "by its size (tensor_batch_divisible<micro-batch, mesh batch split>)");
 };
 
+
+// ---- automatic stage partitioning (plan/auto_stages.hpp) --------------------------------
+template <int Stages, int Units>
+struct auto_stages_count {
+  static constexpr bool value = Stages >= 1 && Stages <= Units;
+  static_assert(value, "strata rule [auto-stages-count]: AutoStages<K> needs 1 <= K <= the units it can cut "
+                       "between (top-level items, each copy of a Repeat counted) "
+                       "(auto_stages_count<K, units>)");
+};
+
+template <int Stages, long long NeededMiB, long long BudgetMiB>
+struct auto_stages_memory {
+  static constexpr bool value = NeededMiB <= BudgetMiB;
+  static_assert(value, "strata rule [auto-stages-memory]: no cut into AutoStages<K> stages fits MemoryBudget<MiB>: "
+                       "the cut with the smallest fullest stage still needs more "
+                       "(auto_stages_memory<K, MiB the best cut needs, MiB budget>)");
+};
+
+template <bool Unannotated>
+struct auto_stages_model {
+  static constexpr bool value = Unannotated;
+  static_assert(value, "strata rule [auto-stages-model]: AutoStages<K> cuts an unannotated model: Model<items...> of "
+                       "bare layers, Repeat<N, Block>, a bare layer, or one Replicate<N, ...> / Split<N, ...>; "
+                       "a Pipeline or Colocate is already placed");
+};
+
+template <int ScheduleKind>
+struct auto_stages_schedule {
+  static constexpr bool value = ScheduleKind == 0 || ScheduleKind == 1;
+  static_assert(value, "strata rule [auto-stages-schedule]: AutoStages<K> plans Schedule<PreferForward> or "
+                       "Schedule<PreferBackward> (auto_stages_schedule<schedule kind>)");
+};
+
+template <bool Found, int Devices, long long BudgetMiB>
+struct search_fits {
+  static constexpr bool value = Found;
+  static_assert(value, "strata rule [search-fits]: no configuration the search tries fits the memory budget on "
+                       "these devices (search_fits<found, devices, MiB per device>)");
+};
+
 }  // namespace strata::rule

@@ -10,6 +10,7 @@
 #include "strata/core/precision.hpp"
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
+#include "strata/plan/auto_stages.hpp"
 #include "strata/plan/communication.hpp"
 #include "strata/plan/lower.hpp"
 #include "strata/plan/memory.hpp"
@@ -177,7 +178,10 @@ struct Plan {
       detail::pick_t<option_kind::input, Input<>, Options...>::shape;
 
   // ---- model: items, layers, TaskGraphs, parts --------------------------------------------
-  using traits = detail::net_traits<Net>;
+  // The network planned: Net as written, or with AutoStages<K> the Pipeline the planner
+  // cut it into (plan/auto_stages.hpp).
+  using net = detail::resolve_net_t<Net, Options...>;
+  using traits = detail::net_traits<net>;
   using items = typename traits::items;
   using model_layers = typename detail::items_info<items>::layers;
   using layers = std::conditional_t<loss_from_option, detail::concat_t<model_layers, type_list<loss_option_t>>,

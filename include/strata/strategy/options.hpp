@@ -26,7 +26,9 @@ enum class option_kind : unsigned char {
   apply_groups,
   offload,
   weight_copies,
-  half_reduce
+  half_reduce,
+  auto_stages,
+  memory_budget
 };
 
 // Samples one replica consumes per micro-batch (EPL's "micro batch size").
@@ -261,6 +263,27 @@ struct HalfGradientReduce {
 };
 struct FullGradientReduce {  // the default (not an option): master precision
   static constexpr int value = 0;
+};
+
+
+// EPL's auto.auto_parallel with pipeline.num_stages: the planner cuts an unannotated model
+// (Model<layers...>, Repeat<N, Block>, or one Replicate/Split whose items it cuts) into K
+// pipeline stages itself, balancing each stage's forward + backward FLOPs (recomputed
+// forwards included) under MemoryBudget, if one is given (plan/auto_stages.hpp).
+template <int K>
+struct AutoStages {
+  static constexpr option_kind option = option_kind::auto_stages;
+  static constexpr int value = K;
+};
+
+// Memory of one device, in MiB, that AutoStages must keep every stage under (its
+// estimate: parameters, gradients and Adam state without ZeRO's division, plus the
+// stash of every micro-batch in flight and the largest layer's work buffers).
+template <long long MiB>
+struct MemoryBudget {
+  static constexpr option_kind option = option_kind::memory_budget;
+  static constexpr long long value = MiB;
+  static constexpr long long bytes = MiB * 1024 * 1024;
 };
 
 namespace detail {

@@ -1,0 +1,114 @@
+// The planner's cost model (plan/cost.hpp) against published runs: the ten GPT
+// configurations of Narayanan et al., "Efficient Large-Scale Language Model Training on
+// GPU Clusters Using Megatron-LM" (SC'21, arXiv:2104.04473), Table 1, on A100-80GB
+// (Selene: 8 GPUs per node on NVLink, 8 × 200 Gb/s HDR InfiniBand per node).
+//
+// Each model is written as a strata type — token and position embeddings, L pre-LN blocks
+// (causal self-attention, GeLU MLP of 4h), LayerNorm, the vocabulary head and the loss;
+// vocabulary 51,200, sequence 2048, bf16 — under Split<TP> with every block recomputed
+// (GradientCheckpoint<automatic>, as those runs recompute activations). Its probe plan's
+// analyses give each unit's time (plan/cost.hpp); the stages are Megatron's: L / PP blocks
+// each, the embeddings on the first, the head on the last. Micro-batch 1, 1F1B (not
+// interleaved): both assumptions, Table 1 does not list them.
+//
+// Throughput is counted as the paper counts it (its equation for F with recomputation):
+//   F = 96 · B · s · l · h² · (1 + s / (6h) + V / (16 · l · h))  per iteration,
+// predicted TFLOP/s per GPU = F / (predicted step time · GPUs).
+//
+//   bash bench/megatron/run.sh        # writes bench/results/megatron_a100.md
+#include <array>
+#include <cmath>
+#include <cstdio>
+
+#include <strata/plan/cost.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr int Vocab = 51200, Seq = 2048;
+
+template <int H, int Heads>
+using Attention = Residual<LayerNorm<H>, CausalSelfAttention<H, Heads, Seq>>;
+template <int H>
+using MLP = Residual<LayerNorm<H>, Linear<H, 4 * H>, GeLU, Linear<4 * H, H>>;
+
+struct published {
+  const char* name;
+  int heads, hidden, layers, tp, pp, gpus, batch;
+  double tflops_per_gpu, percent_peak;
+};
+
+struct row {
+  published pub;
+  cost::step_estimate e;
+  double predicted_tflops;
+};
+
+template <int H, int Heads, int L, int TP, int PP, int GPUs, int Batch>
+row predict(const published& pub) {
+  using Probe = Plan<Split<TP, Embedding<Vocab, H>, PositionEmbedding<Seq, H>, Repeat<L, Attention<H, Heads>, MLP<H>>,
+                           LayerNorm<H>, Linear<H, Vocab>>,
+                     Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, Element<bf16>,
+                     GradientCheckpoint<checkpoint_mode::automatic>>;
+  constexpr int units = 2 + 2 * L + 2;  // embeddings, L × (attention, MLP), LayerNorm, head
+  using U = detail::concat_t<type_list<Embedding<Vocab, H>, PositionEmbedding<Seq, H>>,
+                             typename detail::repeat_list<L, type_list<Attention<H, Heads>, MLP<H>>>::type,
+                             type_list<LayerNorm<H>, Linear<H, Vocab>>>;
+  static_assert(U::size == units);
+  static constexpr auto first = detail::unit_firsts(U{});
+  static constexpr auto profile =
+      cost::profile_of<Probe, static_cast<std::size_t>(units)>(first, hw::A100_80GB::value);
+  // Megatron's stages: L / PP blocks each; the embeddings on the first, the head on the last
+  std::array<int, PP + 1> cuts{};
+  for (int s = 1; s < PP; ++s) cuts[static_cast<std::size_t>(s)] = 2 + 2 * (s * L / PP);
+  cuts[PP] = units;
+  constexpr int dp = GPUs / (TP * PP);
+  static_assert(dp * TP * PP == GPUs && Batch % dp == 0);
+  const cost::parallel_config c{.tensor = TP, .pipeline = PP, .data = dp, .micro_batch = 1,
+                                .micro_batches = Batch / dp};
+  const cost::step_estimate e = cost::estimate<static_cast<std::size_t>(units), PP>(profile, cuts, c,
+                                                                                     hw::A100_80GB::value);
+  const double s = Seq, h = H, l = L, V = Vocab, B = Batch;
+  const double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  return row{pub, e, F / (e.step_s * GPUs) / 1e12};
+}
+
+}  // namespace
+
+int main() {
+  // Table 1 of arXiv:2104.04473: heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s per GPU, % of peak
+  const std::array<row, 10> rows{
+      predict<2304, 24, 24, 1, 1, 32, 512>({"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 44}),
+      predict<3072, 32, 30, 2, 1, 64, 512>({"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 44}),
+      predict<4096, 32, 36, 4, 1, 128, 512>({"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142, 46}),
+      predict<6144, 48, 40, 8, 1, 256, 1024>({"18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135, 43}),
+      predict<8192, 64, 48, 8, 2, 512, 1536>({"39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138, 44}),
+      predict<10240, 80, 60, 8, 4, 1024, 1792>({"76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140, 45}),
+      predict<12288, 96, 80, 8, 8, 1536, 2304>({"145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148, 47}),
+      predict<16384, 128, 96, 8, 16, 1920, 2160>({"310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155, 50}),
+      predict<20480, 128, 105, 8, 35, 2520, 2520>({"529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163, 52}),
+      predict<25600, 160, 128, 8, 64, 3072, 3072>({"1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163, 52}),
+  };
+  std::printf("| model | TP | PP | DP | GPUs | batch | published TFLOP/s/GPU | predicted | error | step s | "
+              "compute | TP comm | PP comm | bubble | DP comm | optimizer | MFU (no recompute) | memory GiB |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  double worst = 0;
+  int within = 0;
+  for (const row& r : rows) {
+    const auto& p = r.pub;
+    const auto& e = r.e;
+    const double err = (r.predicted_tflops - p.tflops_per_gpu) / p.tflops_per_gpu;
+    worst = std::fabs(err) > worst ? std::fabs(err) : worst;
+    within += std::fabs(err) <= 0.15;
+    auto pct = [&](double x) { return 100 * x / e.step_s; };
+    std::printf("| %s | %d | %d | %d | %d | %d | %.0f | %.1f | %+.1f%% | %.2f | %.0f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | "
+                "%.1f%% | %.1f%% | %.1f |\n",
+                p.name, p.tp, p.pp, p.gpus / (p.tp * p.pp), p.gpus, p.batch, p.tflops_per_gpu, r.predicted_tflops,
+                100 * err, e.step_s, pct(e.compute_s), pct(e.tensor_comm_s), pct(e.pipeline_comm_s), pct(e.bubble_s),
+                pct(e.data_comm_s), pct(e.optimizer_s), 100 * e.mfu, static_cast<double>(e.memory_bytes) / (1LL << 30));
+  }
+  std::printf("\nrows within 15%%: %d of %zu; worst relative error %.1f%%\n", within, rows.size(), 100 * worst);
+  return 0;
+}

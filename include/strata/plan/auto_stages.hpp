@@ -1,0 +1,241 @@
+#pragma once
+// AutoStages<K>: the planner cuts an unannotated model into K pipeline stages itself.
+//
+// The units it may cut between are the model's top-level items (each copy of a top-level
+// Repeat<N, ...> one unit, so a Residual block is never cut). A probe plan — the whole
+// model on one stage, with the plan's other options — gives every unit's cost and memory
+// from the planner's own analyses: forward + backward FLOPs (and the recomputed forward
+// under GradientCheckpoint), parameter/gradient/Adam bytes, what a micro-batch keeps
+// from forward to backward (the lowered plan's buffer needs) and the work buffers.
+// plan/partition.hpp then picks the cut whose most expensive stage is cheapest among
+// those whose every stage fits MemoryBudget (with each stage's micro-batches in flight
+// under the schedule), and the resulting Pipeline<...> is an ordinary plan.
+//
+// Types are produced only for the result (slices of the unit list by index, constant
+// depth); everything else is constexpr arrays.
+#include <array>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "strata/core/rules.hpp"
+#include "strata/core/typelist.hpp"
+#include "strata/layers/residual.hpp"
+#include "strata/plan/model.hpp"
+#include "strata/plan/options_parse.hpp"
+#include "strata/plan/partition.hpp"
+#include "strata/plan/schedule.hpp"
+#include "strata/plan/sharding.hpp"
+#include "strata/strategy/options.hpp"
+#include "strata/strategy/strategy.hpp"
+
+namespace strata {
+template <class Net, class... Options>
+struct Plan;
+}  // namespace strata
+
+namespace strata::detail {
+
+// ---- the units of a model -----------------------------------------------------------------
+template <class T>
+struct units_of_item {
+  using type = type_list<T>;
+};
+template <int N, class... L>
+struct units_of_item<Repeat<N, L...>> {
+  using type = typename repeat_list<N, type_list<L...>>::type;
+};
+
+// How a model is cut: its units, and the part each slice of units becomes.
+template <class Net>
+struct auto_model {  // a bare layer, Residual or Repeat: one TaskGraph of the Default strategy
+  static constexpr bool unannotated = !is_annotation_v<Net>;
+  using units = typename units_of_item<Net>::type;
+  template <class... U>
+  using part = Colocate<U...>;
+};
+template <class... I>
+struct auto_model<Model<I...>> {
+  static constexpr bool unannotated = (!is_annotation_v<I> && ...);
+  using units = concat_t<typename units_of_item<I>::type...>;
+  template <class... U>
+  using part = Colocate<U...>;
+};
+// Replicate<N, ...> or Split<N, ...> around the model: each stage keeps the strategy
+template <template <int, class...> class Strategy, int N, class... I>
+  requires is_strategy_v<Strategy<N, I...>>
+struct auto_model<Strategy<N, I...>> {
+  static constexpr bool unannotated = (!is_annotation_v<I> && ...);
+  using units = concat_t<typename units_of_item<I>::type...>;
+  template <class... U>
+  using part = Strategy<N, U...>;
+};
+
+// Units [B, B + sizeof J) as one part.
+template <template <class...> class Part, class List, int B, std::size_t... J>
+auto slice_part(std::index_sequence<J...>) -> Part<list_nth_t<static_cast<std::size_t>(B) + J, List>...>;
+template <template <class...> class Part, class List, int B, int E>
+using slice_t = decltype(slice_part<Part, List, B>(std::make_index_sequence<static_cast<std::size_t>(E - B)>{}));
+
+// The plan's options without AutoStages, MemoryBudget and the schedule: the probe's.
+template <class O>
+using probe_option_t =
+    std::conditional_t<option_is<O>(option_kind::auto_stages) || option_is<O>(option_kind::memory_budget) ||
+                           option_is<O>(option_kind::schedule),
+                       type_list<>, type_list<O>>;
+template <class Net, class List>
+struct plan_of;
+template <class Net, class... O>
+struct plan_of<Net, type_list<O...>> {
+  using type = Plan<Net, O...>;
+};
+
+template <class Units, template <class...> class Part>
+struct whole_part;
+template <class... U, template <class...> class Part>
+struct whole_part<type_list<U...>, Part> {
+  using type = Part<U...>;
+};
+
+// The first flat layer of each unit, and the total after the last.
+template <class... U>
+constexpr std::array<int, sizeof...(U) + 1> unit_firsts(type_list<U...>) {
+  constexpr std::array<int, sizeof...(U) + 1> sizes{item_layers<U>::type::size..., 0};
+  std::array<int, sizeof...(U) + 1> f{};
+  for (std::size_t u = 0; u < sizeof...(U); ++u) f[u + 1] = f[u] + sizes[u];
+  return f;
+}
+
+// Each unit's memory and cost, read off a probe plan holding the whole model as one stage:
+// units [first[u], first[u + 1]) of its flat layers (the loss, if any, joins the last one).
+template <class Probe, std::size_t NU>
+constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int num_units) {
+  unit_costs<NU> c{};
+  const auto& T = Probe::lowering::tables;
+  const long long eb = Probe::element_bytes, sb = Probe::stat_bytes, mb = Probe::master_bytes;
+  const long long per_param = (Probe::mixed_precision ? mb + eb : eb) + mb + 2 * mb;  // weights, grads, Adam
+  for (int u = 0; u < num_units; ++u) {
+    const auto x = static_cast<std::size_t>(u);
+    const int lo = first[x];
+    const int hi = u + 1 == num_units ? Probe::num_layers : first[x + 1];  // the loss joins the last unit
+    long long region_bytes = 0;
+    for (int i = lo; i < hi; ++i) {
+      const auto y = static_cast<std::size_t>(i);
+      const strata::layer_plan& lp = Probe::layer_plans[y];
+      const auto& call = T.calls[y];
+      const long long in_elems = call.dims.rows * call.dims.in_cols;
+      const long long out_elems = call.dims.out_rows * call.dims.out_cols;
+      long long flops = lp.local_flops_per_sample;
+      const int region = Probe::recompute_region[y];
+      if (region >= 0) {  // the forward runs again in the backward
+        const long long f = lp.desc.forward_flops(lp.in), b = lp.desc.backward_flops(lp.in);
+        if (f + b > 0) flops += static_cast<long long>(static_cast<double>(lp.local_flops_per_sample) * f / (f + b));
+        const bool region_first = i == lo || Probe::recompute_region[y - 1] != region;
+        if (region_first) {
+          c.act[x] += in_elems * eb;  // a region keeps only its input ...
+          region_bytes = in_elems * eb;  // (and may hold its input converted)
+        }
+        // ... and writes the rest into the stage's recompute buffers, one region at a time
+        region_bytes += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
+                        out_elems * eb;
+        c.recompute[x] = region_bytes > c.recompute[x] ? region_bytes : c.recompute[x];
+      } else {
+        c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
+                    (call.needs.keep_input ? in_elems * eb : 0);
+      }
+      c.cost[x] += flops * Probe::micro_batch * Probe::num_micro_batch;
+      c.state[x] += lp.local_param_elems * per_param;
+      const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
+      const long long scratch = call.needs.scratch_values * eb + call.needs.scratch_stats * sb;
+      c.ping[x] = big > c.ping[x] ? big : c.ping[x];
+      c.scratch[x] = scratch > c.scratch[x] ? scratch : c.scratch[x];
+      if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
+      if (i == hi - 1 && lp.desc.role != layer_role::loss) c.exit[x] = out_elems * eb;
+    }
+  }
+  return c;
+}
+
+template <class Net, class... Options>
+struct auto_stages {
+  static constexpr int K = pick_t<option_kind::auto_stages, AutoStages<0>, Options...>::value;
+  static constexpr long long budget = pick_t<option_kind::memory_budget, MemoryBudget<0>, Options...>::bytes;
+  static constexpr schedule_kind schedule =
+      pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type::kind;
+  using model = auto_model<Net>;
+  using units = typename model::units;
+  static constexpr int num_units = units::size;
+
+  static_assert(rule::auto_stages_model<model::unannotated>::value);
+  static_assert(rule::auto_stages_count<K, num_units>::value);
+  static_assert(rule::auto_stages_schedule<static_cast<int>(schedule)>::value);
+  static constexpr bool ok = model::unannotated && K >= 1 && K <= num_units &&
+                             (schedule == schedule_kind::gpipe || schedule == schedule_kind::one_f_one_b);
+  static constexpr int stages = ok ? K : 1;
+  static constexpr std::size_t NU = static_cast<std::size_t>(num_units > 0 ? num_units : 1);
+
+  // ---- the probe: the whole model as one stage ------------------------------------------
+  using probe = typename plan_of<typename whole_part<units, model::template part>::type,
+                                 concat_t<probe_option_t<Options>...>>::type;
+
+  // first flat layer of each unit (first[num_units] = the model's layers; the loss after)
+  static constexpr auto first = [] {
+    std::array<int, NU + 1> f{};
+    if constexpr (num_units > 0) f = unit_firsts(units{});
+    return f;
+  }();
+
+  static constexpr unit_costs<NU> costs = unit_costs_of<probe, NU>(first, num_units);
+
+  // micro-batches each stage keeps in flight under the plan's schedule
+  static constexpr auto in_flight = [] {
+    std::array<long long, static_cast<std::size_t>(stages)> f{};
+    constexpr int M = probe::num_micro_batch;
+    const auto prog = [] {
+      if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, M>();
+      else return sched::one_f_one_b<stages, M>();
+    }();
+    for (int s = 0; s < stages; ++s) f[static_cast<std::size_t>(s)] = sched::peak_in_flight(prog, s);
+    return f;
+  }();
+
+  static constexpr cut_result<static_cast<std::size_t>(stages)> cut = best_cut(costs, in_flight, budget);
+  static constexpr cut_result<static_cast<std::size_t>(stages)> least_memory =
+      best_cut(costs, in_flight, 0, cut_goal::least_memory);
+  static constexpr long long mib(long long b) { return (b + (1LL << 20) - 1) >> 20; }
+  // [auto-stages-memory], raised by resolve_net once this class is complete
+  static constexpr bool memory_checked() {
+    if constexpr (ok && !cut.fits) return rule::auto_stages_memory<K, mib(least_memory.fullest), budget / (1LL << 20)>::value;
+    else return true;
+  }
+
+  // first unit of each stage (a cut that fits, else an even one so only the rule speaks)
+  static constexpr std::array<int, static_cast<std::size_t>(stages) + 1> cuts = [] {
+    if (cut.fits) return cut.cuts;
+    std::array<int, static_cast<std::size_t>(stages) + 1> c{};
+    for (int s = 0; s <= stages; ++s) c[static_cast<std::size_t>(s)] = ok ? s * num_units / stages : (s ? num_units : 0);
+    return c;
+  }();
+
+  template <std::size_t... S>
+  static auto make(std::index_sequence<S...>)
+      -> Pipeline<slice_t<model::template part, units, cuts[S], cuts[S + 1]>...>;
+  using type = decltype(make(std::make_index_sequence<static_cast<std::size_t>(stages)>{}));
+};
+
+// The network a Plan plans: Net itself, or with AutoStages<K> the Pipeline cut from it.
+template <bool Auto, class Net, class... Options>
+struct resolve_net {
+  using type = Net;
+};
+template <class Net, class... Options>
+struct resolve_net<true, Net, Options...> {
+  static_assert(auto_stages<Net, Options...>::memory_checked());
+  using type = typename auto_stages<Net, Options...>::type;
+};
+template <class Net, class... Options>
+using resolve_net_t =
+    typename resolve_net<(decltype(hana::length(options_of<option_kind::auto_stages, Options...>()))::value > 0), Net,
+                         Options...>::type;
+
+}  // namespace strata::detail

@@ -1,0 +1,240 @@
+#pragma once
+// The planner's step-time model: how long one training step of a plan takes on a
+// hardware description (plan/hardware.hpp), from the planner's own analyses.
+//
+// A probe plan (the model on one stage, plan/auto_stages.hpp) gives every layer call of
+// one device and micro-batch: its FLOPs (layer_plans[i].local_flops_per_sample), the
+// bytes it touches (its input, output, stash, scratch and weights, from the lowered
+// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A call takes
+// max(FLOPs / (peak · gemm_efficiency), bytes / HBM bandwidth) forward and the same with
+// twice the bytes backward; a recomputed call's forward runs twice. Collectives take the
+// ring time of their size over the link they cross (NVLink inside a node, the network
+// between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
+// its units plus the pipeline messages at its edges; the step is
+//   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
+//   + the data-parallel gradient all-reduce (not overlapped) + the optimizer update
+// and MFU = model FLOPs (forward + backward, no recomputation) / (step · devices · peak).
+#include <array>
+#include <cstddef>
+
+#include "strata/core/sbp.hpp"
+#include "strata/plan/auto_stages.hpp"
+#include "strata/plan/hardware.hpp"
+#include "strata/plan/partition.hpp"
+
+namespace strata::cost {
+
+// Ring time of a collective moving `bytes` (the larger local buffer) over n devices.
+constexpr double collective_s(collective k, double bytes, int n, double bw, double lat) {
+  if (n <= 1 || bytes <= 0 || bw <= 0) return 0;
+  const double f = static_cast<double>(n - 1) / n;
+  switch (k) {
+    case collective::all_reduce: return 2 * f * bytes / bw + 2 * (n - 1) * lat;
+    case collective::all_gather:
+    case collective::reduce_scatter:
+    case collective::all_to_all:
+    case collective::broadcast: return f * bytes / bw + (n - 1) * lat;
+    case collective::send_recv: return bytes / bw + lat;
+    case collective::none: return 0;
+  }
+  return 0;
+}
+
+// One unit's time on one device for one micro-batch of the probe's size.
+struct unit_time {
+  double forward_s = 0, backward_s = 0, recompute_s = 0;  // compute (roofline per layer call)
+  double tensor_comm_s = 0;                               // its tensor-parallel collectives
+  double model_flops = 0;   // forward + backward FLOPs of the whole layer per sample (no split, no recompute)
+  double local_params = 0;  // parameter elements on one device
+};
+
+template <std::size_t N>
+struct profile {
+  std::array<unit_time, N> units{};
+  detail::unit_costs<N> memory{};  // plan/partition.hpp's per-unit memory (probe micro-batch)
+  int num_units = 0;
+  int micro_batch = 1;  // the probe's
+  int tensor = 1;       // devices of its Split (1: Replicate)
+  double element_bytes = 4, master_bytes = 4, peak_flops = 0;  // peak for the plan's element type
+};
+
+// The profile of a probe plan whose units start at first[u].
+template <class Probe, std::size_t N>
+constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardware& hw) {
+  profile<N> r{};
+  r.num_units = static_cast<int>(N);
+  r.micro_batch = Probe::micro_batch;
+  r.tensor = Probe::part_devices;
+  r.element_bytes = static_cast<double>(Probe::element_bytes);
+  r.master_bytes = static_cast<double>(Probe::master_bytes);
+  r.peak_flops = hw.template peak_flops<typename Probe::element_type>();
+  r.memory = detail::unit_costs_of<Probe, N>(first, static_cast<int>(N));
+  const auto& T = Probe::lowering::tables;
+  const double eb = r.element_bytes, sb = static_cast<double>(Probe::stat_bytes), mb = Probe::micro_batch;
+  const double flops_rate = r.peak_flops * hw.gemm_efficiency;
+  const int n = r.tensor;
+  const bool intra = n <= hw.devices_per_node;
+  const double bw = intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double lat = intra ? hw.intra_latency_s : hw.inter_latency_s;
+  for (std::size_t u = 0; u < N; ++u) {
+    const int lo = first[u], hi = u + 1 == N ? Probe::num_layers : first[u + 1];
+    unit_time& t = r.units[u];
+    for (int i = lo; i < hi; ++i) {
+      const auto y = static_cast<std::size_t>(i);
+      const strata::layer_plan& lp = Probe::layer_plans[y];
+      const auto& c = T.calls[y];
+      const double f = static_cast<double>(lp.desc.forward_flops(lp.in));
+      const double b = static_cast<double>(lp.desc.backward_flops(lp.in));
+      const double local = static_cast<double>(lp.local_flops_per_sample) * mb;
+      const double ff = f + b > 0 ? local * f / (f + b) : 0, fb = local - ff;
+      const double bytes = static_cast<double>(c.dims.rows * c.dims.in_cols + c.dims.out_rows * c.dims.out_cols +
+                                               c.needs.stash_values + c.needs.scratch_values + lp.local_param_elems) *
+                               eb +
+                           static_cast<double>(c.needs.stash_stats + c.needs.scratch_stats) * sb;
+      const double tf = ff / flops_rate > bytes / hw.hbm_bytes_per_s ? ff / flops_rate : bytes / hw.hbm_bytes_per_s;
+      const double tb =
+          fb / flops_rate > 2 * bytes / hw.hbm_bytes_per_s ? fb / flops_rate : 2 * bytes / hw.hbm_bytes_per_s;
+      double comm_f = 0, comm_b = 0;
+      for (int k = 0; k < lp.num_comms; ++k) {
+        const comm_desc& x = lp.comms[static_cast<std::size_t>(k)];
+        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), n, bw, lat) * x.calls;
+        (x.when == pass::forward ? comm_f : comm_b) += s;
+      }
+      const bool recomputed = Probe::recompute_region[y] >= 0;
+      t.forward_s += tf;
+      t.backward_s += tb;
+      t.recompute_s += recomputed ? tf : 0;
+      t.tensor_comm_s += comm_f * (recomputed ? 2 : 1) + comm_b;
+      t.model_flops += f + b;
+      t.local_params += static_cast<double>(lp.local_param_elems);
+    }
+  }
+  return r;
+}
+
+// How the probe's units are run: degrees, batch, schedule, ZeRO.
+struct parallel_config {
+  int tensor = 1, pipeline = 1, data = 1;
+  int micro_batch = 1, micro_batches = 1;
+  int chunks = 1;         // V of Interleaved<V> (1: 1F1B or GPipe)
+  bool gpipe = false;     // all micro-batches in flight
+  int zero = 0;           // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`
+  constexpr int devices() const { return tensor * pipeline * data; }
+};
+
+struct step_estimate {
+  double step_s = 0;
+  double compute_s = 0;         // M · the slowest stage's compute per micro-batch (recompute included)
+  double tensor_comm_s = 0;     // M · its tensor-parallel collectives
+  double pipeline_comm_s = 0;   // M · its pipeline messages
+  double bubble_s = 0;          // (p − 1) / V · the slowest stage's micro-batch
+  double data_comm_s = 0;       // the gradient all-reduce over the data-parallel group
+  double optimizer_s = 0;       // the Adam update (HBM-bound)
+  double model_flops = 0;       // per step, the whole world (forward + backward, no recompute)
+  double mfu = 0;               // model_flops / (step_s · devices · peak)
+  long long memory_bytes = 0;   // the fullest stage's estimate (partition.hpp), at this micro-batch and ZeRO
+  int slowest_stage = 0;
+};
+
+// Micro-batches stage s keeps in flight: all of them (GPipe), 1F1B's warm-up depth, or the
+// interleaved schedule's (p − s) + (V − 1)·p chunk-micro-batches, in stage-micro-batch units.
+constexpr long long in_flight(const parallel_config& c, int s) {
+  const int p = c.pipeline, m = c.micro_batches;
+  if (c.gpipe) return m;
+  if (c.chunks <= 1) return m < p - s ? m : p - s;
+  const long long chunk_mbs = (p - s) + static_cast<long long>(c.chunks - 1) * p;
+  const long long whole = (chunk_mbs + c.chunks - 1) / c.chunks;
+  return whole < m ? whole : m;
+}
+
+// The per-unit memory at micro-batch b (the probe's scaled) and ZeRO level z over `data`
+// devices.
+template <std::size_t N>
+constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_config& c) {
+  detail::unit_costs<N> u = pr.memory;
+  const double scale = static_cast<double>(c.micro_batch) / pr.micro_batch;
+  auto sc = [scale](long long v) { return static_cast<long long>(static_cast<double>(v) * scale); };
+  for (std::size_t k = 0; k < N; ++k) {
+    u.act[k] = sc(u.act[k]), u.ping[k] = sc(u.ping[k]), u.scratch[k] = sc(u.scratch[k]);
+    u.recompute[k] = sc(u.recompute[k]), u.entry[k] = sc(u.entry[k]), u.exit[k] = sc(u.exit[k]);
+    if (c.zero >= 1 && c.data > 1) {  // Adam's moments: this device's chunk
+      const double n = pr.units[k].local_params, mb = pr.master_bytes;
+      u.state[k] -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / c.data));
+      // ZeRO-2 (exec/zero.hpp): the gradient chunk plus a slot the backward writes the
+      // TaskGraph's gradients into before they are reduce-scattered; a stage here is one
+      // TaskGraph, so the slot is the stage's whole gradient
+      if (c.zero >= 2) u.state[k] += static_cast<long long>(n * mb / c.data);
+    }
+  }
+  return u;
+}
+
+// The step time of units cut at cuts[0..p] (stage s = units [cuts[s], cuts[s + 1])).
+template <std::size_t N, std::size_t K>
+constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K + 1>& cuts, const parallel_config& c,
+                                 const hardware& hw) {
+  step_estimate e{};
+  const double scale = static_cast<double>(c.micro_batch) / pr.micro_batch;
+  const int p = static_cast<int>(K);
+  // pipeline neighbours are `tensor` ranks apart: some boundary crosses nodes unless the
+  // whole replica sits in one node
+  const bool pp_intra = c.tensor * p <= hw.devices_per_node;
+  const double pp_bw = pp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, most_params = 0;
+  const detail::unit_costs<N> mem = memory_at(pr, c);
+  for (int s = 0; s < p; ++s) {
+    double compute = 0, tp = 0, params = 0;
+    for (int u = cuts[static_cast<std::size_t>(s)]; u < cuts[static_cast<std::size_t>(s + 1)]; ++u) {
+      const unit_time& t = pr.units[static_cast<std::size_t>(u)];
+      compute += (t.forward_s + t.backward_s + t.recompute_s) * scale;
+      tp += t.tensor_comm_s * scale;
+      params += t.local_params;
+    }
+    double pp = 0;
+    if (p > 1) {  // activations on, gradients back, at each edge of the stage; V times with V chunks
+      const int last = cuts[static_cast<std::size_t>(s + 1)] - 1, first = cuts[static_cast<std::size_t>(s)];
+      const double out = s + 1 < p ? static_cast<double>(pr.memory.exit[static_cast<std::size_t>(last)]) * scale : 0;
+      const double in = s > 0 ? static_cast<double>(pr.memory.entry[static_cast<std::size_t>(first)]) * scale : 0;
+      // each direction's send overlaps the matching receive: out forward (and its gradient
+      // back), in backward (and its activation forward)
+      pp = (collective_s(collective::send_recv, out, 2, pp_bw, pp_lat) +
+            collective_s(collective::send_recv, in, 2, pp_bw, pp_lat)) * c.chunks;
+    }
+    const double total = compute + tp + pp;
+    if (total > slowest) {
+      slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp;
+      e.slowest_stage = s;
+    }
+    most_params = params > most_params ? params : most_params;
+    const long long bytes = detail::stage_memory(mem, cuts[static_cast<std::size_t>(s)],
+                                                 cuts[static_cast<std::size_t>(s + 1)], in_flight(c, s));
+    e.memory_bytes = bytes > e.memory_bytes ? bytes : e.memory_bytes;
+  }
+  const double m = c.micro_batches;
+  e.compute_s = m * slow_compute;
+  e.tensor_comm_s = m * slow_tp;
+  e.pipeline_comm_s = m * slow_pp;
+  e.bubble_s = (p - 1) * slowest / c.chunks;
+  // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
+  // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
+  // reduce-scatter after every micro-batch's backward (plan/communication.hpp)
+  const bool dp_intra = c.devices() <= hw.devices_per_node;
+  const double dbw = dp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  const double grads = most_params * pr.master_bytes;
+  e.data_comm_s = c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) +
+                                    collective_s(collective::all_gather, grads, c.data, dbw, dlat)
+                              : collective_s(collective::all_reduce, grads, c.data, dbw, dlat);
+  // Adam: masters, two moments read and written, the gradient read, the weights written
+  const double updated = c.zero >= 1 && c.data > 1 ? most_params / c.data : most_params;
+  e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / hw.hbm_bytes_per_s;
+  e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
+  double flops = 0;
+  for (std::size_t u = 0; u < N; ++u) flops += pr.units[u].model_flops;
+  e.model_flops = flops * c.micro_batch * c.micro_batches * c.data;
+  e.mfu = e.step_s > 0 ? e.model_flops / (e.step_s * c.devices() * pr.peak_flops) : 0;
+  return e;
+}
+
+}  // namespace strata::cost

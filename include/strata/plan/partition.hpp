@@ -1,0 +1,168 @@
+#pragma once
+// Cutting a sequence of units (top-level items of a model) into K contiguous pipeline
+// stages: the cut whose most expensive stage is cheapest, among the cuts whose every
+// stage fits a memory budget. Plain constexpr dynamic programming over arrays,
+// O(K · N²); plan/auto_stages.hpp feeds it the planner's per-unit costs.
+#include <array>
+#include <cstddef>
+
+namespace strata::detail {
+
+// What each unit costs, per step or per micro-batch (see stage_memory).
+template <std::size_t N>
+struct unit_costs {
+  std::array<long long, N> cost{};   // forward + backward (+ recomputed forward) FLOPs per step
+  std::array<long long, N> state{};  // bytes of parameters, gradients and optimizer state
+  std::array<long long, N> act{};    // bytes one micro-batch keeps from forward to backward
+  std::array<long long, N> ping{};     // bytes of its largest transient activation (two work buffers)
+  std::array<long long, N> scratch{};  // bytes of its largest layer scratch
+  std::array<long long, N> recompute{};  // bytes its largest recomputed region writes (kept until its backward)
+  std::array<long long, N> entry{};    // bytes of its input: kept, and its gradient sent back, when a stage starts with it
+  std::array<long long, N> exit{};     // bytes of its output: sent on, and its gradient received, when a stage ends with it
+};
+
+// The work region of units [i, j): two transient buffers of the largest activation and the
+// largest scratch; and the messages at the stage's edges (input gradient, output, output
+// gradient).
+template <std::size_t N>
+constexpr long long edge_bytes(const unit_costs<N>& u, int i, int j) {
+  return u.entry[static_cast<std::size_t>(i)] + 2 * u.exit[static_cast<std::size_t>(j - 1)];
+}
+
+// Memory of a device holding units [i, j) with `in_flight` micro-batches stashed at once.
+template <std::size_t N>
+constexpr long long stage_memory(const unit_costs<N>& u, int i, int j, long long in_flight) {
+  long long state = 0, act = u.entry[static_cast<std::size_t>(i)], ping = 0, scratch = 0, rc = 0;
+  for (int k = i; k < j; ++k) {
+    const auto x = static_cast<std::size_t>(k);
+    state += u.state[x];
+    act += u.act[x];
+    ping = u.ping[x] > ping ? u.ping[x] : ping;
+    scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
+    rc = u.recompute[x] > rc ? u.recompute[x] : rc;
+  }
+  return state + in_flight * act + 2 * ping + scratch + rc + edge_bytes(u, i, j);
+}
+template <std::size_t N>
+constexpr long long stage_cost(const unit_costs<N>& u, int i, int j) {
+  long long c = 0;
+  for (int k = i; k < j; ++k) c += u.cost[static_cast<std::size_t>(k)];
+  return c;
+}
+
+// cuts[s] is the first unit of stage s (cuts[0] = 0, cuts[K] = N).
+template <std::size_t K>
+struct cut_result {
+  std::array<int, K + 1> cuts{};
+  bool fits = false;             // some cut keeps every stage within the budget
+  long long bottleneck = 0;      // the chosen cut's largest stage cost
+  long long fullest = 0;         // the chosen cut's largest stage memory
+};
+
+enum class cut_goal : unsigned char { balance_cost, least_memory };
+
+// The best cut of N units into K stages; stage s holds in_flight[s] micro-batches. With
+// budget > 0 only cuts whose every stage fits it count (balance_cost). least_memory
+// minimises the fullest stage instead, ignoring the budget (for the diagnostic).
+// Ties keep the cut whose stages end earliest, scanning from the last stage.
+template <std::size_t N, std::size_t K>
+constexpr cut_result<K> best_cut(const unit_costs<N>& u, const std::array<long long, K>& in_flight, long long budget,
+                                 cut_goal goal = cut_goal::balance_cost) {
+  constexpr long long inf = 0x7fffffffffffffffLL;
+  constexpr int n = static_cast<int>(N), k = static_cast<int>(K);
+  cut_result<K> r{};
+  if (k < 1 || k > n) return r;
+  // best[s][j]: the best worst-stage value for units [0, j) in stages 0..s; from[s][j] the
+  // first unit of stage s in that solution.
+  std::array<std::array<long long, N + 1>, K> best{};
+  std::array<std::array<int, N + 1>, K> from{};
+  for (auto& row : best) row.fill(inf);
+  for (int s = 0; s < k; ++s) {
+    const long long fl = in_flight[static_cast<std::size_t>(s)];
+    for (int j = s + 1; j <= n - (k - 1 - s); ++j) {
+      long long cost = 0, state = 0, act = 0, ping = 0, scratch = 0, rc = 0;
+      for (int i = j - 1; i >= s; --i) {  // stage s = units [i, j)
+        const auto x = static_cast<std::size_t>(i);
+        cost += u.cost[x];
+        state += u.state[x];
+        act += u.act[x];
+        ping = u.ping[x] > ping ? u.ping[x] : ping;
+        scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
+        rc = u.recompute[x] > rc ? u.recompute[x] : rc;
+        const long long mem = state + fl * (act + u.entry[x]) + 2 * ping + scratch + rc + edge_bytes(u, i, j);
+        if (goal == cut_goal::balance_cost && budget > 0 && mem > budget) continue;
+        const long long prev = s == 0 ? (i == 0 ? 0 : inf) : best[static_cast<std::size_t>(s - 1)][x];
+        if (prev == inf) continue;
+        const long long here = goal == cut_goal::balance_cost ? cost : mem;
+        const long long v = prev > here ? prev : here;
+        if (v < best[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)]) {
+          best[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)] = v;
+          from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)] = i;
+        }
+      }
+    }
+  }
+  if (best[K - 1][N] == inf) return r;
+  r.fits = true;
+  r.cuts[K] = n;
+  for (int s = k - 1; s >= 0; --s)
+    r.cuts[static_cast<std::size_t>(s)] = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(r.cuts[static_cast<std::size_t>(s + 1)])];
+  for (int s = 0; s < k; ++s) {
+    const int i = r.cuts[static_cast<std::size_t>(s)], j = r.cuts[static_cast<std::size_t>(s + 1)];
+    const long long c = stage_cost(u, i, j), m = stage_memory(u, i, j, in_flight[static_cast<std::size_t>(s)]);
+    r.bottleneck = c > r.bottleneck ? c : r.bottleneck;
+    r.fullest = m > r.fullest ? m : r.fullest;
+  }
+  return r;
+}
+
+// The same bottleneck without memory: the least X such that greedy packing (each stage as
+// long as it stays within X) needs at most K stages, found by bisection — O(N log Σcost)
+// instead of O(K·N²) — then stages with two or more units are split until there are K.
+// For the search (plan/search.hpp), which cuts many (tensor degree, K) pairs.
+template <std::size_t N>
+constexpr int greedy_stages(const unit_costs<N>& u, long long x) {
+  int stages = 1;
+  long long run = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (run + u.cost[i] > x) ++stages, run = 0;
+    run += u.cost[i];
+  }
+  return stages;
+}
+template <std::size_t N, std::size_t K>
+constexpr cut_result<K> balanced_cut(const unit_costs<N>& u) {
+  cut_result<K> r{};
+  if (K < 1 || K > N) return r;
+  long long lo = 0, hi = 0;
+  for (std::size_t i = 0; i < N; ++i) lo = u.cost[i] > lo ? u.cost[i] : lo, hi += u.cost[i];
+  while (lo < hi) {
+    const long long mid = lo + (hi - lo) / 2;
+    if (greedy_stages(u, mid) <= static_cast<int>(K)) hi = mid;
+    else lo = mid + 1;
+  }
+  // greedy packing at X = lo: stage starts (a start at every unit that overflows)
+  std::array<bool, N + 1> start{};
+  start[0] = true;
+  long long run = 0;
+  int stages = 1;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (run + u.cost[i] > lo) start[i] = true, ++stages, run = 0;
+    run += u.cost[i];
+  }
+  // split (at its first unit boundary) the first stage of two or more units until K
+  for (std::size_t i = 1; i < N && stages < static_cast<int>(K); ++i)
+    if (!start[i]) start[i] = true, ++stages;
+  r.fits = true;
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (start[i]) r.cuts[s++] = static_cast<int>(i);
+  r.cuts[K] = static_cast<int>(N);
+  for (std::size_t k = 0; k < K; ++k) {
+    const long long c = stage_cost(u, r.cuts[k], r.cuts[k + 1]);
+    r.bottleneck = c > r.bottleneck ? c : r.bottleneck;
+  }
+  return r;
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,212 @@
+#pragma once
+// Compile-time search for a plan: given an unannotated model, a device count, a
+// per-device memory budget, a global batch and a hardware description, try every
+//   tensor degree t (TensorDegrees<...> dividing the devices, at most a node),
+//   sequence parallelism (t > 1) on or off, recomputation of every block on or off,
+//   pipeline degree p (a power of two dividing devices / t, at most the units),
+//   data degree d = devices / (t · p), micro-batch size b in {1, 2, 4, 8} dividing the
+//   global batch per replica (M = batch / (d · b) micro-batches, 1F1B), ZeRO 0, 1 or 2,
+// and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
+// (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
+// sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
+// stages for each p are AutoStages' balanced cut. `plan` is the best one as an ordinary
+// Plan type; `ranked` the best `Keep` candidates, printable with print_ranked.
+//
+// Not searched (yet): the interleaved schedule, ZeRO-3, offload, 2D/2.5D/3D tensor modes.
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <type_traits>
+#include <utility>
+
+#include "strata/plan/auto_stages.hpp"
+#include "strata/plan/cost.hpp"
+#include "strata/plan/hardware.hpp"
+#include "strata/plan/partition.hpp"
+
+namespace strata {
+
+template <int... T>
+struct TensorDegrees {};
+
+namespace detail {
+
+inline constexpr std::array<int, 4> search_micro_batches{1, 2, 4, 8};
+inline constexpr int search_max_log2_pipeline = 6;  // p up to 64
+
+template <class Model, int T, bool SP, bool RC, class Hw, class... O>
+struct search_probe {
+  using model = auto_model<Model>;
+  using units = typename model::units;
+  static constexpr int num_units = units::size;
+  static constexpr std::size_t NU = static_cast<std::size_t>(num_units);
+  template <class... U>
+  using part = std::conditional_t<T == 1, Replicate<1, U...>, Split<T, U...>>;
+  using options = concat_t<type_list<O...>, type_list<MicroBatch<1>>,
+                           std::conditional_t<SP, type_list<SequenceParallel>, type_list<>>,
+                           std::conditional_t<RC, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>>;
+  using probe = typename plan_of<typename whole_part<units, part>::type, options>::type;
+  static constexpr auto first = unit_firsts(units{});
+  static constexpr cost::profile<NU> profile = cost::profile_of<probe, NU>(first, Hw::value);
+  // the FLOP-balanced cut into P stages (memory is checked per candidate, at its batch)
+  template <int P>
+  static constexpr std::array<int, static_cast<std::size_t>(P) + 1> cut =
+      balanced_cut<NU, static_cast<std::size_t>(P)>(profile.memory).cuts;
+};
+
+}  // namespace detail
+
+// One configuration the search tried.
+struct candidate {
+  int tensor = 0, pipeline = 0, data = 0, micro_batch = 0, micro_batches = 0, zero = 0;
+  bool sequence_parallel = false, recompute = false, fits = false;
+  cost::step_estimate estimate{};
+};
+
+template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class Hw, class Degrees, class... Options>
+struct Search;
+
+template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class Hw, int... T, class... Options>
+struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, Options...> {
+  static constexpr long long budget = BudgetMiB * 1024 * 1024;
+  static constexpr int keep = 8;
+  static constexpr int max_candidates =
+      static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * 4 * 3;
+
+  template <int t, bool SP, bool RC>
+  using probe = detail::search_probe<Model, t, SP, RC, Hw, Options...>;
+
+  struct table {
+    std::array<candidate, static_cast<std::size_t>(max_candidates)> rows{};
+    int size = 0, tried = 0, fitting = 0;
+  };
+
+  // every (micro-batch, ZeRO) of one (t, SP, RC, P)
+  template <int t, bool SP, bool RC, int P>
+  static constexpr void add_pipeline(table& tb) {
+    using pr = probe<t, SP, RC>;
+    if constexpr (P <= pr::num_units && (Devices / t) % P == 0) {
+      const int d = Devices / (t * P);
+      for (int b : detail::search_micro_batches) {
+        if (GlobalBatch % (d * b) != 0) continue;
+        for (int z = 0; z <= 2; ++z) {
+          if (z > 0 && d == 1) continue;  // ZeRO divides over the data group
+          candidate c;
+          c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = GlobalBatch / (d * b);
+          c.zero = z, c.sequence_parallel = SP, c.recompute = RC;
+          const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
+                                         .micro_batches = c.micro_batches, .zero = z};
+          c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(P)>(pr::profile, pr::template cut<P>, pc,
+                                                                            Hw::value);
+          c.fits = c.estimate.memory_bytes <= budget;
+          ++tb.tried;
+          tb.fitting += c.fits;
+          if (tb.size < max_candidates) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
+        }
+      }
+    }
+  }
+  template <int t, bool SP, bool RC, std::size_t... L>
+  static constexpr table probe_table(std::index_sequence<L...>) {
+    table tb;
+    if constexpr (!(SP && t == 1)) (add_pipeline<t, SP, RC, (1 << L)>(tb), ...);  // SP: nothing to split at t = 1
+    return tb;
+  }
+  // one constant evaluation per probe (compilers bound the work of each)
+  template <int t, bool SP, bool RC>
+  static constexpr table probe_table_v = probe_table<t, SP, RC>(
+      std::make_index_sequence<static_cast<std::size_t>(detail::search_max_log2_pipeline + 1)>{});
+  static constexpr void merge(table& into, const table& from) {
+    for (int i = 0; i < from.size && into.size < max_candidates; ++i)
+      into.rows[static_cast<std::size_t>(into.size++)] = from.rows[static_cast<std::size_t>(i)];
+    into.tried += from.tried;
+    into.fitting += from.fitting;
+  }
+  template <int t>
+  static constexpr void add_tensor(table& tb) {
+    if constexpr (Devices % t == 0 && t <= Hw::value.devices_per_node) {
+      merge(tb, probe_table_v<t, false, false>);
+      merge(tb, probe_table_v<t, false, true>);
+      merge(tb, probe_table_v<t, true, false>);
+      merge(tb, probe_table_v<t, true, true>);
+    }
+  }
+
+  static constexpr table all = [] {
+    table tb;
+    (add_tensor<T>(tb), ...);
+    return tb;
+  }();
+
+  // The fitting candidates, fastest first (ties: fewer devices per replica, then fewer bytes).
+  static constexpr auto ranked = [] {
+    std::array<candidate, static_cast<std::size_t>(keep)> best{};
+    int n = 0;
+    auto better = [](const candidate& a, const candidate& b) {
+      if (a.estimate.step_s != b.estimate.step_s) return a.estimate.step_s < b.estimate.step_s;
+      if (a.tensor * a.pipeline != b.tensor * b.pipeline) return a.tensor * a.pipeline < b.tensor * b.pipeline;
+      return a.estimate.memory_bytes < b.estimate.memory_bytes;
+    };
+    for (int i = 0; i < all.size; ++i) {
+      const candidate& c = all.rows[static_cast<std::size_t>(i)];
+      if (!c.fits) continue;
+      int at = n < keep ? n : keep;
+      while (at > 0 && better(c, best[static_cast<std::size_t>(at - 1)])) --at;
+      if (at >= keep) continue;
+      for (int j = (n < keep ? n : keep - 1); j > at; --j) best[static_cast<std::size_t>(j)] = best[static_cast<std::size_t>(j - 1)];
+      best[static_cast<std::size_t>(at)] = c;
+      n += n < keep;
+    }
+    return best;
+  }();
+  static constexpr int num_ranked = [] {
+    int n = 0;
+    for (int i = 0; i < all.size; ++i) n += all.rows[static_cast<std::size_t>(i)].fits;
+    return n < keep ? n : keep;
+  }();
+  static constexpr bool found = num_ranked > 0;
+  static_assert(rule::search_fits<found, Devices, BudgetMiB>::value);
+  static constexpr candidate best = ranked[0];
+
+  // ---- the chosen plan, as a type ------------------------------------------------------
+ private:
+  static constexpr int bt = found ? best.tensor : 1, bp = found ? best.pipeline : 1;
+  static constexpr bool bsp = found && best.sequence_parallel, brc = found && best.recompute;
+  using chosen_probe = probe<bt, bsp, brc>;
+  using units = typename chosen_probe::units;
+  static constexpr auto cuts = chosen_probe::template cut<bp>;
+  template <class... U>
+  using part = typename chosen_probe::template part<U...>;
+  template <std::size_t... S>
+  static auto make(std::index_sequence<S...>)
+      -> Pipeline<detail::slice_t<part, units, cuts[S], cuts[S + 1]>...>;
+  using net = decltype(make(std::make_index_sequence<static_cast<std::size_t>(bp)>{}));
+  using options = detail::concat_t<
+      type_list<Options...>,
+      type_list<MicroBatch<found ? best.micro_batch : 1>, NumMicroBatch<found ? best.micro_batches : 1>,
+                Zero<found ? best.zero : 0>, World<Devices>>,
+      std::conditional_t<bsp, type_list<SequenceParallel>, type_list<>>,
+      std::conditional_t<brc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>>;
+
+ public:
+  using plan = typename detail::plan_of<net, options>::type;
+
+  // The ranking, one line per candidate.
+  static void print_ranked(std::FILE* out = stdout) {
+    std::fprintf(out, "strata search: %d devices, %lld MiB each, batch %d on %s: %d configurations, %d fit\n", Devices,
+                 BudgetMiB, GlobalBatch, Hw::value.name.data(), all.tried, all.fitting);
+    std::fprintf(out, "  # |  TP  PP  DP | mb    M | SP RC ZeRO |   step ms |  MFU  | MiB/dev | compute tp-comm pp-comm bubble dp-comm\n");
+    for (int i = 0; i < num_ranked; ++i) {
+      const candidate& c = ranked[static_cast<std::size_t>(i)];
+      const auto& e = c.estimate;
+      auto pct = [&](double x) { return 100 * x / e.step_s; };
+      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d   | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
+                   i + 1, c.tensor, c.pipeline, c.data, c.micro_batch, c.micro_batches,
+                   c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero, 1e3 * e.step_s, 100 * e.mfu,
+                   static_cast<double>(e.memory_bytes) / (1LL << 20), pct(e.compute_s), pct(e.tensor_comm_s),
+                   pct(e.pipeline_comm_s), pct(e.bubble_s), pct(e.data_comm_s));
+    }
+  }
+};
+
+}  // namespace strata

@@ -1,0 +1,152 @@
+// The cost model and the compile-time search: a unit's time against the roofline written
+// out by hand, a pipeline's step against its closed form (M + p − 1) · stage + update,
+// the balanced cut against a brute force, and the search's choice against every
+// configuration it tried; the chosen plan is an ordinary plan with those degrees whose
+// lowered memory fits the budget.
+#include <array>
+#include <cstdio>
+
+#include <strata/plan/search.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr hardware A100 = hw::A100_80GB::value;
+constexpr bool near(double a, double b) { return a - b < 1e-9 * (b > 0 ? b : -b) + 1e-15 && b - a < 1e-9 * (b > 0 ? b : -b) + 1e-15; }
+
+// ---- one unit's time: a compute-bound Linear, by hand -----------------------------------
+// Linear<1024, 1024> on 512 rows of bf16: 512 · (2·1024² + 1024) FLOPs forward (GEMM and
+// bias), 512 · (4·1024² + 1024) backward; its bytes (input, output, weights, what it keeps)
+// take less time at 2039 GB/s, so both run at 80% of 312 TFLOP/s.
+using Lin = Linear<1024, 1024>;
+using LinProbe = Plan<Replicate<1, Repeat<4, Lin>>, Input<512, 1024>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>,
+                      Element<bf16>>;
+constexpr auto lin_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100);
+constexpr double lin_fwd = 512.0 * (2.0 * 1024 * 1024 + 1024), lin_bwd = 512.0 * (4.0 * 1024 * 1024 + 1024);
+constexpr double rate = 312e12 * 0.80;
+static_assert(near(lin_profile.units[0].forward_s, lin_fwd / rate));
+static_assert(near(lin_profile.units[0].backward_s, lin_bwd / rate));
+static_assert(lin_profile.units[0].recompute_s == 0 && lin_profile.units[0].tensor_comm_s == 0);
+static_assert(near(lin_profile.units[0].local_params, 1024.0 * 1024 + 1024));
+
+// ---- a pipeline's step: (M + p − 1) · slowest stage + update, closed form ----------------
+constexpr std::array<int, 3> halves{0, 2, 4};
+constexpr cost::parallel_config pp2{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8};
+constexpr cost::step_estimate pp2_e = cost::estimate<4, 2>(lin_profile, halves, pp2, A100);
+constexpr double stage_time(int s) {  // two units at micro-batch 2 (twice the probe's), plus the loss on stage 1
+  double t = 0;
+  for (int u = 2 * s; u < 2 * s + 2; ++u)
+    t += 2 * (lin_profile.units[u].forward_s + lin_profile.units[u].backward_s);
+  // the message at the stage's edge: 2 · 512 · 1024 bf16 values, over NVLink (both stages in a node)
+  return t + (2.0 * 512 * 1024 * 2) / 300e9 + 5e-6;
+}
+constexpr double slowest = stage_time(1) > stage_time(0) ? stage_time(1) : stage_time(0);
+constexpr double update = 2 * (1024.0 * 1024 + 1024) * (7 * 4 + 2) / 2039e9;  // a stage's Adam, HBM-bound
+static_assert(near(pp2_e.step_s, (8 + 2 - 1) * slowest + update));
+static_assert(near(pp2_e.bubble_s, slowest) && pp2_e.data_comm_s == 0);
+// MFU = model FLOPs / (step · devices · peak); the model FLOPs are the four Linears' and the loss's
+static_assert(near(pp2_e.mfu, pp2_e.model_flops / (pp2_e.step_s * 2 * 312e12)));
+// Data parallel: a ring all-reduce of each device's fp32 gradients over 4 devices of one node
+constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 1};
+constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
+static_assert(near(dp4_e.data_comm_s, 2 * 0.75 * (4 * (1024.0 * 1024 + 1024) * 4) / 300e9 + 2 * 3 * 5e-6));
+
+// ---- the bisection cut against a brute force --------------------------------------------
+template <std::size_t N, std::size_t K>
+constexpr long long brute_bottleneck(const detail::unit_costs<N>& u) {
+  long long best = 0x7fffffffffffffffLL;
+  for (unsigned mask = 0; mask < (1u << (N - 1)); ++mask) {
+    if (static_cast<std::size_t>(__builtin_popcount(mask)) != K - 1) continue;
+    long long worst = 0, run = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+      if (i > 0 && (mask & (1u << (i - 1)))) worst = run > worst ? run : worst, run = 0;
+      run += u.cost[i];
+    }
+    worst = run > worst ? run : worst;
+    best = worst < best ? worst : best;
+  }
+  return best;
+}
+template <std::size_t N, std::size_t K>
+constexpr bool bisection_agrees(unsigned seed) {
+  detail::unit_costs<N> u{};
+  unsigned x = seed;
+  for (std::size_t i = 0; i < N; ++i) {
+    x = x * 1103515245u + 12345u;
+    u.cost[i] = 1 + static_cast<long long>((x >> 8) % 1000);
+  }
+  const auto r = detail::balanced_cut<N, K>(u);
+  for (std::size_t k = 0; k < K; ++k)
+    if (r.cuts[k] >= r.cuts[k + 1]) return false;
+  return r.fits && r.cuts[0] == 0 && r.cuts[K] == static_cast<int>(N) && r.bottleneck == brute_bottleneck<N, K>(u) &&
+         r.bottleneck == detail::best_cut(u, std::array<long long, K>{}, 0).bottleneck;
+}
+static_assert(bisection_agrees<8, 3>(1) && bisection_agrees<8, 3>(2) && bisection_agrees<8, 3>(3));
+static_assert(bisection_agrees<10, 4>(4) && bisection_agrees<10, 4>(5) && bisection_agrees<10, 7>(6));
+static_assert(bisection_agrees<9, 9>(7) && bisection_agrees<9, 1>(8) && bisection_agrees<12, 5>(9));
+
+// ---- the search ---------------------------------------------------------------------------
+constexpr int V = 64, S = 16, D = 32, H = 4;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+using GPT = Model<Embedding<V, D>, PositionEmbedding<S, D>, Repeat<4, Attn, MLP>, LayerNorm<D>, Linear<D, V>>;
+using Found = Search<GPT, 8, 64, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Input<S>, Loss<SoftmaxCrossEntropy>,
+                     Element<bf16>>;
+
+// every (t, p, b, ZeRO, SP, recompute) the description allows, counted by hand:
+// t = 1: p in {1, 2, 4, 8}, recompute on/off; t = 2: p in {1, 2, 4}, t = 4: p in {1, 2}, with
+// SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-2 where d > 1, else 0.
+constexpr int by_hand = [] {
+  int n = 0;
+  for (int t : {1, 2, 4})
+    for (int p = 1; p <= 8 / t; p *= 2) {
+      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4;
+      for (int b : {1, 2, 4, 8})
+        if (64 % (d * b) == 0) n += variants * (d > 1 ? 3 : 1);
+    }
+  return n;
+}();
+static_assert(Found::all.tried == by_hand);
+
+// the choice is the fastest of every configuration that fits
+constexpr bool best_is_fastest = [] {
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    if (c.fits && c.estimate.step_s < Found::best.estimate.step_s) return false;
+  }
+  return Found::best.fits;
+}();
+static_assert(best_is_fastest);
+static_assert(Found::num_ranked == Found::keep);
+static_assert(Found::ranked[1].estimate.step_s >= Found::ranked[0].estimate.step_s &&
+              Found::ranked[7].estimate.step_s >= Found::ranked[6].estimate.step_s);
+
+// the plan: the chosen degrees, valid, and within the budget by the lowered plan's own count
+using Chosen = Found::plan;
+static_assert(Chosen::valid && Chosen::deadlock_free);
+static_assert(Chosen::part_devices == Found::best.tensor && Chosen::stages == Found::best.pipeline);
+static_assert(Chosen::data_parallel() == Found::best.data);
+static_assert(Chosen::micro_batch == Found::best.micro_batch && Chosen::num_micro_batch == Found::best.micro_batches);
+static_assert(Chosen::zero == Found::best.zero && Chosen::sequence_parallel == Found::best.sequence_parallel);
+constexpr bool fits_exactly = [] {
+  for (int s = 0; s < Chosen::stages; ++s)
+    if (Chosen::peak_memory_bytes(s, Chosen::data_parallel()) > Found::best.estimate.memory_bytes) return false;
+  return true;
+}();
+static_assert(fits_exactly);
+
+// a budget that excludes the unsplit configurations changes the answer
+using Tight = Search<GPT, 8, 1, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Input<S>, Loss<SoftmaxCrossEntropy>,
+                     Element<bf16>>;
+static_assert(Tight::found && Tight::all.fitting < Found::all.fitting);
+static_assert(Tight::best.estimate.memory_bytes <= (1 << 20));
+
+}  // namespace
+
+int main() {
+  Found::print_ranked();
+  Tight::print_ranked();
+  return 0;
+}

@@ -2,7 +2,7 @@
 // 16 MiB with gradients and Adam's two moments) cannot be cut into 2 stages of at most
 // 32 MiB: the cut with the smallest fullest stage needs 65 MiB.
 // expected-error: strata rule \[auto-stages-memory\]
-// expected-error: auto_stages_memory<(2, 65, 32>|Stages, NeededMiB, BudgetMiB> \[with Stages=2, NeededMiB=65, BudgetMiB=32\])
+// expected-error: auto_stages_memory<(2, 65, 32>|Stages, NeededMiB, BudgetMiB> \[with Stages=2, NeededMiB=65(LL)?, BudgetMiB=32(LL)?\])
 #include <strata/strata.hpp>
 
 using namespace strata;

@@ -1,6 +1,6 @@
 // Rule search-fits: no configuration of this GPT on 4 devices fits 0 MiB per device.
 // expected-error: strata rule \[search-fits\]
-// expected-error: search_fits<(false, 4, 0>|Found, Devices, BudgetMiB> \[with Found=false, Devices=4, BudgetMiB=0\])
+// expected-error: search_fits<(false, 4, 0>|Found, Devices, BudgetMiB> \[with Found=false, Devices=4, BudgetMiB=0(LL)?\])
 #include <strata/plan/search.hpp>
 #include <strata/strata.hpp>
 

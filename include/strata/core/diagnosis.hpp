@@ -20,6 +20,7 @@ enum class rule_id : unsigned char {
   tensor_2d,
   tensor_2p5d,
   tensor_3d,
+  tensor_zero,
   world,
   shapes_chain,
   loss_last,
@@ -68,6 +69,7 @@ constexpr bool raise() {
   else if constexpr (R == tensor_2d) return rule::tensor_2d_square<A>::value;
   else if constexpr (R == tensor_2p5d) return rule::tensor_2p5d_shape<A, B>::value;
   else if constexpr (R == tensor_3d) return rule::tensor_3d_cube<A>::value;
+  else if constexpr (R == tensor_zero) return rule::tensor_mode_without_zero<A, B>::value;
   else if constexpr (R == world) return rule::world_multiple_of_replica<A, B>::value;
   else if constexpr (R == shapes_chain) return rule::shapes_chain<A, B, C>::value;
   else if constexpr (R == loss_last) return rule::loss_last<A, B>::value;

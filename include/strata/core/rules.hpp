@@ -370,6 +370,16 @@ struct tensor_3d_cube {
                        "(tensor_3d_cube<N>)");
 };
 
+// ZeRO partitions each reduction group's update over that group's devices; 2D/2.5D/3D
+// gradients are reduced over groups of several sizes (mesh columns, depth layers, planes)
+// that one partition of a flat group cannot follow.
+template <int Mode, int ZeroLevel>
+struct tensor_mode_without_zero {
+  static constexpr bool value = never<Mode, ZeroLevel>;
+  static_assert(value, "strata rule [tensor-zero]: 2D/2.5D/3D tensor parallelism runs without ZeRO "
+                       "(tensor_mode_without_zero<mode, zero level>)");
+};
+
 template <int Index, int Mode>
 struct tensor_mode_supports_layer {
   static constexpr bool value = never<Index, Mode>;

@@ -37,7 +37,8 @@ enum class group_axis : unsigned char {
   mesh_col,
   mesh_depth,
   depth_data,  // 2.5D: weights replicated over depth layers and replicas
-  col_data     // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
+  col_data,    // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
+  plane_data   // 3D biases whose features lie along the depth: one depth plane × replicas
 };
 
 enum class signature : unsigned char {
@@ -90,6 +91,7 @@ constexpr std::string_view to_string(group_axis g) {
     case group_axis::mesh_depth: return "mesh-depth";
     case group_axis::depth_data: return "depth×data";
     case group_axis::col_data: return "col×data";
+    case group_axis::plane_data: return "plane×data";
   }
   return "?";
 }
@@ -153,6 +155,7 @@ struct local_dims {
   shape_t in{}, out{};     // per-sample logical shapes
   int n = 1;               // devices of the part
   signature sig = signature::replicated;
+  int q = 0;               // 2D/2.5D/3D: the mesh side, features cut q ways (0: no mesh)
 };
 
 // The memory a layer's execution needs, per device and micro-batch, in elements of

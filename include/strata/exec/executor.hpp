@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -66,6 +67,18 @@ class executor {
     part_.emplace(comm::split_named(world, me.data * P::stages + me.stage, me.index, base + ".part"));
     data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
     part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
+    // 2D/2.5D/3D: the mesh's rows, columns and depths, and the gradient groups of tensors
+    // that repeat along them; each group named by its lowest rank
+    if constexpr (P::mode != tensor_mode::d1)
+      for (std::size_t a = 0; a < mesh_axes.size(); ++a) {
+        int first = world.rank();
+        for (int r = 0; r < world.size(); ++r)
+          if (P::same_group(mesh_axes[a], world.rank(), r, world.size())) {
+            first = r;
+            break;
+          }
+        mesh_.at(a).emplace(comm::split_named(world, first, world.rank(), base + "." + std::string(to_string(mesh_axes[a]))));
+      }
     // ZeRO partitions each group's update over the devices its gradients are reduced in
     if constexpr (P::zero > 0) store_.partition({data_->size(), part_data_->size()}, {data_->rank(), part_data_->rank()});
     if constexpr (overlapped_comm) {
@@ -74,6 +87,8 @@ class executor {
       for (auto& e : slot_done_) e = typename Backend::event(false);
       data_->set_stream(comm_q_->stream());
       part_data_->set_stream(comm_q_->stream());
+      for (std::size_t a = 3; a < mesh_axes.size(); ++a)  // the N-D gradient groups reduce buckets
+        if (mesh_[a]) mesh_[a]->set_stream(comm_q_->stream());
     }
     // Zero<3>: a TaskGraph's weights are all-gathered right before its layers need them
     if constexpr (P::zero >= 3)
@@ -181,6 +196,20 @@ class executor {
     return r;
   }
   Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
+  // The communicator of a planner group (plan/sharding.hpp's group_axis).
+  Comm& axis_comm(group_axis a) {
+    switch (a) {
+      case group_axis::data: return *data_;
+      case group_axis::part_data: return *part_data_;
+      case group_axis::part:
+      case group_axis::pipeline: return *part_;
+      default: break;
+    }
+    for (std::size_t k = 0; k < mesh_axes.size(); ++k)
+      if (mesh_axes[k] == a && mesh_[k]) return *mesh_[k];
+    throw std::logic_error("strata: the plan names the " + std::string(to_string(a)) +
+                           " group, which this executor did not form");
+  }
   // Zero<3>: the whole masters assembled for reading (gather_parameters, checkpoints,
   // the replica check); collective.
   void gather_whole() { store_.gather_whole(*data_, *part_data_); }
@@ -319,7 +348,8 @@ class executor {
   void convert(int c, int part, const slot_set& slots) {
     const lower::conversion& cv = L::tables.convs[idx(c)];
     run_conversion(q_, *part_, cv, arena_.values(cv.src, part, slots), arena_.values(cv.dst, part, slots),
-                   arena_.values(cv.staging, part, slots), P::part_devices, me_.index);
+                   arena_.values(cv.staging, part, slots), P::part_devices, me_.index,
+                   P::input_block(cv.layer, me_.index), P::mesh);
   }
 
   // `books`: a training forward that is not a recomputation (auxiliary losses count once).
@@ -350,12 +380,21 @@ class executor {
     ctx.skip = arena_.values(c.skip, part, slots);
     ctx.skip_grad = arena_.values(c.skip_grad, part, slots);
     ctx.row0 = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * ctx.rows : 0;
+    if (lp.in_layout == sbp::split_feature) ctx.col0 = std::size_t(me_.index) * ctx.in_cols;
+    if (lp.in_layout == sbp::block) {
+      const strata::detail::act_block b = P::input_block(i, me_.index);
+      ctx.row0 = std::size_t(b.row) * ctx.rows;
+      ctx.col0 = std::size_t(b.feature) * ctx.in_cols;
+      ctx.mesh_q = c.dims.q;
+    }
+    for (int k = 0; k < 3 && lp.num_conversion_comms + k < lp.num_comms; ++k)
+      ctx.mesh[idx(k)] = &axis_comm(lp.comms[idx(lp.num_conversion_comms + k)].group);
     if (c.reads_ids) {
       const std::size_t local = ctx.rows * ctx.in_cols;
       const std::size_t first = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * local : 0;
       ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
     }
-    if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
+    if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(i, lp, mb, ctx.rows);
     if (lp.desc.role == layer_role::moe) ctx.aux = prepare_aux(books);
     // a view runs no kernel (at a part's edge its output is a copy), except a backward
     // that needs one (ResidualBegin adds the skip's gradient)
@@ -370,15 +409,20 @@ class executor {
   }
 
   // ---- the loss --------------------------------------------------------------------------
-  loss_io<T>* prepare_loss(const layer_plan& lp, int mb, std::size_t rows) {
+  loss_io<T>* prepare_loss(int i, const layer_plan& lp, int mb, std::size_t rows) {
     const std::size_t per_mb = std::size_t(P::micro_batch) * labels_per_sample;
-    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
+    const strata::detail::act_block b = P::input_block(i, me_.index);
+    const bool block = lp.in_layout == sbp::block;
+    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows
+                                  : block                          ? std::size_t(b.row) * rows
+                                                                   : 0;
     const std::size_t start = std::size_t(mb) * per_mb + first_row;
     loss_.labels = labels_.data() + start;
     loss_.acc = acc_.data();
     loss_.scale = row_scale();
-    // one device reports rows that every device of the part holds
-    loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
+    // one device reports rows that several devices of the part hold (S(0,-1): the one
+    // with the first feature block)
+    loss_.counts = lp.in_layout == sbp::split_batch || (block ? b.feature == 0 : me_.index == 0);
     // in an evaluation, rows past `valid` are padding
     const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? valid_rows_ : valid_rows_ * labels_per_sample;
     loss_.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
@@ -411,7 +455,7 @@ class executor {
   // queue where there is one, behind the collectives).
   void issue(int b) {
     const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
-    Comm& c = group_comm(bk.group);
+    Comm& c = axis_comm(bk.axis);
     M* g = store_.bucket_grads(b);
     if (c.size() > 1) {
       if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
@@ -508,6 +552,11 @@ class executor {
           group_comm(g).record(comm_done_.native());
           Backend::wait(q_, comm_done_);
         }
+      for (std::size_t a = 3; a < mesh_axes.size(); ++a)
+        if (mesh_[a] && mesh_[a]->size() > 1) {
+          mesh_[a]->record(comm_done_.native());
+          Backend::wait(q_, comm_done_);
+        }
     }
   }
 
@@ -538,6 +587,10 @@ class executor {
   activation_arena<P, Backend, T> arena_;
   param_store<P, Backend, T> store_;
   std::optional<Comm> part_, data_, part_data_;  // split once, in the constructor
+  static constexpr std::array<group_axis, 6> mesh_axes{group_axis::mesh_row,   group_axis::mesh_col,
+                                                       group_axis::mesh_depth, group_axis::depth_data,
+                                                       group_axis::col_data,   group_axis::plane_data};
+  std::array<std::optional<Comm>, 6> mesh_;  // 2D/2.5D/3D only
   std::optional<queue> comm_q_;
   typename Backend::event comm_done_{};
   std::array<typename Backend::event, 2> slot_done_{};  // Zero<2/3>: a gradient slot's reductions are done

@@ -39,6 +39,10 @@ struct layer_plan {
   int features_div = 1;  // local share of the features
   bool partial_input_grad = false;  // the input's gradient comes out as a partial sum
   long long local_flops_per_sample = 0;  // forward + backward, this device's share
+  // 3D: the input's features lie along the mesh depth, not the columns. A 3D Linear moves
+  // the features from one cube axis to another, so the layout turns with every 3D Linear
+  // (as Colossal-AI's alternating input/output parallel modes).
+  bool turned = false;
 };
 
 namespace detail {
@@ -99,6 +103,40 @@ constexpr mesh_factors mesh_of(tensor_mode mode, int n, int depth) {
     case tensor_mode::d3: { int q = icbrt(n); return {q * q, q, q * q * q}; }
   }
   return {};
+}
+
+// Which block of an S(0,-1) activation device `index` of an N-D Split part holds: the row
+// block (of mesh rows) and the feature block (of q), with (row i, col j, depth k) the
+// device's mesh coordinates (index = (k·q + i)·q + j). 2D: (i, j); 2.5D: (k·q + i, j);
+// 3D: (i·q + k, j), turned (i·q + j, k).
+struct act_block {
+  int row = 0, feature = 0;
+};
+constexpr act_block block_of(tensor_mode mode, int q, int index, bool turned) {
+  const int j = index % q, i = (index / q) % q, k = index / (q * q);
+  switch (mode) {
+    case tensor_mode::d1: return {0, index};
+    case tensor_mode::d2: return {i, j};
+    case tensor_mode::d2p5: return {k * q + i, j};
+    case tensor_mode::d3: return turned ? act_block{i * q + j, k} : act_block{i * q + k, j};
+  }
+  return {};
+}
+
+// The block of parameter `k` of a layer that device `index` of its part holds, numbered
+// row-major over the tensor's block grid (exec::logical_index's numbering); 0 for a whole
+// tensor. 1D cuts one axis: the device's index. 2D/2.5D: W[i, j], b[j]. 3D: a Linear reads
+// X[·, f] and writes Y[·, g] (f, g the input and output feature blocks) with W[f, g] cut
+// again by the mesh rows: W block (f·q + i, g), b[g].
+constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, int index) {
+  const auto K = static_cast<std::size_t>(k);
+  if (lp.local_params[K] == lp.desc.params[K].shape) return 0;
+  if (mode == tensor_mode::d1) return index;
+  const bool weight = lp.desc.params[K].role == param_role::weight;
+  const int j = index % q, i = (index / q) % q, kk = index / (q * q);
+  if (mode != tensor_mode::d3) return weight ? i * q + j : j;
+  const int f = lp.turned ? kk : j, g = lp.turned ? j : kk;
+  return weight ? (f * q + i) * q + g : g;
 }
 
 template <std::size_t NL, std::size_t NT>
@@ -166,6 +204,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   std::array<sbp, NL + 1> skips{};
   int open = 0;
   sbp cur = sbp::broadcast;
+  bool turned = false;  // 3D: features of the current block layout along the depth
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
     const taskgraph_desc& tg = tgs[t];
@@ -244,6 +283,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           local[static_cast<std::size_t>(pi)] =
               cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
       }
+      if (!nd) turned = false;
+      lp.turned = turned;
       if (d.role == layer_role::residual_begin) skips[static_cast<std::size_t>(open++)] = c.out;
       if (d.role == layer_role::residual_end && open > 0) --open;
       lp.arrives = cur;
@@ -272,36 +313,58 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         const comm_desc& x = c.comms[static_cast<std::size_t>(k)];
         add_comm(lp, x.kind, x.group, x.when, x.elems, x.calls, x.stats);
       }
+      // The devices that hold the other features of this layer's rows (N-D modes).
+      const group_axis features_axis = turned ? group_axis::mesh_depth : group_axis::mesh_row;
+      const bool dx = need_dx[static_cast<std::size_t>(li)];
       if (nd && d.role == layer_role::layernorm) {
-        // mean and variance of rows whose features are spread over a mesh row, both ways
+        // Σx and Σx² of rows whose features are spread over the mesh row; backward, Σg and
+        // Σg·x̂ (only for the input's gradient: dγ and dβ need the forward's statistics only)
         const long long rows = ctx.micro_batch / mesh.rows * (lp.in.numel() / lp.in.last());
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, 2 * rows, 1, true);
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::backward, 2 * rows, 1, true);
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, 2 * rows, 1, true);
+        if (dx) add_comm(lp, collective::all_reduce, features_axis, pass::backward, 2 * rows, 1, true);
       } else if (nd && c.sig == signature::vocab_loss) {
         const long long rows = ctx.micro_batch * lp.in.numel() / lp.in.last() / mesh.rows;
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, rows, 3, true);
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, rows, 3, true);
       } else if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) {
-        // SUMMA: q steps, each broadcasting an input block along the row and a weight
-        // block along the column; backward does it twice (dX and dW).
+        // SUMMA (2.5D: on each depth layer, weights repeated). Forward: q steps, each
+        // broadcasting an input block along the mesh row and a weight block along the
+        // column. Backward: dW = Xᵀ·dY by the same q input-block broadcasts, each device's
+        // q partial products reduce-scattered along the column; dX = dY·Wᵀ by the q weight
+        // blocks again, its partial products reduce-scattered along the row. (Colossal-AI
+        // reduces each step's product to one device; a reduce-scatter of all q is the same
+        // bytes in one call.) The executor hands the layer these groups in this order.
         const int q = mesh.features;
         const long long x_block = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
         const long long w_block = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q);
         add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
         add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, 2 * q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, 2 * q);
+        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, q);
+        // (weight gradients are summed in master precision: elements of the statistics type)
+        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_block * q, 1, true);
+        if (dx) {
+          add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, q);
+          add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, x_block * q);
+        }
       } else if (c.sig == signature::cube_3d) {
-        // 3D: gather inputs along one axis and weights along another, reduce-scatter outputs
+        // 3D: input features along axis F (columns, or the depth when turned), rows cut by
+        // the other two. The input is all-gathered along the third axis A, the weight
+        // (cut again by mesh rows) along the column group, and the q partial outputs
+        // reduce-scattered along F: the output's features lie along A, so the next 3D
+        // Linear swaps the two. Backward gathers dY along F and reduce-scatters dW along
+        // the column group and dX along A; the gathered X and W are kept from forward.
         const int q = mesh.features;
+        const group_axis ax = turned ? group_axis::mesh_row : group_axis::mesh_depth;
+        const group_axis af = features_axis;
         const long long x_local = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
         const long long w_local = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q * q);
         const long long y_local = ctx.micro_batch / mesh.rows * lp.out.numel() / q;
-        add_comm(lp, collective::all_gather, group_axis::mesh_depth, pass::forward, x_local * q);
-        add_comm(lp, collective::all_gather, group_axis::mesh_row, pass::forward, w_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::forward, y_local * q);
-        add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::backward, y_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_depth, pass::backward, x_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, w_local * q);
+        add_comm(lp, collective::all_gather, ax, pass::forward, x_local * q);
+        add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::forward, w_local * q);
+        add_comm(lp, collective::reduce_scatter, af, pass::forward, y_local * q);
+        add_comm(lp, collective::all_gather, af, pass::backward, y_local * q);
+        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_local * q, 1, true);
+        if (dx) add_comm(lp, collective::reduce_scatter, ax, pass::backward, x_local * q);
+        turned = !turned;
       }
 
       // Parameters: local shards and the group that must reduce their gradients.
@@ -315,8 +378,10 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         group_axis g = group_axis::data;
         if (n > 1 && whole && c.need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
         if (c.sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
-        // N-D biases are cut by columns only: the rows and depths of a column saw other samples
-        if (nd && prm.role == param_role::bias && !whole) g = group_axis::col_data;
+        // N-D biases are cut by the output's feature blocks only: the devices of that block
+        // (a mesh column; in 3D, a depth plane when the output turned) saw other rows
+        if (nd && prm.role == param_role::bias && !whole)
+          g = c.sig == signature::cube_3d && turned ? group_axis::plane_data : group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }

@@ -1,0 +1,55 @@
+// Colossal-AI's 2D (SUMMA), 2.5D and 3D tensor parallelism executed on the host: LayerNorm,
+// Linear, activations and the vocabulary-parallel loss on S(0,-1) blocks, each plan
+// trained against the same model on one device in float64 (strata::verify::
+// against_one_device: losses, parameters, evaluation, identical replicas, and the bytes of
+// every kind of collective equal to the planner's communication_of on every rank).
+// mpi-ranks: 4 8
+#include "check_one_device.hpp"
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+template <class P, class T = double>
+void check(const char* name, optimizer opt, double tol, int steps = 6) {
+  mpi_test::check_one_device<P, T>("tensor-modes", name, opt, tol, steps);
+}
+
+bool world_is(int w) { return mpi_test::world().size() == w; }
+
+// Three Linears: under 3D the layout turns at each, so LayerNorms and the loss run with
+// their features along the columns and along the depth.
+template <int N>
+using Net = Split<N, LayerNorm<16>, Linear<16, 32>, GeLU, LayerNorm<32>, Linear<32, 16>, ReLU, Linear<16, 8>>;
+template <int N, class Mode, int MB, int M = 2>
+using P = Plan<Net<N>, Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<M>, Mode>;
+
+const Adam adam{.lr = 1e-2};
+const SGD sgd{.lr = 0.1, .momentum = 0.9};
+
+}  // namespace
+
+TEST_CASE("2D (SUMMA), q = 2: 4 ranks, and x DP2 on 8") {
+  if (world_is(4)) check<P<4, Tensor2D, 4>>("2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<P<4, Tensor2D, 4, 1>>("2D q=2 (SGD momentum)", sgd, 1e-10);
+  if (world_is(8)) check<P<4, Tensor2D, 4>>("2D q=2 x DP2 (Adam)", adam, 1e-10);
+}
+
+TEST_CASE("2.5D, q = 2, depth 2: 8 ranks") {
+  if (world_is(8)) check<P<8, Tensor2p5D<2>, 8>>("2.5D q=2 d=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<P<4, Tensor2p5D<1>, 4>>("2.5D q=2 d=1 (Adam)", adam, 1e-10);
+}
+
+TEST_CASE("3D, q = 2: 8 ranks") {
+  if (world_is(8)) check<P<8, Tensor3D, 8>>("3D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<P<8, Tensor3D, 4, 1>>("3D q=2 (SGD momentum)", sgd, 1e-10);
+}
+
+TEST_CASE("float32: 2D and 3D") {
+  if (world_is(4)) check<P<4, Tensor2D, 4>, float>("2D q=2 float32 (Adam)", adam, 1e-5);
+  if (world_is(8)) check<P<8, Tensor3D, 8>, float>("3D q=2 float32 (Adam)", adam, 1e-5);
+}

@@ -40,6 +40,7 @@ enum class rule_id : unsigned char {
   tensor_mode_layer,
   tensor_batch,
   tensor_features,
+  tensor_residual,
   deadlock,
   schedule_complete
 };
@@ -89,6 +90,7 @@ constexpr bool raise() {
   else if constexpr (R == tensor_mode_layer) return rule::tensor_mode_supports_layer<A, B>::value;
   else if constexpr (R == tensor_batch) return rule::tensor_batch_divisible<A, B>::value;
   else if constexpr (R == tensor_features) return rule::tensor_features_divisible<A, B, C>::value;
+  else if constexpr (R == tensor_residual) return rule::tensor_3d_residual_even<A>::value;
   else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
   else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
   else return false;

@@ -139,7 +139,8 @@ enum class shard_rule : unsigned char {
   split_rows,
   tensor_mode_layer,
   tensor_batch,
-  tensor_features
+  tensor_features,
+  tensor_residual
 };
 struct shard_violation {
   shard_rule rule = shard_rule::ok;
@@ -170,7 +171,7 @@ struct buffer_needs {
 };
 
 inline constexpr int max_layer_params = 6;
-inline constexpr int max_layer_comms = 8;
+inline constexpr int max_layer_comms = 12;  // a 2D/2.5D/3D attention: two projections of six
 
 // What the sharding pass asks a layer at its place in a Split<n> TaskGraph (1D tensor
 // parallelism): how it can run given the layout its input arrives in.

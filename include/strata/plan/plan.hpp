@@ -408,6 +408,7 @@ struct Plan {
       case shard_rule::tensor_features: return detail::diagnosis{tensor_features, v.layer, v.value, v.n};
       case shard_rule::tensor_mode_layer: return detail::diagnosis{tensor_mode_layer, v.layer, v.value};
       case shard_rule::tensor_batch: return detail::diagnosis{tensor_batch, v.value, v.n};
+      case shard_rule::tensor_residual: return detail::diagnosis{tensor_residual, v.layer};
     }
     return detail::diagnosis{};
   }();

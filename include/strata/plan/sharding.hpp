@@ -125,7 +125,7 @@ constexpr act_block block_of(tensor_mode mode, int q, int index, bool turned) {
 
 // The block of parameter `k` of a layer that device `index` of its part holds, numbered
 // row-major over the tensor's block grid (exec::logical_index's numbering); 0 for a whole
-// tensor. 1D cuts one axis: the device's index. 2D/2.5D: W[i, j], b[j]. 3D: a Linear reads
+// tensor. 1D cuts one axis: the device's index. 2D/2.5D: W[i, j], b[j]. 3D: a projection reads
 // X[·, f] and writes Y[·, g] (f, g the input and output feature blocks) with W[f, g] cut
 // again by the mesh rows: W block (f·q + i, g), b[g].
 constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, int index) {
@@ -135,7 +135,9 @@ constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, 
   const bool weight = lp.desc.params[K].role == param_role::weight;
   const int j = index % q, i = (index / q) % q, kk = index / (q * q);
   if (mode != tensor_mode::d3) return weight ? i * q + j : j;
-  const int f = lp.turned ? kk : j, g = lp.turned ? j : kk;
+  // an attention's output projection reads the QKV's output: the other turn
+  const bool t = lp.turned != (lp.desc.role == layer_role::attention && k >= 2);
+  const int f = t ? kk : j, g = t ? j : kk;
   return weight ? (f * q + i) * q + g : g;
 }
 
@@ -176,6 +178,52 @@ constexpr long long conversion_elems(collective c, long long whole, int n) {
   return c == collective::all_to_all ? whole / (n > 0 ? n : 1) : whole;
 }
 
+// The collectives of one Linear (or projection) of in → out features under 2D/2.5D/3D, per
+// micro-batch, `rows` token rows on this device; appended to lp's list in the order the
+// layer reads them (layers/linear_mesh.hpp). Returns whether its output turned (3D).
+//
+// SUMMA (2D; 2.5D on each depth layer, weights repeated). Forward: q steps, each
+// broadcasting an input block along the mesh row and a weight block along the column.
+// Backward: dW = Xᵀ·dY by the same q input-block broadcasts, each device's q partial
+// products reduce-scattered along the column; dX = dY·Wᵀ by the q weight blocks again, its
+// partial products reduce-scattered along the row. (Colossal-AI reduces each step's
+// product to one device; a reduce-scatter of all q is the same bytes in one call.)
+//
+// 3D: the input's features lie along axis F (mesh columns, or the depth when turned), its
+// rows are cut by the other two. The input is all-gathered along the third axis A, the
+// weight (cut again by mesh rows) along the column group, and the q partial outputs
+// reduce-scattered along F: the output's features lie along A, so the next 3D Linear
+// swaps the two. Backward gathers dY along F and reduce-scatters dW along the column
+// group and dX along A; the gathered X and W are kept from forward.
+//
+// Weight gradients are summed in master precision: elements of the statistics type.
+constexpr bool add_mesh_linear(layer_plan& lp, signature sig, const mesh_factors& mesh, long long rows, long long in,
+                               long long out, bool turned, bool dx) {
+  const int q = mesh.features;
+  if (sig == signature::cube_3d) {
+    const group_axis ax = turned ? group_axis::mesh_row : group_axis::mesh_depth;
+    const group_axis af = turned ? group_axis::mesh_depth : group_axis::mesh_row;
+    const long long x_local = rows * in / q, w_local = in * out / (q * q * q), y_local = rows * out / q;
+    add_comm(lp, collective::all_gather, ax, pass::forward, x_local * q);
+    add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::forward, w_local * q);
+    add_comm(lp, collective::reduce_scatter, af, pass::forward, y_local * q);
+    add_comm(lp, collective::all_gather, af, pass::backward, y_local * q);
+    add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_local * q, 1, true);
+    if (dx) add_comm(lp, collective::reduce_scatter, ax, pass::backward, x_local * q);
+    return !turned;
+  }
+  const long long x_block = rows * in / q, w_block = in * out / (q * q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, q);
+  add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_block * q, 1, true);
+  if (dx) {
+    add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, q);
+    add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, x_block * q);
+  }
+  return turned;
+}
+
 // Whether layer i's input gradient is computed: a layer before it has parameters, or
 // it must flow back to an earlier pipeline part (whose program waits for it).
 template <std::size_t NL>
@@ -205,6 +253,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   int open = 0;
   sbp cur = sbp::broadcast;
   bool turned = false;  // 3D: features of the current block layout along the depth
+  std::array<bool, NL + 1> skip_turned{};  // ... and of each open residual's skip
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
     const taskgraph_desc& tg = tgs[t];
@@ -256,6 +305,17 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
             for (int pi = 0; pi < d.num_params; ++pi)
               local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
             break;
+          case layer_role::attention:
+            // heads divided over the mesh columns (whole heads per feature block); each
+            // projection runs as the mode's Linear, the attention itself on local heads and rows
+            c.sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
+                    : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
+            if (d.split_extent % mesh.features != 0) fail(shard_rule::split_heads, li, d.split_extent, mesh.features);
+            for (int pi = 0; pi < d.num_params; ++pi)
+              local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
+            break;
+          case layer_role::residual_begin:
+          case layer_role::residual_end:
           case layer_role::elementwise: c.sig = signature::pointwise; break;
           case layer_role::layernorm:
             c.sig = signature::pointwise;
@@ -316,55 +376,27 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       // The devices that hold the other features of this layer's rows (N-D modes).
       const group_axis features_axis = turned ? group_axis::mesh_depth : group_axis::mesh_row;
       const bool dx = need_dx[static_cast<std::size_t>(li)];
+      const long long rows_here = ctx.micro_batch / mesh.rows * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1));
       if (nd && d.role == layer_role::layernorm) {
         // Σx and Σx² of rows whose features are spread over the mesh row; backward, Σg and
         // Σg·x̂ (only for the input's gradient: dγ and dβ need the forward's statistics only)
-        const long long rows = ctx.micro_batch / mesh.rows * (lp.in.numel() / lp.in.last());
-        add_comm(lp, collective::all_reduce, features_axis, pass::forward, 2 * rows, 1, true);
-        if (dx) add_comm(lp, collective::all_reduce, features_axis, pass::backward, 2 * rows, 1, true);
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, 2 * rows_here, 1, true);
+        if (dx) add_comm(lp, collective::all_reduce, features_axis, pass::backward, 2 * rows_here, 1, true);
       } else if (nd && c.sig == signature::vocab_loss) {
-        const long long rows = ctx.micro_batch * lp.in.numel() / lp.in.last() / mesh.rows;
-        add_comm(lp, collective::all_reduce, features_axis, pass::forward, rows, 3, true);
-      } else if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) {
-        // SUMMA (2.5D: on each depth layer, weights repeated). Forward: q steps, each
-        // broadcasting an input block along the mesh row and a weight block along the
-        // column. Backward: dW = Xᵀ·dY by the same q input-block broadcasts, each device's
-        // q partial products reduce-scattered along the column; dX = dY·Wᵀ by the q weight
-        // blocks again, its partial products reduce-scattered along the row. (Colossal-AI
-        // reduces each step's product to one device; a reduce-scatter of all q is the same
-        // bytes in one call.) The executor hands the layer these groups in this order.
-        const int q = mesh.features;
-        const long long x_block = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
-        const long long w_block = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, q);
-        // (weight gradients are summed in master precision: elements of the statistics type)
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_block * q, 1, true);
-        if (dx) {
-          add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, q);
-          add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, x_block * q);
-        }
-      } else if (c.sig == signature::cube_3d) {
-        // 3D: input features along axis F (columns, or the depth when turned), rows cut by
-        // the other two. The input is all-gathered along the third axis A, the weight
-        // (cut again by mesh rows) along the column group, and the q partial outputs
-        // reduce-scattered along F: the output's features lie along A, so the next 3D
-        // Linear swaps the two. Backward gathers dY along F and reduce-scatters dW along
-        // the column group and dX along A; the gathered X and W are kept from forward.
-        const int q = mesh.features;
-        const group_axis ax = turned ? group_axis::mesh_row : group_axis::mesh_depth;
-        const group_axis af = features_axis;
-        const long long x_local = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
-        const long long w_local = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q * q);
-        const long long y_local = ctx.micro_batch / mesh.rows * lp.out.numel() / q;
-        add_comm(lp, collective::all_gather, ax, pass::forward, x_local * q);
-        add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::forward, w_local * q);
-        add_comm(lp, collective::reduce_scatter, af, pass::forward, y_local * q);
-        add_comm(lp, collective::all_gather, af, pass::backward, y_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_local * q, 1, true);
-        if (dx) add_comm(lp, collective::reduce_scatter, ax, pass::backward, x_local * q);
-        turned = !turned;
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, rows_here, 3, true);
+      } else if (nd && d.role == layer_role::linear) {
+        turned = add_mesh_linear(lp, c.sig, mesh, rows_here, d.in_shape.last(), lp.out.last(), turned, dx);
+      } else if (nd && d.role == layer_role::attention) {
+        // the QKV projection, then the output projection (which turns a 3D layout back)
+        const long long f = d.in_shape.last();
+        const bool mid = add_mesh_linear(lp, c.sig, mesh, rows_here, f, 3 * f, turned, dx);
+        add_mesh_linear(lp, c.sig, mesh, rows_here, f, f, mid, true);
+      } else if (nd && d.role == layer_role::residual_begin) {
+        skip_turned[static_cast<std::size_t>(open)] = turned;
+      } else if (nd && d.role == layer_role::residual_end && open > 0 &&
+                 skip_turned[static_cast<std::size_t>(open - 1)] != turned) {
+        // a 3D branch with an odd number of Linears hands back features along the other axis
+        fail(shard_rule::tensor_residual, li, 0, n);
       }
 
       // Parameters: local shards and the group that must reduce their gradients.
@@ -381,7 +413,9 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         // N-D biases are cut by the output's feature blocks only: the devices of that block
         // (a mesh column; in 3D, a depth plane when the output turned) saw other rows
         if (nd && prm.role == param_role::bias && !whole)
-          g = c.sig == signature::cube_3d && turned ? group_axis::plane_data : group_axis::col_data;
+          g = c.sig == signature::cube_3d && (d.role == layer_role::attention ? !turned : turned)
+                  ? group_axis::plane_data
+                  : group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }

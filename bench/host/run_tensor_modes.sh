@@ -14,18 +14,6 @@ cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BEN
 cmake --build build-bench --target bench_host_tensor_modes >/dev/null
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-tag=$(echo "$cpu" | awk '{print $1"_"$2}')
-out=bench/results/tensor_modes_$(date +%F)_${tag}.md
 run=$(cd /tmp && mpiexec -n 8 --oversubscribe "$OLDPWD/build-bench/bench/bench_host_tensor_modes" "$steps")
-{
-  echo "# Tensor modes on the host: a GPT block on 8 processes"
-  echo
-  echo "- machine: $cpu, $(nproc) CPUs (8 processes oversubscribe them); $(date -u '+%F %H:%M UTC')"
-  echo "- command: \`bash bench/host/run_tensor_modes.sh $steps\` (commit $(git rev-parse --short HEAD))"
-  echo
-  echo '```'
-  echo "$run"
-  echo '```'
-} > "$out"
-cat "$out"
+source bench/host/report.sh
+write_report tensor_modes "Tensor modes on the host: a GPT block on 8 processes (they oversubscribe the CPUs)" "bash bench/host/run_tensor_modes.sh $steps" "$run"

@@ -60,13 +60,16 @@ namespace {
 constexpr int V = 32, S = 8, D = 16, H = 4;
 using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
 using Mlp = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
-template <int N, class Mode, int MB>
-using Gpt = Plan<Split<N, Repeat<2, Attn, Mlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
+template <int N, class Mode, int MB, int Blocks = 2>
+using Gpt = Plan<Split<N, Repeat<Blocks, Attn, Mlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
                  MicroBatch<MB>, NumMicroBatch<2>, Mode>;
 }  // namespace
 
 TEST_CASE("GPT blocks: 2D, 2.5D, 3D") {
   if (world_is(4)) check<Gpt<4, Tensor2D, 2>>("GPT blocks 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 2, 1>>("GPT block 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 4, 1>>("GPT block 2D q=2 mb4 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 4, 1>>("GPT block 2D q=2 mb4 (SGD)", sgd, 1e-10);
   if (world_is(8)) check<Gpt<4, Tensor2D, 2>>("GPT blocks 2D q=2 x DP2 (Adam)", adam, 1e-10);
   if (world_is(8)) check<Gpt<8, Tensor2p5D<2>, 4>>("GPT blocks 2.5D q=2 d=2 (Adam)", adam, 1e-10);
   if (world_is(8)) check<Gpt<8, Tensor3D, 4>>("GPT blocks 3D q=2 (Adam)", adam, 1e-10);

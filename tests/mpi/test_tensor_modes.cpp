@@ -44,6 +44,16 @@ TEST_CASE("2.5D, q = 2, depth 2: 8 ranks") {
   if (world_is(4)) check<P<4, Tensor2p5D<1>, 4>>("2.5D q=2 d=1 (Adam)", adam, 1e-10);
 }
 
+// Global-norm clipping counts every logical gradient element once, though 2.5D weights
+// repeat on the depth layers and biases down the mesh columns.
+TEST_CASE("clipping: 2D, 2.5D and 3D") {
+  const training_options clip{.clip_norm = 0.05};
+  if (world_is(4)) mpi_test::check_one_device<P<4, Tensor2D, 4>>("tensor-modes", "2D q=2, clipping", adam, 1e-10, 6, clip);
+  if (world_is(8))
+    mpi_test::check_one_device<P<8, Tensor2p5D<2>, 8>>("tensor-modes", "2.5D q=2 d=2, clipping", adam, 1e-10, 6, clip);
+  if (world_is(8)) mpi_test::check_one_device<P<8, Tensor3D, 8>>("tensor-modes", "3D q=2, clipping", adam, 1e-10, 6, clip);
+}
+
 TEST_CASE("3D, q = 2: 8 ranks") {
   if (world_is(8)) check<P<8, Tensor3D, 8>>("3D q=2 (Adam)", adam, 1e-10);
   if (world_is(8)) check<P<8, Tensor3D, 4, 1>>("3D q=2 (SGD momentum)", sgd, 1e-10);

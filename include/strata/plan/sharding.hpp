@@ -345,8 +345,15 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       }
       if (!nd) turned = false;
       lp.turned = turned;
-      if (d.role == layer_role::residual_begin) skips[static_cast<std::size_t>(open++)] = c.out;
-      if (d.role == layer_role::residual_end && open > 0) --open;
+      if (d.role == layer_role::residual_begin) {
+        skip_turned[static_cast<std::size_t>(open)] = turned;
+        skips[static_cast<std::size_t>(open++)] = c.out;
+      }
+      if (d.role == layer_role::residual_end && open > 0) {
+        // a 3D branch with an odd number of Linears hands back features along the other axis
+        if (nd && skip_turned[static_cast<std::size_t>(open - 1)] != turned) fail(shard_rule::tensor_residual, li, 0, n);
+        --open;
+      }
       lp.arrives = cur;
       lp.in_layout = c.need;
       lp.out_layout = c.out;
@@ -391,12 +398,6 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         const long long f = d.in_shape.last();
         const bool mid = add_mesh_linear(lp, c.sig, mesh, rows_here, f, 3 * f, turned, dx);
         add_mesh_linear(lp, c.sig, mesh, rows_here, f, f, mid, true);
-      } else if (nd && d.role == layer_role::residual_begin) {
-        skip_turned[static_cast<std::size_t>(open)] = turned;
-      } else if (nd && d.role == layer_role::residual_end && open > 0 &&
-                 skip_turned[static_cast<std::size_t>(open - 1)] != turned) {
-        // a 3D branch with an odd number of Linears hands back features along the other axis
-        fail(shard_rule::tensor_residual, li, 0, n);
       }
 
       // Parameters: local shards and the group that must reduce their gradients.

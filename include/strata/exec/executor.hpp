@@ -24,6 +24,7 @@
 #include "strata/exec/batch.hpp"
 #include "strata/exec/context.hpp"
 #include "strata/exec/convert.hpp"
+#include "strata/exec/mesh_groups.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/exec/zero.hpp"
@@ -67,18 +68,8 @@ class executor {
     part_.emplace(comm::split_named(world, me.data * P::stages + me.stage, me.index, base + ".part"));
     data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
     part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
-    // 2D/2.5D/3D: the mesh's rows, columns and depths, and the gradient groups of tensors
-    // that repeat along them; each group named by its lowest rank
-    if constexpr (P::mode != tensor_mode::d1)
-      for (std::size_t a = 0; a < mesh_axes.size(); ++a) {
-        int first = world.rank();
-        for (int r = 0; r < world.size(); ++r)
-          if (P::same_group(mesh_axes[a], world.rank(), r, world.size())) {
-            first = r;
-            break;
-          }
-        mesh_.at(a).emplace(comm::split_named(world, first, world.rank(), base + "." + std::string(to_string(mesh_axes[a]))));
-      }
+    // 2D/2.5D/3D: the mesh's rows, columns, depths and gradient groups (exec/mesh_groups.hpp)
+    mesh_.form(world, base);
     // ZeRO partitions each group's update over the devices its gradients are reduced in
     if constexpr (P::zero > 0) store_.partition({data_->size(), part_data_->size()}, {data_->rank(), part_data_->rank()});
     if constexpr (overlapped_comm) {
@@ -87,8 +78,7 @@ class executor {
       for (auto& e : slot_done_) e = typename Backend::event(false);
       data_->set_stream(comm_q_->stream());
       part_data_->set_stream(comm_q_->stream());
-      for (std::size_t a = 3; a < mesh_axes.size(); ++a)  // the N-D gradient groups reduce buckets
-        if (mesh_[a]) mesh_[a]->set_stream(comm_q_->stream());
+      mesh_.each_reduction_group([&](Comm& c) { c.set_stream(comm_q_->stream()); });  // they reduce buckets
     }
     // Zero<3>: a TaskGraph's weights are all-gathered right before its layers need them
     if constexpr (P::zero >= 3)
@@ -205,8 +195,7 @@ class executor {
       case group_axis::pipeline: return *part_;
       default: break;
     }
-    for (std::size_t k = 0; k < mesh_axes.size(); ++k)
-      if (mesh_axes[k] == a && mesh_[k]) return *mesh_[k];
+    if (Comm* c = mesh_.of(a)) return *c;
     throw std::logic_error("strata: the plan names the " + std::string(to_string(a)) +
                            " group, which this executor did not form");
   }
@@ -552,11 +541,11 @@ class executor {
           group_comm(g).record(comm_done_.native());
           Backend::wait(q_, comm_done_);
         }
-      for (std::size_t a = 3; a < mesh_axes.size(); ++a)
-        if (mesh_[a] && mesh_[a]->size() > 1) {
-          mesh_[a]->record(comm_done_.native());
-          Backend::wait(q_, comm_done_);
-        }
+      mesh_.each_reduction_group([&](Comm& c) {
+        if (c.size() == 1) return;
+        c.record(comm_done_.native());
+        Backend::wait(q_, comm_done_);
+      });
     }
   }
 
@@ -587,10 +576,7 @@ class executor {
   activation_arena<P, Backend, T> arena_;
   param_store<P, Backend, T> store_;
   std::optional<Comm> part_, data_, part_data_;  // split once, in the constructor
-  static constexpr std::array<group_axis, 6> mesh_axes{group_axis::mesh_row,   group_axis::mesh_col,
-                                                       group_axis::mesh_depth, group_axis::depth_data,
-                                                       group_axis::col_data,   group_axis::plane_data};
-  std::array<std::optional<Comm>, 6> mesh_;  // 2D/2.5D/3D only
+  mesh_groups<P, Comm> mesh_;
   std::optional<queue> comm_q_;
   typename Backend::event comm_done_{};
   std::array<typename Backend::event, 2> slot_done_{};  // Zero<2/3>: a gradient slot's reductions are done

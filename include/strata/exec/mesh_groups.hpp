@@ -10,6 +10,7 @@
 
 #include "strata/core/communicator.hpp"
 #include "strata/core/sbp.hpp"
+#include "strata/strategy/options.hpp"
 
 namespace strata::exec {
 

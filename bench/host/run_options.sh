@@ -14,18 +14,6 @@ cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BEN
 cmake --build build-bench --target bench_host_options >/dev/null
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-tag=$(echo "$cpu" | awk '{print $1"_"$2}')
-out=bench/results/options_$(date +%F)_${tag}.md
 run=$(cd /tmp && mpiexec -n 2 --oversubscribe "$OLDPWD/build-bench/bench/bench_host_options" "$steps")
-{
-  echo "# Training options on the host: step time and checkpoint I/O"
-  echo
-  echo "- machine: $cpu, $(nproc) CPUs; $(date -u '+%F %H:%M UTC')"
-  echo "- command: \`bash bench/host/run_options.sh $steps\` (commit $(git rev-parse --short HEAD))"
-  echo
-  echo '```'
-  echo "$run"
-  echo '```'
-} > "$out"
-cat "$out"
+source bench/host/report.sh
+write_report options "Training options on the host: step time and checkpoint I/O" "bash bench/host/run_options.sh $steps" "$run"

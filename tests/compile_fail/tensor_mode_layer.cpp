@@ -1,11 +1,11 @@
-// Rule tensor-mode-layer: 2.5D tensor parallelism (mode code 25) shards Linear,
-// activations, LayerNorm and the loss only, but layer 2 is a MultiHeadAttention.
+// Rule tensor-mode-layer: 2D tensor parallelism (mode code 2) shards Linear, activations,
+// LayerNorm, attention, residuals and the loss only, but layer 0 is a Flatten.
 // expected-error: strata rule \[tensor-mode-layer\]
-// expected-error: tensor_mode_supports_layer<(2, 25>|Index, Mode> \[with Index=2, Mode=25\])
+// expected-error: tensor_mode_supports_layer<(0, 2>|Index, Mode> \[with Index=0, Mode=2\])
 #include <strata/strata.hpp>
 
 using namespace strata;
 
-using Net = Split<8, Linear<512, 512>, GeLU, MultiHeadAttention<512, 8, 16>, Linear<512, 16>>;
-using P = Plan<Net, Loss<SoftmaxCrossEntropy>, Input<16, 512>, Tensor2p5D<2>, MicroBatch<8>>;
+using Net = Split<4, Flatten, Linear<512, 512>, GeLU, Linear<512, 16>>;
+using P = Plan<Net, Loss<SoftmaxCrossEntropy>, Input<16, 32>, Tensor2D, MicroBatch<8>>;
 static_assert(P::valid);

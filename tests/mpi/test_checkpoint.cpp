@@ -51,6 +51,14 @@ using DP4_Z2 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<2>, Buckets<3
 using DP4_Z3 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<3>, Buckets<3>>;
 using TP2_Z3 = small_gpt::graphs<Split, 2, MicroBatch<4>, SequenceParallel, Zero<3>>;
 using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
+// 2D tensor parallelism (q = 2) of GPT blocks on token features (embeddings are not mode
+// layers), and the same layers as TP4 and DP4: checkpoint pieces cut on two axes
+template <template <int, class...> class Strategy, int N, class... Extra>
+using blocks = Plan<Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>, Linear<small_gpt::D, small_gpt::V>>,
+                    Input<small_gpt::S, small_gpt::D>, small_gpt::CE, Extra...>;
+using T2D = blocks<Split, 4, MicroBatch<8>, Tensor2D>;
+using T1D = blocks<Split, 4, MicroBatch<8>>;
+using BDP4 = blocks<Replicate, 1, MicroBatch<2>>;
 
 const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
 const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 6},
@@ -180,6 +188,7 @@ TEST_CASE("resume gives the bit-identical trajectory") {
   resume<DP4_OFF>("DP4 ZeRO-1, weights + state offloaded");
   resume<DP4_Z2>("DP4 ZeRO-2 (four TaskGraphs)");
   resume<DP4_Z3>("DP4 ZeRO-3 (four TaskGraphs)");
+  resume<T2D>("2D tensor parallel q=2 (GPT blocks)");
 }
 
 TEST_CASE("a checkpoint of one plan continues in another") {
@@ -193,6 +202,8 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<DP4_Z3, DP4, false>("DP4 ZeRO-3 -> DP4");
   reshard<DP4, DP4_Z3, true>("DP4 -> DP4 ZeRO-3");
   reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");
+  reshard<T2D, T1D, true>("2D q=2 -> TP4 (GPT blocks)");
+  reshard<BDP4, T2D, false>("DP4 -> 2D q=2 (GPT blocks)");
 }
 
 TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored") {

@@ -39,4 +39,50 @@ static_assert(T3::parameter_bytes(0) < T25::parameter_bytes(0));
 using T1 = Plan<Body, Loss<SoftmaxCrossEntropy>, MicroBatch<8>>;
 static_assert(T1::parameter_bytes(0) > T2::parameter_bytes(0) - 4096 && T1::peak_activation_bytes(0) > T2::peak_activation_bytes(0));
 
+// SUMMA's backward: dW by q input broadcasts along the row and one reduce-scatter of the q
+// partial blocks along the column (master precision); dX, where it is wanted, by q weight
+// broadcasts along the column and a reduce-scatter along the row. Layer 0 wants no dX.
+constexpr bool summa_backward_lists() {
+  const auto& l0 = T2::layer_plans[0];
+  const auto& l2 = T2::layer_plans[2];
+  if (l0.num_comms != 4 || l2.num_comms != 6) return false;
+  const comm_desc& rs = l0.comms[3];
+  if (rs.kind != collective::reduce_scatter || rs.group != group_axis::mesh_col || !rs.stats ||
+      rs.elems != 256LL * 512 / 2)  // q weight blocks of 128 x 256: the column's [256 x 256] partial dW
+    return false;
+  const comm_desc& dx = l2.comms[5];
+  return dx.kind == collective::reduce_scatter && dx.group == group_axis::mesh_row && dx.elems == 4 * 512;
+}
+static_assert(summa_backward_lists());
+// Weights are distinct blocks (2D: reduced over replicas only); biases repeat down a mesh
+// column; 2D blocks are numbered row-major over the [q x q] grid.
+static_assert(T2::layer_plans[0].grad_group[0] == group_axis::data && T2::layer_plans[0].grad_group[1] == group_axis::col_data);
+static_assert(T2::param_block(0, 0, 3) == 3 && T2::param_block(0, 0, 2) == 2 && T2::param_block(0, 1, 2) == 0);
+static_assert(T2::param_holder(0, 1, 2) == 0 && T2::param_holder(0, 1, 3) == 1 && T2::param_holder(0, 0, 3) == 3);
+static_assert(T2::reduction_devices(group_axis::col_data) == 2 && T2::reduction_devices(group_axis::part_data) == 4);
+// 2.5D: weights repeat on the depth layers (device 5 holds device 1's block)
+static_assert(T25::param_holder(0, 0, 5) == 1 && T25::reduction_devices(group_axis::depth_data) == 2);
+
+// 3D: every Linear turns the layout. Layer 0 reads features along the mesh columns: it
+// gathers X along the depth, W along the column group and reduce-scatters Y along the
+// row; layer 2 reads them along the depth and exchanges the two axes.
+static_assert(!T3::layer_plans[0].turned && T3::layer_plans[1].turned && T3::layer_plans[2].turned &&
+              !T3::layer_plans[3].turned);
+static_assert(T3::layer_plans[0].comms[0].group == group_axis::mesh_depth &&
+              T3::layer_plans[0].comms[1].group == group_axis::mesh_col &&
+              T3::layer_plans[0].comms[2].group == group_axis::mesh_row);
+static_assert(T3::layer_plans[2].comms[0].group == group_axis::mesh_row &&
+              T3::layer_plans[2].comms[2].group == group_axis::mesh_depth);
+// the loss's row statistics go along the axis its features lie on
+static_assert(T3::layer_plans[3].comms[0].group == group_axis::mesh_row);
+// layer 0's output features lie along the depth: its bias repeats over a depth plane
+static_assert(T3::layer_plans[0].grad_group[1] == group_axis::plane_data &&
+              T3::layer_plans[2].grad_group[1] == group_axis::col_data);
+// device 6 = (depth 1, row 1, col 0): S(0,-1) block (rows 1·2 + 1, features 0) unturned,
+// (rows 1·2 + 0, features 1) turned. Device 5 = (depth 1, row 0, col 1) holds W0's block
+// (In block 1·2 + 0, Out block 1) = 5 of the [4 x 2] grid, and b0's block 1.
+static_assert(T3::input_block(0, 6).row == 3 && T3::input_block(0, 6).feature == 0);
+static_assert(T3::input_block(1, 6).row == 2 && T3::input_block(1, 6).feature == 1);
+static_assert(T3::param_block(0, 0, 5) == 5 && T3::param_block(0, 1, 5) == 1);
+
 int main() { return 0; }

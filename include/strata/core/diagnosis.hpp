@@ -20,6 +20,7 @@ enum class rule_id : unsigned char {
   tensor_2d,
   tensor_2p5d,
   tensor_3d,
+  tensor_zero,
   world,
   shapes_chain,
   loss_last,
@@ -39,6 +40,7 @@ enum class rule_id : unsigned char {
   tensor_mode_layer,
   tensor_batch,
   tensor_features,
+  tensor_residual,
   deadlock,
   schedule_complete
 };
@@ -68,6 +70,7 @@ constexpr bool raise() {
   else if constexpr (R == tensor_2d) return rule::tensor_2d_square<A>::value;
   else if constexpr (R == tensor_2p5d) return rule::tensor_2p5d_shape<A, B>::value;
   else if constexpr (R == tensor_3d) return rule::tensor_3d_cube<A>::value;
+  else if constexpr (R == tensor_zero) return rule::tensor_mode_without_zero<A, B>::value;
   else if constexpr (R == world) return rule::world_multiple_of_replica<A, B>::value;
   else if constexpr (R == shapes_chain) return rule::shapes_chain<A, B, C>::value;
   else if constexpr (R == loss_last) return rule::loss_last<A, B>::value;
@@ -87,6 +90,7 @@ constexpr bool raise() {
   else if constexpr (R == tensor_mode_layer) return rule::tensor_mode_supports_layer<A, B>::value;
   else if constexpr (R == tensor_batch) return rule::tensor_batch_divisible<A, B>::value;
   else if constexpr (R == tensor_features) return rule::tensor_features_divisible<A, B, C>::value;
+  else if constexpr (R == tensor_residual) return rule::tensor_3d_residual_even<A>::value;
   else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
   else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
   else return false;

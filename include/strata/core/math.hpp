@@ -4,6 +4,7 @@
 // the same arithmetic (up to the device's libm for sqrtf/expf: they differ by an ulp or two).
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <math.h>
 
@@ -137,6 +138,56 @@ STRATA_HD inline void adam_update(T& p, T g, T& m, T& v, const adam_scalars<T>& 
   m = mn;
   v = vn;
   p = p + s.neg_step_size * (mn / denom);
+}
+
+// LayerNorm with a row's features spread over devices (2D/2.5D/3D tensor parallelism),
+// one row of D local features, values read through C (the compute type) into double:
+// the row's moments Σx and Σx² (one pass, so that one all-reduce carries both); the mean
+// and 1/σ from the moments summed over all `total` features; the normalised row; the
+// gradient sums Σg and Σg·x̂ (g = dy·γ); and the input gradient from their means.
+template <class C, class T>
+STRATA_HD inline void layernorm_row_moments(const T* x, std::size_t D, double& s, double& ss) {
+  s = ss = 0;
+  for (std::size_t j = 0; j < D; ++j) {
+    const double v = double(C(x[j]));
+    s += v;
+    ss += v * v;
+  }
+}
+STRATA_HD inline void layernorm_moments_to_stats(double sum, double sumsq, double total, double eps, double& mean,
+                                                 double& rstd) {
+  mean = sum / total;
+  const double var = sumsq / total - mean * mean;
+  rstd = 1.0 / sqrt_of((var > 0.0 ? var : 0.0) + eps);
+}
+template <class C, class T>
+STRATA_HD inline void layernorm_row_normalize(const T* x, const T* gamma, const T* beta, std::size_t D, double mean,
+                                              double rstd, T* y) {
+  for (std::size_t j = 0; j < D; ++j) {
+    double v = (double(C(x[j])) - mean) * rstd;
+    if (gamma) v *= double(C(gamma[j]));
+    if (beta) v += double(C(beta[j]));
+    y[j] = T(C(v));
+  }
+}
+template <class C, class T>
+STRATA_HD inline void layernorm_row_grad_sums(const T* x, const T* gamma, const T* dy, std::size_t D, double mean,
+                                              double rstd, double& sg, double& sgx) {
+  sg = sgx = 0;
+  for (std::size_t j = 0; j < D; ++j) {
+    const double g = double(C(dy[j])) * (gamma ? double(C(gamma[j])) : 1.0);
+    sg += g;
+    sgx += g * (double(C(x[j])) - mean) * rstd;
+  }
+}
+template <class C, class T>
+STRATA_HD inline void layernorm_row_dx(const T* x, const T* gamma, const T* dy, std::size_t D, double mean, double rstd,
+                                       double mean_g, double mean_gx, T* dx) {
+  for (std::size_t j = 0; j < D; ++j) {
+    const double g = double(C(dy[j])) * (gamma ? double(C(gamma[j])) : 1.0);
+    const double xhat = (double(C(x[j])) - mean) * rstd;
+    dx[j] = T(C(rstd * (g - mean_g - xhat * mean_gx)));
+  }
 }
 
 }  // namespace strata::math

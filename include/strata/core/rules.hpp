@@ -370,11 +370,22 @@ struct tensor_3d_cube {
                        "(tensor_3d_cube<N>)");
 };
 
+// ZeRO partitions each reduction group's update over that group's devices; 2D/2.5D/3D
+// gradients are reduced over groups of several sizes (mesh columns, depth layers, planes)
+// that one partition of a flat group cannot follow.
+template <int Mode, int ZeroLevel>
+struct tensor_mode_without_zero {
+  static constexpr bool value = never<Mode, ZeroLevel>;
+  static_assert(value, "strata rule [tensor-zero]: 2D/2.5D/3D tensor parallelism runs without ZeRO "
+                       "(tensor_mode_without_zero<mode, zero level>)");
+};
+
 template <int Index, int Mode>
 struct tensor_mode_supports_layer {
   static constexpr bool value = never<Index, Mode>;
   static_assert(value, "strata rule [tensor-mode-layer]: 2D/2.5D/3D tensor parallelism supports Linear, "
-                       "activations, LayerNorm and the loss only (tensor_mode_supports_layer<layer index, mode>)");
+                       "activations, LayerNorm, attention, residuals and the loss only "
+                       "(tensor_mode_supports_layer<layer index, mode>)");
 };
 
 // 2D/2.5D/3D: a LayerNorm's features are spread over a mesh row of Q devices.
@@ -383,6 +394,16 @@ struct tensor_features_divisible {
   static constexpr bool value = Q > 0 && Features % Q == 0;
   static_assert(value, "strata rule [tensor-features]: the tensor mesh splits a LayerNorm's features over Q devices, "
                        "but its features are not divisible by Q (tensor_features_divisible<layer index, features, Q>)");
+};
+
+// 3D: every Linear moves the features to another cube axis, so a residual branch must hold
+// an even number of Linears (an attention counts two) to add up with its skip.
+template <int Index>
+struct tensor_3d_residual_even {
+  static constexpr bool value = never<Index>;
+  static_assert(value, "strata rule [tensor-residual]: under 3D tensor parallelism a residual branch needs an even "
+                       "number of Linears, or its output's features lie along another mesh axis than its skip's "
+                       "(tensor_3d_residual_even<layer index of the residual's end>)");
 };
 
 // Mesh axis of size Q cuts the micro-batch (2D / 2.5D / 3D activations are batch-split).

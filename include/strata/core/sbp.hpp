@@ -37,7 +37,8 @@ enum class group_axis : unsigned char {
   mesh_col,
   mesh_depth,
   depth_data,  // 2.5D: weights replicated over depth layers and replicas
-  col_data     // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
+  col_data,    // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
+  plane_data   // 3D biases whose features lie along the depth: one depth plane × replicas
 };
 
 enum class signature : unsigned char {
@@ -90,6 +91,7 @@ constexpr std::string_view to_string(group_axis g) {
     case group_axis::mesh_depth: return "mesh-depth";
     case group_axis::depth_data: return "depth×data";
     case group_axis::col_data: return "col×data";
+    case group_axis::plane_data: return "plane×data";
   }
   return "?";
 }
@@ -137,7 +139,8 @@ enum class shard_rule : unsigned char {
   split_rows,
   tensor_mode_layer,
   tensor_batch,
-  tensor_features
+  tensor_features,
+  tensor_residual
 };
 struct shard_violation {
   shard_rule rule = shard_rule::ok;
@@ -153,6 +156,7 @@ struct local_dims {
   shape_t in{}, out{};     // per-sample logical shapes
   int n = 1;               // devices of the part
   signature sig = signature::replicated;
+  int q = 0;               // 2D/2.5D/3D: the mesh side, features cut q ways (0: no mesh)
 };
 
 // The memory a layer's execution needs, per device and micro-batch, in elements of
@@ -167,7 +171,7 @@ struct buffer_needs {
 };
 
 inline constexpr int max_layer_params = 6;
-inline constexpr int max_layer_comms = 8;
+inline constexpr int max_layer_comms = 12;  // a 2D/2.5D/3D attention: two projections of six
 
 // What the sharding pass asks a layer at its place in a Split<n> TaskGraph (1D tensor
 // parallelism): how it can run given the layout its input arrives in.

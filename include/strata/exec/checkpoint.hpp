@@ -216,8 +216,8 @@ class checkpointer {
         if (!store_.owns(i)) continue;
         for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
           const int n = ckpt::blocks<P>(i, k);
-          if (!writes(n)) continue;
-          const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), me_.index, n);
+          if (!writes(i, k)) continue;
+          const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), P::param_block(i, k, me_.index), n);
           const auto shape = ckpt::dims(P::layer_plans[idx(i)].local_params[idx(k)]);
           const lower::tensor_place& pl = store_t::place(i, k);
           host.resize(uz(pl.size));
@@ -285,7 +285,10 @@ class checkpointer {
     }
   }
   // Replica 0 writes a piece; of a tensor the part's devices hold whole, device 0.
-  bool writes(int blocks) const { return me_.data == 0 && (blocks > 1 || me_.index == 0); }
+  // Replica 0 writes each block once: the first device of the part that holds it.
+  bool writes(int layer, int k) const {
+    return me_.data == 0 && P::param_holder(layer, k, me_.index) == me_.index;
+  }
 
   // One moment of group g in the group's flat layout, whole (ZeRO's partitions gathered).
   std::vector<M> flat_state(int which, int g) { return store_.gather_flat(which, g, *groups_[idx(g)]); }
@@ -484,7 +487,7 @@ class checkpointer {
         bool ok = got.size() == std::size_t(whole.rank);
         for (int a = 0; ok && a < whole.rank; ++a) {
           const auto d = static_cast<std::uint64_t>(whole.dim[idx(a)]);
-          ok = got[idx(a)] == d || got[idx(a)] * std::uint64_t(n) == d;
+          ok = got[idx(a)] > 0 && d % got[idx(a)] == 0;  // 2D/2.5D/3D cut two axes
           local.dim[idx(a)] = static_cast<int>(got[idx(a)]);
         }
         if (!ok || local.numel() * n != whole.numel())
@@ -507,7 +510,7 @@ class checkpointer {
         const lower::tensor_place& pl = store_t::place(i, k);
         auto mine_of = [&](const std::vector<double>& full, M* out) {
           for (long long e = 0; e < pl.size; ++e)
-            out[e] = static_cast<M>(full[logical_index(whole, local, me_.index, static_cast<std::uint64_t>(e))]);
+            out[e] = static_cast<M>(full[logical_index(whole, local, P::param_block(i, k, me_.index), static_cast<std::uint64_t>(e))]);
         };
         params.emplace_back(uz(pl.size));
         mine_of(assemble(i, k, ""), params.back().data());

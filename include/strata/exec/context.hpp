@@ -63,6 +63,12 @@ struct layer_ctx {
   const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
   T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
   std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)
+  std::size_t col0 = 0;                // the first of this device's features (a feature split or S(0,-1) block)
+  // The groups of the layer's own collectives, in the order the planner lists them
+  // (plan/sharding.hpp): a vocabulary-parallel loss's part; 2D/2.5D/3D mesh rows, columns
+  // or depths. Null past the layer's list.
+  std::array<Comm*, 3> mesh{};
+  int mesh_q = 1;                      // 2D/2.5D/3D: the mesh side
 };
 
 }  // namespace strata::exec

@@ -12,15 +12,20 @@
 
 namespace strata::exec {
 
+// `block`, `mesh`: for S(0,-1) layouts, the block this device holds and the mesh's cuts.
 template <class Queue, class T, class Comm>
 void run_conversion(Queue& q, Comm& part, const lower::conversion& c, const T* src, T* dst, T* staging, int n,
-                    int index) {
+                    int index, strata::detail::act_block block = {}, strata::detail::mesh_factors mesh = {}) {
   const std::size_t R = static_cast<std::size_t>(c.rows), C = static_cast<std::size_t>(c.cols);
   const std::size_t N = static_cast<std::size_t>(n), I = static_cast<std::size_t>(index);
   const std::size_t r = R / N, w = C / N;  // rows, columns of one device's block
   const sbp from = c.from, to = c.to;
   if (from == sbp::broadcast && to == sbp::split_batch) {
     copy(q, r * C, src + I * r * C, dst);  // this device's rows: a slice, no traffic
+  } else if (from == sbp::broadcast && to == sbp::block) {
+    // this device's rows and features of the mesh's grid: a slice, no traffic
+    const std::size_t br = R / std::size_t(mesh.rows), bc = C / std::size_t(mesh.features);
+    copy_2d(q, br, bc, src + std::size_t(block.row) * br * C + std::size_t(block.feature) * bc, C, dst, bc);
   } else if (from == sbp::broadcast && to == sbp::split_feature) {
     copy_2d(q, R, w, src + I * w, C, dst, w);  // this device's columns
   } else if (from == sbp::partial && to == sbp::broadcast) {

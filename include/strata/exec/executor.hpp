@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@
 #include "strata/exec/batch.hpp"
 #include "strata/exec/context.hpp"
 #include "strata/exec/convert.hpp"
+#include "strata/exec/mesh_groups.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/exec/zero.hpp"
@@ -66,6 +68,8 @@ class executor {
     part_.emplace(comm::split_named(world, me.data * P::stages + me.stage, me.index, base + ".part"));
     data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
     part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
+    // 2D/2.5D/3D: the mesh's rows, columns, depths and gradient groups (exec/mesh_groups.hpp)
+    mesh_.form(world, base);
     // ZeRO partitions each group's update over the devices its gradients are reduced in
     if constexpr (P::zero > 0) store_.partition({data_->size(), part_data_->size()}, {data_->rank(), part_data_->rank()});
     if constexpr (overlapped_comm) {
@@ -74,6 +78,7 @@ class executor {
       for (auto& e : slot_done_) e = typename Backend::event(false);
       data_->set_stream(comm_q_->stream());
       part_data_->set_stream(comm_q_->stream());
+      mesh_.each_reduction_group([&](Comm& c) { c.set_stream(comm_q_->stream()); });  // they reduce buckets
     }
     // Zero<3>: a TaskGraph's weights are all-gathered right before its layers need them
     if constexpr (P::zero >= 3)
@@ -181,6 +186,19 @@ class executor {
     return r;
   }
   Comm& group_comm(int g) { return g == 0 ? *data_ : *part_data_; }
+  // The communicator of a planner group (plan/sharding.hpp's group_axis).
+  Comm& axis_comm(group_axis a) {
+    switch (a) {
+      case group_axis::data: return *data_;
+      case group_axis::part_data: return *part_data_;
+      case group_axis::part:
+      case group_axis::pipeline: return *part_;
+      default: break;
+    }
+    if (Comm* c = mesh_.of(a)) return *c;
+    throw std::logic_error("strata: the plan names the " + std::string(to_string(a)) +
+                           " group, which this executor did not form");
+  }
   // Zero<3>: the whole masters assembled for reading (gather_parameters, checkpoints,
   // the replica check); collective.
   void gather_whole() { store_.gather_whole(*data_, *part_data_); }
@@ -319,7 +337,8 @@ class executor {
   void convert(int c, int part, const slot_set& slots) {
     const lower::conversion& cv = L::tables.convs[idx(c)];
     run_conversion(q_, *part_, cv, arena_.values(cv.src, part, slots), arena_.values(cv.dst, part, slots),
-                   arena_.values(cv.staging, part, slots), P::part_devices, me_.index);
+                   arena_.values(cv.staging, part, slots), P::part_devices, me_.index,
+                   P::input_block(cv.layer, me_.index), P::mesh);
   }
 
   // `books`: a training forward that is not a recomputation (auxiliary losses count once).
@@ -350,12 +369,21 @@ class executor {
     ctx.skip = arena_.values(c.skip, part, slots);
     ctx.skip_grad = arena_.values(c.skip_grad, part, slots);
     ctx.row0 = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * ctx.rows : 0;
+    if (lp.in_layout == sbp::split_feature) ctx.col0 = std::size_t(me_.index) * ctx.in_cols;
+    if (lp.in_layout == sbp::block) {
+      const strata::detail::act_block b = P::input_block(i, me_.index);
+      ctx.row0 = std::size_t(b.row) * ctx.rows;
+      ctx.col0 = std::size_t(b.feature) * ctx.in_cols;
+      ctx.mesh_q = c.dims.q;
+    }
+    for (int k = 0; k < 3 && lp.num_conversion_comms + k < lp.num_comms; ++k)
+      ctx.mesh[idx(k)] = &axis_comm(lp.comms[idx(lp.num_conversion_comms + k)].group);
     if (c.reads_ids) {
       const std::size_t local = ctx.rows * ctx.in_cols;
       const std::size_t first = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * local : 0;
       ctx.ids = ids_.data() + std::size_t(mb) * P::micro_batch * per_sample + first;
     }
-    if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(lp, mb, ctx.rows);
+    if (lp.desc.role == layer_role::loss) ctx.loss = prepare_loss(i, lp, mb, ctx.rows);
     if (lp.desc.role == layer_role::moe) ctx.aux = prepare_aux(books);
     // a view runs no kernel (at a part's edge its output is a copy), except a backward
     // that needs one (ResidualBegin adds the skip's gradient)
@@ -370,15 +398,20 @@ class executor {
   }
 
   // ---- the loss --------------------------------------------------------------------------
-  loss_io<T>* prepare_loss(const layer_plan& lp, int mb, std::size_t rows) {
+  loss_io<T>* prepare_loss(int i, const layer_plan& lp, int mb, std::size_t rows) {
     const std::size_t per_mb = std::size_t(P::micro_batch) * labels_per_sample;
-    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows : 0;
+    const strata::detail::act_block b = P::input_block(i, me_.index);
+    const bool block = lp.in_layout == sbp::block;
+    const std::size_t first_row = lp.in_layout == sbp::split_batch ? std::size_t(me_.index) * rows
+                                  : block                          ? std::size_t(b.row) * rows
+                                                                   : 0;
     const std::size_t start = std::size_t(mb) * per_mb + first_row;
     loss_.labels = labels_.data() + start;
     loss_.acc = acc_.data();
     loss_.scale = row_scale();
-    // one device reports rows that every device of the part holds
-    loss_.counts = lp.in_layout == sbp::split_batch || me_.index == 0;
+    // one device reports rows that several devices of the part hold (S(0,-1): the one
+    // with the first feature block)
+    loss_.counts = lp.in_layout == sbp::split_batch || (block ? b.feature == 0 : me_.index == 0);
     // in an evaluation, rows past `valid` are padding
     const std::size_t valid = valid_rows_ == static_cast<std::size_t>(-1) ? valid_rows_ : valid_rows_ * labels_per_sample;
     loss_.valid = valid == static_cast<std::size_t>(-1) ? valid : (valid > start ? valid - start : 0);
@@ -411,7 +444,7 @@ class executor {
   // queue where there is one, behind the collectives).
   void issue(int b) {
     const lower::bucket& bk = L::tables.buckets[idx(me_.stage)][idx(b)];
-    Comm& c = group_comm(bk.group);
+    Comm& c = axis_comm(bk.axis);
     M* g = store_.bucket_grads(b);
     if (c.size() > 1) {
       if constexpr (overlapped_comm) c.wait_for(q_.stream());  // the bucket's gradients are written
@@ -508,6 +541,11 @@ class executor {
           group_comm(g).record(comm_done_.native());
           Backend::wait(q_, comm_done_);
         }
+      mesh_.each_reduction_group([&](Comm& c) {
+        if (c.size() == 1) return;
+        c.record(comm_done_.native());
+        Backend::wait(q_, comm_done_);
+      });
     }
   }
 
@@ -538,6 +576,7 @@ class executor {
   activation_arena<P, Backend, T> arena_;
   param_store<P, Backend, T> store_;
   std::optional<Comm> part_, data_, part_data_;  // split once, in the constructor
+  mesh_groups<P, Comm> mesh_;
   std::optional<queue> comm_q_;
   typename Backend::event comm_done_{};
   std::array<typename Backend::event, 2> slot_done_{};  // Zero<2/3>: a gradient slot's reductions are done

@@ -22,21 +22,28 @@ inline double initial_value(const layer_desc& d, int layer, int tensor, std::uin
   return unit_uniform(seed, layer, tensor, element) / std::sqrt(static_cast<double>(fan_in > 0 ? fan_in : 1));
 }
 
-// Logical flat index of local element `local` of a shard: on every axis the shard is
-// cut on, block `block` of equal blocks.
+// Logical flat index of local element `flat` of a shard: block `block` of the tensor's
+// grid of equal blocks, numbered row-major over the axes the shard is cut on (one cut
+// axis, as 1D plans cut: the block is the device's index; 2D/2.5D/3D cut two).
 inline std::uint64_t logical_index(const shape_t& logical, const shape_t& local, int block, std::uint64_t flat) {
-  std::array<std::uint64_t, 4> idx{};
+  std::array<std::uint64_t, 4> idx{}, at{};
   for (int a = local.rank - 1; a >= 0; --a) {
     const auto n = static_cast<std::uint64_t>(local.dim[static_cast<std::size_t>(a)]);
     idx[static_cast<std::size_t>(a)] = flat % n;
     flat /= n;
   }
+  auto b = static_cast<std::uint64_t>(block);
+  for (int a = logical.rank - 1; a >= 0; --a) {  // the block's coordinate on each cut axis
+    const auto blocks = static_cast<std::uint64_t>(logical.dim[static_cast<std::size_t>(a)] /
+                                                   local.dim[static_cast<std::size_t>(a)]);
+    at[static_cast<std::size_t>(a)] = b % blocks;
+    b /= blocks;
+  }
   std::uint64_t g = 0;
   for (int a = 0; a < logical.rank; ++a) {
     const auto full = static_cast<std::uint64_t>(logical.dim[static_cast<std::size_t>(a)]);
     const auto part = static_cast<std::uint64_t>(local.dim[static_cast<std::size_t>(a)]);
-    const std::uint64_t i = idx[static_cast<std::size_t>(a)] + (part < full ? static_cast<std::uint64_t>(block) * part : 0);
-    g = g * full + i;
+    g = g * full + idx[static_cast<std::size_t>(a)] + at[static_cast<std::size_t>(a)] * part;
   }
   return g;
 }

@@ -84,7 +84,7 @@ replica_report check_replicas(typename Backend::queue& q, Store& store, Comm& co
       const rank_coord c = P::coord(r);
       if (c.stage != stage) continue;
       // the copy this one must equal: replica 0's, of the same shard or of the whole tensor
-      const int ref = P::rank_of(0, stage, whole ? 0 : c.index);
+      const int ref = P::rank_of(0, stage, P::param_holder(layer_of[t], k_of[t], c.index));
       if (ref == r) continue;
       copies = true;
       if (all[static_cast<std::size_t>(r) * NT + t] == all[static_cast<std::size_t>(ref) * NT + t])

@@ -387,7 +387,7 @@ class param_store {
         const shape_t local = lp.local_params[idx(k)];
         host.resize(uz(place(i, k).size));
         for (std::size_t e = 0; e < host.size(); ++e)
-          host[e] = static_cast<M>(initial_value(lp.desc, i, k, logical_index(prm.shape, local, me_.index, e), seed_));
+          host[e] = static_cast<M>(initial_value(lp.desc, i, k, logical_index(prm.shape, local, P::param_block(i, k, me_.index), e), seed_));
         set_master(i, k, host.data());
       }
     }

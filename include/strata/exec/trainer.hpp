@@ -78,8 +78,6 @@ class trainer {
   static_assert(exec::executable_list<typename P::layers>::value,
                 "trainer: this plan uses a layer without forward/backward; a user layer runs once it defines "
                 "them (see docs/concepts.md)");
-  static_assert(P::mode == tensor_mode::d1,
-                "trainer: execution covers 1D tensor parallelism; 2D/2.5D/3D plans are planned and costed only");
 
   using M = master_t<T>;
   using queue = typename Backend::queue;
@@ -364,7 +362,7 @@ class trainer {
         const shape_t whole = lp.desc.params[std::size_t(k)].shape, mine = lp.local_params[std::size_t(k)];
         local.resize(static_cast<std::size_t>(mine.numel()));
         for (std::size_t e = 0; e < local.size(); ++e)
-          local[e] = static_cast<M>(full[std::size_t(i)][std::size_t(k)][exec::logical_index(whole, mine, me_.index, e)]);
+          local[e] = static_cast<M>(full[std::size_t(i)][std::size_t(k)][exec::logical_index(whole, mine, P::param_block(i, k, me_.index), e)]);
         store.set_master(i, k, local.data());
       }
     }
@@ -382,14 +380,14 @@ class trainer {
       for (int k = 0; k < lp.desc.num_params; ++k) {
         const param_t& prm = lp.desc.params[static_cast<std::size_t>(k)];
         std::vector<double> full(static_cast<std::size_t>(prm.shape.numel()), 0.0);
-        // one contributor per logical element: replica 0, and device 0 for whole tensors
+        // one contributor per logical element: replica 0, and the first device of the part
+        // that holds the block (device 0 for whole tensors)
         const shape_t local = lp.local_params[static_cast<std::size_t>(k)];
-        const bool whole = local == prm.shape;
-        if (store.owns(i) && me_.data == 0 && (!whole || me_.index == 0)) {
+        if (store.owns(i) && me_.data == 0 && P::param_holder(i, k, me_.index) == me_.index) {
           std::vector<M> p(static_cast<std::size_t>(local.numel()));
           store.read_master(i, k, p.data());
           for (std::size_t e = 0; e < p.size(); ++e)
-            full[exec::logical_index(prm.shape, local, me_.index, e)] = static_cast<double>(p[e]);
+            full[exec::logical_index(prm.shape, local, P::param_block(i, k, me_.index), e)] = static_cast<double>(p[e]);
         }
         reduce_on_backend(full);
         out[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)] = std::move(full);

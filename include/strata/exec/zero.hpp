@@ -34,11 +34,12 @@ constexpr bucket_split split_bucket(long long count, int R) { return {count / R,
 namespace detail {
 struct tensor_range {
   long long offset = 0, size = 0;
-  bool matrix = false, whole = false;
+  bool matrix = false;
+  bool first = false;  // this device is the first of its part to hold this block (Plan::param_holder)
 };
 
 template <class P>
-std::vector<tensor_range> tensors_of(int stage, int g) {
+std::vector<tensor_range> tensors_of(int stage, int g, int index) {
   using L = lower::lowered<P>;
   std::vector<tensor_range> t;
   for (int i = 0; i < P::num_layers; ++i) {
@@ -48,7 +49,7 @@ std::vector<tensor_range> tensors_of(int stage, int g) {
       const lower::tensor_place& pl = L::tables.params[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
       if (pl.group != g || pl.size == 0) continue;
       const shape_t whole = lp.desc.params[static_cast<std::size_t>(k)].shape;
-      t.push_back({pl.offset, pl.size, whole.rank >= 2, lp.local_params[static_cast<std::size_t>(k)] == whole});
+      t.push_back({pl.offset, pl.size, whole.rank >= 2, P::param_holder(i, k, index) == index});
     }
   }
   return t;  // ascending offsets: the lowering lays tensors out in layer order
@@ -77,19 +78,20 @@ inline void add_piece(std::vector<segment>& out, const std::vector<tensor_range>
 // The segments device `me` updates in group g of its stage, when the group's gradients
 // are reduced over R devices of which it is the r-th (R = 1 without ZeRO, or a group of
 // one device). The gradient norm counts every logical element once in the world: without
-// ZeRO on replica 0, a shard on every device of the part and a whole tensor on the part's
-// device 0; with ZeRO on the chunk's owner (the tail's: the group's first device) — in
+// ZeRO on replica 0, each block on the first device of the part that holds it (a 1D shard
+// on its device, a whole tensor on device 0, a 2D bias block on its column's first row);
+// with ZeRO on the chunk's owner (the tail's: the group's first device) — in
 // group 1, whose group spans the part's devices, that owner is already unique.
 template <class P>
 std::vector<segment> segments(int stage, int g, rank_coord me, int R, int r) {
   using L = lower::lowered<P>;
-  const std::vector<detail::tensor_range> ts = detail::tensors_of<P>(stage, g);
+  const std::vector<detail::tensor_range> ts = detail::tensors_of<P>(stage, g, me.index);
   std::vector<segment> out;
   const long long total = L::tables.group_elems[static_cast<std::size_t>(stage)][static_cast<std::size_t>(g)];
-  const auto base = [&](const detail::tensor_range& t) { return g == 1 || !t.whole || me.index == 0; };
+  const auto base = [&](const detail::tensor_range& t) { return g == 1 || t.first; };
   if (P::zero == 0) {
     detail::add_piece(out, ts, 0, total, 0, false,
-                      [&](const detail::tensor_range& t) { return me.data == 0 && (!t.whole || me.index == 0); });
+                      [&](const detail::tensor_range& t) { return me.data == 0 && t.first; });
     return out;
   }
   long long state = 0;

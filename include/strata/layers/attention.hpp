@@ -8,10 +8,16 @@
 // Parameters: w_qkv [D, 3D] whose columns are, head after head, that head's q, k and v
 // blocks of D/Heads (so a contiguous cut of the columns is a set of whole heads), b_qkv
 // [3D] alike, w_out [D, D] whose rows follow the heads, b_out [D].
+//
+// Under 2D/2.5D/3D tensor parallelism the heads are divided over the mesh columns and the
+// sequences over the mesh rows: both projections run as the mode's Linear on S(0,-1)
+// blocks (layers/linear_mesh.hpp), the attention itself on the device's heads and rows.
+// b_out is whole on every device; each adds (and takes the gradient of) its feature slice.
 #include <cmath>
 
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
+#include "strata/layers/linear_mesh.hpp"
 
 namespace strata::layers {
 
@@ -55,10 +61,19 @@ struct MultiHeadAttention {
   // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (head-major), the context
   // (token rows, for dW_out) and the attention probabilities. Scratch: the QKV rows and
   // head-major context (forward), and the gradients of each (backward).
+  // 2D/2.5D/3D: each projection's own stash after those, and the larger of their scratch
+  // after the attention's.
   static constexpr buffer_needs memory(const local_dims& d) {
-    const long long split = d.sig == signature::head_parallel ? d.n : 1;
+    const long long split = d.sig == signature::head_parallel ? d.n : d.q > 0 ? d.q : 1;
     const long long rows = d.rows, width = rows * D / split, scores = rows / Seq * (Heads / split) * Seq * Seq;
-    return {.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores};
+    buffer_needs b{.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores};
+    if (d.q > 0) {
+      const buffer_needs in = projection_memory(d, 3), out = projection_memory(d, 1);
+      b.stash_values += in.stash_values + out.stash_values;
+      b.scratch_values += in.scratch_values > out.scratch_values ? in.scratch_values : out.scratch_values;
+      b.scratch_stats = in.scratch_stats > out.scratch_stats ? in.scratch_stats : out.scratch_stats;
+    }
+    return b;
   }
 
   template <class C>
@@ -71,9 +86,16 @@ struct MultiHeadAttention {
     T* probs = ctx + s.width;
     T* qkv = c.scratch_values;
     T* ctx_h = qkv + 3 * s.width;
-    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, 3 * s.w, std::size_t(D), S(1), c.x,
-                  std::size_t(D), c.w[0], 3 * s.w, S(0), qkv, 3 * s.w, c.w[1], backend::activation::none,
-                  static_cast<T*>(nullptr));
+    if (on_mesh(c)) {
+      C p = projection(c, s, 0);
+      p.x = c.x;
+      p.y = qkv;
+      mesh_forward(p, c.w[1]);
+    } else {
+      gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, 3 * s.w, std::size_t(D), S(1), c.x,
+                    std::size_t(D), c.w[0], 3 * s.w, S(0), qkv, 3 * s.w, c.w[1], backend::activation::none,
+                    static_cast<T*>(nullptr));
+    }
     heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.heads, 3, std::size_t(head_dim), qkv, q_h);
     const T* k_h = q_h + s.width;
     const T* v_h = q_h + 2 * s.width;
@@ -86,6 +108,13 @@ struct MultiHeadAttention {
                          std::size_t(Seq), S(1), probs, std::size_t(Seq), s.square, v_h, std::size_t(head_dim), s.head,
                          S(0), ctx_h, std::size_t(head_dim), s.head, s.items);
     rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.heads, 1, std::size_t(head_dim), ctx_h, ctx);
+    if (on_mesh(c)) {
+      C p = projection(c, s, 1);
+      p.x = ctx;
+      p.y = c.y;
+      mesh_forward(p, c.w[3] + c.col0);
+      return;
+    }
     // the output projection; a head-parallel output is a partial sum: its bias is added once
     const T* bias = c.sig != signature::head_parallel || c.index == 0 ? c.w[3] : nullptr;
     gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, std::size_t(D), s.w, S(1), ctx, s.w, c.w[2],
@@ -113,9 +142,20 @@ struct MultiHeadAttention {
     const auto N = backend::trans::N, Tr = backend::trans::T;
     const std::size_t seq = Seq, dh = head_dim;
     // output projection: dW_out += ctxᵀ dy, db_out += Σ dy, dctx = dy W_outᵀ
-    gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2], std::size_t(D));
-    bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
-    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx, s.w);
+    if (on_mesh(c)) {
+      C p = projection(c, s, 1);
+      p.x = ctx;
+      p.dy = c.dy;
+      p.dx = dctx;
+      p.g[1] = c.g[3] + c.col0;
+      mesh_backward(p);
+    } else {
+      gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2],
+           std::size_t(D));
+      bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
+      gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx,
+           s.w);
+    }
     heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, dctx, dctx_h);
     // attention: dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q
     gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), dctx_h, dh, s.head, v_h, dh, s.head, S(0), dprobs, seq,
@@ -129,6 +169,14 @@ struct MultiHeadAttention {
                          s.head, s.items);
     rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
     // QKV projection: dW_qkv += xᵀ dqkv, db_qkv += Σ dqkv, dx = dqkv W_qkvᵀ (a partial sum over heads)
+    if (on_mesh(c)) {
+      C p = projection(c, s, 0);
+      p.x = c.x;
+      p.dy = dqkv;
+      p.dx = c.dx;
+      mesh_backward(p);
+      return;
+    }
     gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
     bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
     if (c.dx)
@@ -145,7 +193,7 @@ struct MultiHeadAttention {
   template <class C>
   static shapes local(const C& c) {
     shapes s{};
-    s.heads = std::size_t(c.sig == signature::head_parallel ? Heads / c.n : Heads);
+    s.heads = std::size_t(c.sig == signature::head_parallel ? Heads / c.n : on_mesh(c) ? Heads / c.mesh_q : Heads);
     s.w = s.heads * std::size_t(head_dim);
     s.seqs = c.rows / std::size_t(Seq);
     s.items = s.seqs * s.heads;              // one (sequence, head) per batched GEMM item
@@ -153,6 +201,57 @@ struct MultiHeadAttention {
     s.head = std::size_t(Seq) * head_dim;    // one head's q (k, v) of one sequence
     s.square = std::size_t(Seq) * std::size_t(Seq);
     return s;
+  }
+
+  // ---- 2D/2.5D/3D: the projections as the mode's Linear -----------------------------------
+  static constexpr bool mesh_sig(signature g) {
+    return g == signature::summa_2d || g == signature::tesseract_2p5d || g == signature::cube_3d;
+  }
+  template <class C>
+  static bool on_mesh(const C& c) {
+    return mesh_sig(c.sig);
+  }
+  // A projection's local dimensions: the QKV's (3 × the features out) or the output's.
+  static constexpr local_dims projection_dims(const local_dims& d, long long outs) {
+    local_dims p = d;
+    p.in_cols = D / d.q;
+    p.out_cols = outs * D / d.q;
+    return p;
+  }
+  static constexpr buffer_needs projection_memory(const local_dims& d, long long outs) {
+    const local_dims p = projection_dims(d, outs);
+    return d.sig == signature::cube_3d ? strata::detail::cube_memory(p) : strata::detail::summa_memory(p);
+  }
+  // The context of projection `which` (0: QKV, 1: output): its weights, gradients, stash and
+  // scratch regions (after the attention's own), and its groups. The planner lists the
+  // output projection's collectives after the QKV's; under 3D its input's features lie
+  // along the QKV's gather axis, so its gather and reduce-scatter groups are exchanged.
+  template <class C>
+  static C projection(const C& c, const shapes& s, int which) {
+    local_dims d{};
+    d.rows = static_cast<long long>(c.rows);
+    d.q = c.mesh_q;
+    d.sig = c.sig;
+    const buffer_needs in = projection_memory(d, 3);
+    C p = c;
+    p.in_cols = std::size_t(D) / std::size_t(c.mesh_q);
+    p.out_cols = (which == 0 ? 3 : 1) * p.in_cols;
+    p.w = {c.w[which == 0 ? 0 : 2]};
+    p.g = {c.g[which == 0 ? 0 : 2], c.g[which == 0 ? 1 : 3]};
+    p.stash_values = c.stash_values + 4 * s.width + s.items * s.square + (which == 0 ? 0 : in.stash_values);
+    p.scratch_values = c.scratch_values + 8 * s.width + s.items * s.square;
+    if (which == 1 && c.sig == signature::cube_3d) p.mesh = {c.mesh[2], c.mesh[1], c.mesh[0]};
+    return p;
+  }
+  template <class C>
+  static void mesh_forward(C& p, const typename C::value_type* bias) {
+    if (p.sig == signature::cube_3d) strata::detail::cube_forward(p, bias);
+    else strata::detail::summa_forward(p, bias);
+  }
+  template <class C>
+  static void mesh_backward(C& p) {
+    if (p.sig == signature::cube_3d) strata::detail::cube_backward(p, true);
+    else strata::detail::summa_backward(p, true);
   }
 };
 

@@ -2,9 +2,11 @@
 // Linear<In, Out, Bias>: y = x·W + b over the last axis; W is [In, Out] row-major.
 // Under Split<N> it is Megatron's pair: column-parallel (W cut on Out, input whole,
 // output feature-split) and, after a feature-split input, row-parallel (W cut on In,
-// output a partial sum reduced by the planner's conversion).
+// output a partial sum reduced by the planner's conversion). Under 2D/2.5D/3D tensor
+// parallelism it runs SUMMA or the 3D cube algorithm (layers/linear_mesh.hpp).
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
+#include "strata/layers/linear_mesh.hpp"
 
 namespace strata::layers {
 
@@ -56,12 +58,20 @@ struct Linear {
   }
 
   // Backward reads the input again (dW = Xᵀ·dY).
-  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true}; }
+  static constexpr buffer_needs memory(const local_dims& d) {
+    if (d.sig == signature::summa_2d || d.sig == signature::tesseract_2p5d) return detail::summa_memory(d);
+    if (d.sig == signature::cube_3d) return detail::cube_memory(d);
+    return {.keep_input = true};
+  }
 
   template <class C>
   static void forward(C& c) {
     using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
+    const T* b = nullptr;
+    if constexpr (Bias) b = c.w[1];
+    if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) return detail::summa_forward(c, b);
+    if (c.sig == signature::cube_3d) return detail::cube_forward(c, b);
     // A row-parallel layer's outputs are partial sums: its whole bias is added once.
     const T* bias = nullptr;
     if constexpr (Bias) bias = c.sig != signature::row_parallel || c.index == 0 ? c.w[1] : nullptr;
@@ -72,6 +82,8 @@ struct Linear {
   template <class C>
   static void backward(C& c) {
     using S = gemm_scalar_t<typename C::value_type>;
+    if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) return detail::summa_backward(c, Bias);
+    if (c.sig == signature::cube_3d) return detail::cube_backward(c, Bias);
     // dW += Xᵀ dY straight into the (master-precision) gradient
     gemm(c.q, backend::trans::T, backend::trans::N, c.in_cols, c.out_cols, c.rows, S(1), c.x, c.in_cols, c.dy,
          c.out_cols, S(1), c.g[0], c.out_cols);

@@ -1,8 +1,9 @@
 #pragma once
 // SoftmaxCrossEntropy: mean cross-entropy of logits [.., C] against integer labels,
 // one label per row. When the logits arrive split along C (after a column-parallel
-// Linear) it runs vocabulary-parallel: the row max, Σexp and target logit are
-// all-reduced over the part, and each device keeps its slice of the gradient.
+// Linear, or as S(0,-1) blocks of the 2D/2.5D/3D modes) it runs vocabulary-parallel: the
+// row max, Σexp and target logit are all-reduced over the devices that hold the row's
+// other classes (the part; a mesh row), and each device keeps its slice of the gradient.
 #include "strata/core/communicator.hpp"
 #include "strata/layers/layer.hpp"
 
@@ -55,12 +56,13 @@ struct SoftmaxCrossEntropy {
     if (c.sig == signature::vocab_loss) {
       auto* row_max = c.stash_stats;
       auto* sum_exp = c.stash_stats + R;
+      auto& row = *c.mesh[0];
       xent_local_max(c.q, R, K, c.x, row_max);
-      c.part.all_reduce(row_max, R, comm::reduce_op::max);
+      row.all_reduce(row_max, R, comm::reduce_op::max);
       xent_local_sumexp(c.q, R, K, c.x, row_max, sum_exp);
-      c.part.all_reduce(sum_exp, R, comm::reduce_op::sum);
-      xent_target_logit(c.q, R, K, c.x, L.labels, K * std::size_t(c.index), target);
-      c.part.all_reduce(target, R, comm::reduce_op::sum);
+      row.all_reduce(sum_exp, R, comm::reduce_op::sum);
+      xent_target_logit(c.q, R, K, c.x, L.labels, c.col0, target);
+      row.all_reduce(target, R, comm::reduce_op::sum);
       xent_loss(c.q, R, row_max, sum_exp, target, loss);
       if (L.counts) loss_accumulate(c.q, R, L.valid, loss, target, row_max, L.acc);
     } else {
@@ -76,7 +78,7 @@ struct SoftmaxCrossEntropy {
     const std::size_t R = c.rows, K = c.in_cols;
     auto& L = *c.loss;
     if (c.sig == signature::vocab_loss)
-      xent_local_backward(c.q, R, K, c.x, L.labels, K * std::size_t(c.index), c.stash_stats, c.stash_stats + R,
+      xent_local_backward(c.q, R, K, c.x, L.labels, c.col0, c.stash_stats, c.stash_stats + R,
                           L.scale, c.dx);
     else
       softmax_cross_entropy_backward(c.q, R, K, c.stash_values, L.labels, L.scale, c.dx);

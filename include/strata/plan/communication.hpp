@@ -117,15 +117,18 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
   const int reductions = P::zero >= 2 ? m : 1;
   std::array<int, static_cast<std::size_t>(P::num_taskgraphs)> stagings{};
   if constexpr (P::zero >= 3) stagings = taskgraph_stagings<P>(stage);
-  for (int g = 0; g < 2; ++g) {
-    const int group_size = (dp > 0 ? dp : 2) * (g == 1 ? P::part_devices : 1);
+  // one row per reduction axis: data and part_data (every plan), and the N-D modes' depth,
+  // column and plane groups
+  constexpr std::array<group_axis, 5> axes{group_axis::data, group_axis::part_data, group_axis::depth_data,
+                                           group_axis::col_data, group_axis::plane_data};
+  for (const group_axis axis : axes) {
+    const int group_size = (dp > 0 ? dp : 2) * P::reduction_devices(axis);
     if (group_size == 1) continue;
-    const group_axis axis = g == 1 ? group_axis::part_data : group_axis::data;
     long long elems = 0, chunks = 0, tails = 0, gathered = 0;
     int calls = 0, chunk_calls = 0, tail_calls = 0, gathers = 0;
     for (int b = 0; b < T.num_buckets[idx(stage)]; ++b) {
       const lower::bucket& bk = T.buckets[idx(stage)][idx(b)];
-      if (bk.group != g) continue;
+      if (bk.axis != axis) continue;
       elems += bk.count;
       ++calls;
       // ZeRO: the bucket's R equal chunks are reduce-scattered (and all-gathered); the

@@ -93,13 +93,18 @@ struct part_plan {
 
 // A parameter tensor's place in its stage's flat parameter/gradient arrays: group 0 is
 // reduced over the data-parallel group, group 1 over the part's devices and the data group.
+// `axis` is the devices its gradient is reduced over: group 1 is always part_data; group
+// 0 holds data, and under 2D/2.5D/3D also depth_data, col_data and plane_data tensors, laid
+// out axis by axis so that no bucket mixes two axes.
 struct tensor_place {
   int group = 0;
   long long offset = 0, size = 0;
+  group_axis axis = group_axis::data;
 };
 
 struct bucket {
   int group = 0;
+  group_axis axis = group_axis::data;
   long long offset = 0, count = 0;
   int layer = -1;      // issued after this layer's final backward (every backward under Zero<2/3>)
   int taskgraph = -1;  // Zero<2/3>: the one TaskGraph whose tensors it holds
@@ -132,7 +137,8 @@ struct lowered {
   static constexpr int NL = P::num_layers, NP = P::num_parts, NS = P::stages;
   // Zero<2/3> cut buckets at TaskGraph boundaries too (a TaskGraph's gradients and
   // weights come and go together)
-  static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0));
+  // (plus one per extra reduction axis of the N-D modes, at whose boundaries buckets are cut)
+  static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0)) + 3;
   static constexpr int max_steps = NP + 7 * NL + NS * max_buckets + 1;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
@@ -178,6 +184,7 @@ struct lowered {
       c.dims.out = L.out;
       c.dims.n = n;
       c.dims.sig = L.sig;
+      c.dims.q = L.in_layout == sbp::block ? P::mesh.features : 0;
       c.needs = L.desc.memory(c.dims);
       c.reads_ids = i == 0 && L.desc.role == layer_role::embedding;
     }
@@ -423,17 +430,23 @@ struct lowered {
     }
 
     // ---- parameters and gradient buckets -----------------------------------------------
-    for (int i = 0; i < NL; ++i) {
-      const layer_plan& L = lp[idx(i)];
-      const int s = P::stage_of_part(L.part);
-      for (int k = 0; k < L.desc.num_params; ++k) {
-        const int g = L.grad_group[idx(k)] == group_axis::part_data ? 1 : 0;
-        const long long size = L.local_params[idx(k)].numel();
-        long long& total = t.group_elems[idx(s)][idx(g)];
-        t.params[idx(i)][idx(k)] = tensor_place{g, total, size};
-        total += size;
+    // group 0 axis by axis (in the enum's order), then group 1; each layer by layer
+    constexpr std::array<group_axis, 5> axes{group_axis::data, group_axis::depth_data, group_axis::col_data,
+                                             group_axis::plane_data, group_axis::part_data};
+    for (const group_axis a : axes)
+      for (int i = 0; i < NL; ++i) {
+        const layer_plan& L = lp[idx(i)];
+        const int s = P::stage_of_part(L.part);
+        for (int k = 0; k < L.desc.num_params; ++k) {
+          const group_axis ax = reduction_axis(L.grad_group[idx(k)]);
+          if (ax != a) continue;
+          const int g = ax == group_axis::part_data ? 1 : 0;
+          const long long size = L.local_params[idx(k)].numel();
+          long long& total = t.group_elems[idx(s)][idx(g)];
+          t.params[idx(i)][idx(k)] = tensor_place{g, total, size, ax};
+          total += size;
+        }
       }
-    }
     std::array<int, idx(NP)> fb{};  // each part's final backward in its stage's program
     for (int q = 0; q < NP; ++q) fb[idx(q)] = final_backward(P::stage_of_part(q), q);
     for (int s = 0; s < NS; ++s) {
@@ -457,12 +470,26 @@ struct lowered {
             }
             for (long long off = lo; off < hi; off += chunk[idx(g)])
               t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
-                  bucket{g, off, chunk[idx(g)] < hi - off ? chunk[idx(g)] : hi - off, -1, tg};
+                  bucket{g, g == 1 ? group_axis::part_data : group_axis::data, off, chunk[idx(g)] < hi - off ? chunk[idx(g)] : hi - off, -1, tg};
           }
         } else {
-          for (long long off = 0; off < total; off += chunk[idx(g)])
-            t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] =
-                bucket{g, off, chunk[idx(g)] < total - off ? chunk[idx(g)] : total - off, -1, -1};
+          // the group's chunks, cut again where the reduction axis changes
+          for (const group_axis a : axes) {
+            long long lo = total, hi = 0;
+            for (int i = 0; i < NL; ++i)
+              for (int k = 0; k < lp[idx(i)].desc.num_params; ++k) {
+                const tensor_place& tp = t.params[idx(i)][idx(k)];
+                if (tp.group != g || tp.axis != a || tp.size == 0 || P::stage_of_part(lp[idx(i)].part) != s) continue;
+                lo = tp.offset < lo ? tp.offset : lo;
+                hi = tp.offset + tp.size > hi ? tp.offset + tp.size : hi;
+              }
+            for (long long off = lo; off < hi;) {
+              const long long end = (off / chunk[idx(g)] + 1) * chunk[idx(g)];
+              const long long stop = end < hi ? end : hi;
+              t.buckets[idx(s)][idx(t.num_buckets[idx(s)]++)] = bucket{g, a, off, stop - off, -1, -1};
+              off = stop;
+            }
+          }
         }
       }
       // The layer after whose final backward a bucket's gradients are complete: among the
@@ -490,6 +517,18 @@ struct lowered {
     // during a part's final backward only).
     insert_buckets(t);
     return t;
+  }
+
+  // The axis a gradient is reduced over; a whole tensor under Replicate (part_data) and
+  // every tensor reduced only across replicas keep the two groups of 1D plans.
+  static constexpr group_axis reduction_axis(group_axis g) {
+    switch (g) {
+      case group_axis::part_data:
+      case group_axis::depth_data:
+      case group_axis::col_data:
+      case group_axis::plane_data: return g;
+      default: return group_axis::data;
+    }
   }
 
   // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |

@@ -258,6 +258,7 @@ struct Plan {
         }
         if (mode == tensor_mode::d3 && detail::icbrt(n) * detail::icbrt(n) * detail::icbrt(n) != n)
           return detail::diagnosis{tensor_3d, n};
+        if (mode != tensor_mode::d1 && zero > 0) return detail::diagnosis{tensor_zero, static_cast<int>(mode), zero};
       }
     }
     if (chunks > 1) {
@@ -411,6 +412,7 @@ struct Plan {
       case shard_rule::tensor_features: return detail::diagnosis{tensor_features, v.layer, v.value, v.n};
       case shard_rule::tensor_mode_layer: return detail::diagnosis{tensor_mode_layer, v.layer, v.value};
       case shard_rule::tensor_batch: return detail::diagnosis{tensor_batch, v.value, v.n};
+      case shard_rule::tensor_residual: return detail::diagnosis{tensor_residual, v.layer};
     }
     return detail::diagnosis{};
   }();
@@ -526,9 +528,37 @@ struct Plan {
       case group_axis::mesh_depth: return a.data == b.data && a.stage == b.stage && a.row == b.row && a.col == b.col;
       case group_axis::depth_data: return a.stage == b.stage && a.row == b.row && a.col == b.col;
       case group_axis::col_data: return a.stage == b.stage && a.col == b.col;
+      case group_axis::plane_data: return a.stage == b.stage && a.depth == b.depth;
     }
     (void)q;
     return false;
+  }
+  // Devices of one replica's part in a gradient-reduction group along `axis` (the group
+  // spans the data-parallel replicas too).
+  static constexpr int reduction_devices(group_axis axis) {
+    const int q = mode == tensor_mode::d1 ? part_devices : mesh.features;
+    switch (axis) {
+      case group_axis::part_data: return part_devices;
+      case group_axis::depth_data: return part_devices / (q * q);
+      case group_axis::col_data:
+      case group_axis::plane_data: return part_devices / q;
+      default: return 1;
+    }
+  }
+  // The block of parameter k of layer `layer` that device `index` of its part holds
+  // (exec::logical_index's numbering), and the first device of the part that holds the same
+  // block: the one that writes it where one copy is wanted (checkpoints, gathers).
+  static constexpr int param_block(int layer, int k, int index) {
+    return detail::param_block(layer_plans[detail::idx(layer)], k, mode, mesh.features, index);
+  }
+  static constexpr int param_holder(int layer, int k, int index) {
+    for (int d = 0; d < index; ++d)
+      if (param_block(layer, k, d) == param_block(layer, k, index)) return d;
+    return index;
+  }
+  // The block of layer `layer`'s input activation that device `index` holds (S(0,-1)).
+  static constexpr detail::act_block input_block(int layer, int index) {
+    return detail::block_of(mode, mesh.features, index, layer_plans[detail::idx(layer)].turned);
   }
   // Members of `rank`'s group along `axis`, in rank order, into out[]; returns the count.
   template <std::size_t N>

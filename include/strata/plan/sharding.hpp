@@ -39,6 +39,10 @@ struct layer_plan {
   int features_div = 1;  // local share of the features
   bool partial_input_grad = false;  // the input's gradient comes out as a partial sum
   long long local_flops_per_sample = 0;  // forward + backward, this device's share
+  // 3D: the input's features lie along the mesh depth, not the columns. A 3D Linear moves
+  // the features from one cube axis to another, so the layout turns with every 3D Linear
+  // (as Colossal-AI's alternating input/output parallel modes).
+  bool turned = false;
 };
 
 namespace detail {
@@ -101,6 +105,42 @@ constexpr mesh_factors mesh_of(tensor_mode mode, int n, int depth) {
   return {};
 }
 
+// Which block of an S(0,-1) activation device `index` of an N-D Split part holds: the row
+// block (of mesh rows) and the feature block (of q), with (row i, col j, depth k) the
+// device's mesh coordinates (index = (k·q + i)·q + j). 2D: (i, j); 2.5D: (k·q + i, j);
+// 3D: (i·q + k, j), turned (i·q + j, k).
+struct act_block {
+  int row = 0, feature = 0;
+};
+constexpr act_block block_of(tensor_mode mode, int q, int index, bool turned) {
+  const int j = index % q, i = (index / q) % q, k = index / (q * q);
+  switch (mode) {
+    case tensor_mode::d1: return {0, index};
+    case tensor_mode::d2: return {i, j};
+    case tensor_mode::d2p5: return {k * q + i, j};
+    case tensor_mode::d3: return turned ? act_block{i * q + j, k} : act_block{i * q + k, j};
+  }
+  return {};
+}
+
+// The block of parameter `k` of a layer that device `index` of its part holds, numbered
+// row-major over the tensor's block grid (exec::logical_index's numbering); 0 for a whole
+// tensor. 1D cuts one axis: the device's index. 2D/2.5D: W[i, j], b[j]. 3D: a projection reads
+// X[·, f] and writes Y[·, g] (f, g the input and output feature blocks) with W[f, g] cut
+// again by the mesh rows: W block (f·q + i, g), b[g].
+constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, int index) {
+  const auto K = static_cast<std::size_t>(k);
+  if (lp.local_params[K] == lp.desc.params[K].shape) return 0;
+  if (mode == tensor_mode::d1) return index;
+  const bool weight = lp.desc.params[K].role == param_role::weight;
+  const int j = index % q, i = (index / q) % q, kk = index / (q * q);
+  if (mode != tensor_mode::d3) return weight ? i * q + j : j;
+  // an attention's output projection reads the QKV's output: the other turn
+  const bool t = lp.turned != (lp.desc.role == layer_role::attention && k >= 2);
+  const int f = t ? kk : j, g = t ? j : kk;
+  return weight ? (f * q + i) * q + g : g;
+}
+
 template <std::size_t NL, std::size_t NT>
 struct shard_result {
   std::array<layer_plan, NL> layers{};
@@ -138,6 +178,52 @@ constexpr long long conversion_elems(collective c, long long whole, int n) {
   return c == collective::all_to_all ? whole / (n > 0 ? n : 1) : whole;
 }
 
+// The collectives of one Linear (or projection) of in → out features under 2D/2.5D/3D, per
+// micro-batch, `rows` token rows on this device; appended to lp's list in the order the
+// layer reads them (layers/linear_mesh.hpp). Returns whether its output turned (3D).
+//
+// SUMMA (2D; 2.5D on each depth layer, weights repeated). Forward: q steps, each
+// broadcasting an input block along the mesh row and a weight block along the column.
+// Backward: dW = Xᵀ·dY by the same q input-block broadcasts, each device's q partial
+// products reduce-scattered along the column; dX = dY·Wᵀ by the q weight blocks again, its
+// partial products reduce-scattered along the row. (Colossal-AI reduces each step's
+// product to one device; a reduce-scatter of all q is the same bytes in one call.)
+//
+// 3D: the input's features lie along axis F (mesh columns, or the depth when turned), its
+// rows are cut by the other two. The input is all-gathered along the third axis A, the
+// weight (cut again by mesh rows) along the column group, and the q partial outputs
+// reduce-scattered along F: the output's features lie along A, so the next 3D Linear
+// swaps the two. Backward gathers dY along F and reduce-scatters dW along the column
+// group and dX along A; the gathered X and W are kept from forward.
+//
+// Weight gradients are summed in master precision: elements of the statistics type.
+constexpr bool add_mesh_linear(layer_plan& lp, signature sig, const mesh_factors& mesh, long long rows, long long in,
+                               long long out, bool turned, bool dx) {
+  const int q = mesh.features;
+  if (sig == signature::cube_3d) {
+    const group_axis ax = turned ? group_axis::mesh_row : group_axis::mesh_depth;
+    const group_axis af = turned ? group_axis::mesh_depth : group_axis::mesh_row;
+    const long long x_local = rows * in / q, w_local = in * out / (q * q * q), y_local = rows * out / q;
+    add_comm(lp, collective::all_gather, ax, pass::forward, x_local * q);
+    add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::forward, w_local * q);
+    add_comm(lp, collective::reduce_scatter, af, pass::forward, y_local * q);
+    add_comm(lp, collective::all_gather, af, pass::backward, y_local * q);
+    add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_local * q, 1, true);
+    if (dx) add_comm(lp, collective::reduce_scatter, ax, pass::backward, x_local * q);
+    return !turned;
+  }
+  const long long x_block = rows * in / q, w_block = in * out / (q * q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
+  add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, q);
+  add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::backward, w_block * q, 1, true);
+  if (dx) {
+    add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, q);
+    add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, x_block * q);
+  }
+  return turned;
+}
+
 // Whether layer i's input gradient is computed: a layer before it has parameters, or
 // it must flow back to an earlier pipeline part (whose program waits for it).
 template <std::size_t NL>
@@ -166,6 +252,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   std::array<sbp, NL + 1> skips{};
   int open = 0;
   sbp cur = sbp::broadcast;
+  bool turned = false;  // 3D: features of the current block layout along the depth
+  std::array<bool, NL + 1> skip_turned{};  // ... and of each open residual's skip
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
     const taskgraph_desc& tg = tgs[t];
@@ -217,6 +305,17 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
             for (int pi = 0; pi < d.num_params; ++pi)
               local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
             break;
+          case layer_role::attention:
+            // heads divided over the mesh columns (whole heads per feature block); each
+            // projection runs as the mode's Linear, the attention itself on local heads and rows
+            c.sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
+                    : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
+            if (d.split_extent % mesh.features != 0) fail(shard_rule::split_heads, li, d.split_extent, mesh.features);
+            for (int pi = 0; pi < d.num_params; ++pi)
+              local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
+            break;
+          case layer_role::residual_begin:
+          case layer_role::residual_end:
           case layer_role::elementwise: c.sig = signature::pointwise; break;
           case layer_role::layernorm:
             c.sig = signature::pointwise;
@@ -244,8 +343,17 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           local[static_cast<std::size_t>(pi)] =
               cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
       }
-      if (d.role == layer_role::residual_begin) skips[static_cast<std::size_t>(open++)] = c.out;
-      if (d.role == layer_role::residual_end && open > 0) --open;
+      if (!nd) turned = false;
+      lp.turned = turned;
+      if (d.role == layer_role::residual_begin) {
+        skip_turned[static_cast<std::size_t>(open)] = turned;
+        skips[static_cast<std::size_t>(open++)] = c.out;
+      }
+      if (d.role == layer_role::residual_end && open > 0) {
+        // a 3D branch with an odd number of Linears hands back features along the other axis
+        if (nd && skip_turned[static_cast<std::size_t>(open - 1)] != turned) fail(shard_rule::tensor_residual, li, 0, n);
+        --open;
+      }
       lp.arrives = cur;
       lp.in_layout = c.need;
       lp.out_layout = c.out;
@@ -272,36 +380,24 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         const comm_desc& x = c.comms[static_cast<std::size_t>(k)];
         add_comm(lp, x.kind, x.group, x.when, x.elems, x.calls, x.stats);
       }
+      // The devices that hold the other features of this layer's rows (N-D modes).
+      const group_axis features_axis = turned ? group_axis::mesh_depth : group_axis::mesh_row;
+      const bool dx = need_dx[static_cast<std::size_t>(li)];
+      const long long rows_here = ctx.micro_batch / mesh.rows * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1));
       if (nd && d.role == layer_role::layernorm) {
-        // mean and variance of rows whose features are spread over a mesh row, both ways
-        const long long rows = ctx.micro_batch / mesh.rows * (lp.in.numel() / lp.in.last());
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, 2 * rows, 1, true);
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::backward, 2 * rows, 1, true);
+        // Σx and Σx² of rows whose features are spread over the mesh row; backward, Σg and
+        // Σg·x̂ (only for the input's gradient: dγ and dβ need the forward's statistics only)
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, 2 * rows_here, 1, true);
+        if (dx) add_comm(lp, collective::all_reduce, features_axis, pass::backward, 2 * rows_here, 1, true);
       } else if (nd && c.sig == signature::vocab_loss) {
-        const long long rows = ctx.micro_batch * lp.in.numel() / lp.in.last() / mesh.rows;
-        add_comm(lp, collective::all_reduce, group_axis::mesh_row, pass::forward, rows, 3, true);
-      } else if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) {
-        // SUMMA: q steps, each broadcasting an input block along the row and a weight
-        // block along the column; backward does it twice (dX and dW).
-        const int q = mesh.features;
-        const long long x_block = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
-        const long long w_block = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::forward, x_block, q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::forward, w_block, q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_row, pass::backward, x_block, 2 * q);
-        add_comm(lp, collective::broadcast, group_axis::mesh_col, pass::backward, w_block, 2 * q);
-      } else if (c.sig == signature::cube_3d) {
-        // 3D: gather inputs along one axis and weights along another, reduce-scatter outputs
-        const int q = mesh.features;
-        const long long x_local = ctx.micro_batch / mesh.rows * lp.in.numel() / q;
-        const long long w_local = static_cast<long long>(d.in_shape.last()) * lp.out.last() / (q * q * q);
-        const long long y_local = ctx.micro_batch / mesh.rows * lp.out.numel() / q;
-        add_comm(lp, collective::all_gather, group_axis::mesh_depth, pass::forward, x_local * q);
-        add_comm(lp, collective::all_gather, group_axis::mesh_row, pass::forward, w_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_col, pass::forward, y_local * q);
-        add_comm(lp, collective::all_gather, group_axis::mesh_col, pass::backward, y_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_depth, pass::backward, x_local * q);
-        add_comm(lp, collective::reduce_scatter, group_axis::mesh_row, pass::backward, w_local * q);
+        add_comm(lp, collective::all_reduce, features_axis, pass::forward, rows_here, 3, true);
+      } else if (nd && d.role == layer_role::linear) {
+        turned = add_mesh_linear(lp, c.sig, mesh, rows_here, d.in_shape.last(), lp.out.last(), turned, dx);
+      } else if (nd && d.role == layer_role::attention) {
+        // the QKV projection, then the output projection (which turns a 3D layout back)
+        const long long f = d.in_shape.last();
+        const bool mid = add_mesh_linear(lp, c.sig, mesh, rows_here, f, 3 * f, turned, dx);
+        add_mesh_linear(lp, c.sig, mesh, rows_here, f, f, mid, true);
       }
 
       // Parameters: local shards and the group that must reduce their gradients.
@@ -315,8 +411,12 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         group_axis g = group_axis::data;
         if (n > 1 && whole && c.need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
         if (c.sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
-        // N-D biases are cut by columns only: the rows and depths of a column saw other samples
-        if (nd && prm.role == param_role::bias && !whole) g = group_axis::col_data;
+        // N-D biases are cut by the output's feature blocks only: the devices of that block
+        // (a mesh column; in 3D, a depth plane when the output turned) saw other rows
+        if (nd && prm.role == param_role::bias && !whole)
+          g = c.sig == signature::cube_3d && (d.role == layer_role::attention ? !turned : turned)
+                  ? group_axis::plane_data
+                  : group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }

@@ -310,4 +310,95 @@ void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, c
                               accumulate);
 }
 
+// ---------------------------------------------------------------------------
+// LayerNorm with each row's features spread over devices (2D/2.5D/3D tensor
+// parallelism; the host's formulas, one thread per row): this device holds D of
+// every row's `total` features, and the caller sums the 2·rows statistics over
+// the devices of the row between the partial and the final step.
+// ---------------------------------------------------------------------------
+namespace detail {
+template <class T, class S>
+__global__ void k_layernorm_partial_moments(std::size_t rows, std::size_t D, const T* x, S* sums) {
+  const std::size_t r = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  double s = 0, ss = 0;
+  math::layernorm_row_moments<compute_t<T>>(x + r * D, D, s, ss);
+  sums[r] = S(s);
+  sums[rows + r] = S(ss);
+}
+template <class T, class S>
+__global__ void k_layernorm_forward_moments(std::size_t rows, std::size_t D, std::size_t total, double eps, const T* x,
+                                            const T* gamma, const T* beta, S* stats, T* y) {
+  const std::size_t r = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  double mean = 0, rstd = 0;
+  math::layernorm_moments_to_stats(double(stats[r]), double(stats[rows + r]), double(total), eps, mean, rstd);
+  stats[r] = S(mean);
+  stats[rows + r] = S(rstd);
+  math::layernorm_row_normalize<compute_t<T>>(x + r * D, gamma, beta, D, double(stats[r]), double(stats[rows + r]),
+                                              y + r * D);
+}
+template <class T, class S>
+__global__ void k_layernorm_backward_partial(std::size_t rows, std::size_t D, const T* x, const T* gamma,
+                                             const S* mean, const S* rstd, const T* dy, S* sums) {
+  const std::size_t r = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  double sg = 0, sgx = 0;
+  math::layernorm_row_grad_sums<compute_t<T>>(x + r * D, gamma, dy + r * D, D, double(mean[r]), double(rstd[r]), sg,
+                                              sgx);
+  sums[r] = S(sg);
+  sums[rows + r] = S(sgx);
+}
+template <class T, class S>
+__global__ void k_layernorm_backward_moments(std::size_t rows, std::size_t D, std::size_t total, const T* x,
+                                             const T* gamma, const S* mean, const S* rstd, const T* dy,
+                                             const S* sums, T* dx) {
+  const std::size_t r = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  math::layernorm_row_dx<compute_t<T>>(x + r * D, gamma, dy + r * D, D, double(mean[r]), double(rstd[r]),
+                                       double(sums[r]) / double(total), double(sums[rows + r]) / double(total),
+                                       dx + r * D);
+}
+inline unsigned row_blocks(std::size_t rows) { return static_cast<unsigned>((rows + 127) / 128); }
+}  // namespace detail
+
+template <class T, class S>
+void layernorm_partial_moments(queue& q, std::size_t rows, std::size_t D, const T* x, S* sums) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && sums, "layernorm_partial_moments", "null pointer");
+  detail::k_layernorm_partial_moments<T, S><<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, sums);
+  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_partial_moments");
+}
+template <class T, class S>
+void layernorm_forward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, double eps, const T* x,
+                               const T* gamma, const T* beta, S* stats, T* y) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && y && stats && total > 0, "layernorm_forward_moments", "null pointer or no features");
+  detail::k_layernorm_forward_moments<T, S>
+      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, eps, x, gamma, beta, stats, y);
+  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward_moments");
+}
+template <class T, class S>
+void layernorm_backward_partial(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                                const S* rstd, const T* dy, S* sums) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && mean && rstd && dy && sums, "layernorm_backward_partial", "null pointer");
+  detail::k_layernorm_backward_partial<T, S>
+      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, gamma, mean, rstd, dy, sums);
+  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_partial");
+}
+template <class T, class S>
+void layernorm_backward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, const T* x,
+                                const T* gamma, const S* mean, const S* rstd, const T* dy, const S* sums, T* dx) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && mean && rstd && dy && sums && dx && total > 0, "layernorm_backward_moments", "null pointer");
+  detail::k_layernorm_backward_moments<T, S>
+      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, x, gamma, mean, rstd, dy, sums, dx);
+  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_moments");
+}
+
 }  // namespace strata::backend::cuda

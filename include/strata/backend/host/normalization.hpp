@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "strata/backend/host/launch.hpp"
+#include "strata/core/math.hpp"
 
 namespace strata::backend::host {
 
@@ -107,6 +108,75 @@ void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, c
       if (dgamma) dgamma[c0 + j] = G(ag[j]);
       if (dbeta) dbeta[c0 + j] = G(ab[j]);
     }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// LayerNorm with each row's features spread over devices (2D/2.5D/3D tensor
+// parallelism): this device holds D of every row's `total` features. Between
+// the partial and the final step the caller sums the 2·rows statistics over
+// the devices that hold the other features of the same rows.
+// ---------------------------------------------------------------------------
+
+// Σx and Σx² of the local features: sums[r] and sums[rows + r].
+template <class T, class S>
+void layernorm_partial_moments(queue& q, std::size_t rows, std::size_t D, const T* x, S* sums) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && sums, "layernorm_partial_moments", "null pointer");
+  detail::for_rows(q, rows, D, [&](std::size_t r) {
+    double s = 0, ss = 0;
+    math::layernorm_row_moments<detail::compute_t<T>>(x + r * D, D, s, ss);
+    sums[r] = S(s);
+    sums[rows + r] = S(ss);
+  });
+}
+
+// From the summed moments: stats becomes [mean | 1/σ] (as layernorm_forward's mean_out,
+// rstd_out), and y = (x − mean)·(1/σ)·γ + β over the local features (γ, β: their slices).
+template <class T, class S>
+void layernorm_forward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, double eps, const T* x,
+                               const T* gamma, const T* beta, S* stats, T* y) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && y && stats && total > 0, "layernorm_forward_moments", "null pointer or no features");
+  detail::for_rows(q, rows, D, [&](std::size_t r) {
+    double mean = 0, rstd = 0;
+    math::layernorm_moments_to_stats(double(stats[r]), double(stats[rows + r]), double(total), eps, mean, rstd);
+    stats[r] = S(mean);
+    stats[rows + r] = S(rstd);
+    math::layernorm_row_normalize<detail::compute_t<T>>(x + r * D, gamma, beta, D, double(stats[r]),
+                                                        double(stats[rows + r]), y + r * D);
+  });
+}
+
+// Σg and Σg·x̂ (g = dy·γ, x̂ = (x − mean)/σ) of the local features: sums[r], sums[rows + r].
+template <class T, class S>
+void layernorm_backward_partial(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                                const S* rstd, const T* dy, S* sums) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && mean && rstd && dy && sums, "layernorm_backward_partial", "null pointer");
+  detail::for_rows(q, rows, D, [&](std::size_t r) {
+    double sg = 0, sgx = 0;
+    math::layernorm_row_grad_sums<detail::compute_t<T>>(x + r * D, gamma, dy + r * D, D, double(mean[r]),
+                                                        double(rstd[r]), sg, sgx);
+    sums[r] = S(sg);
+    sums[rows + r] = S(sgx);
+  });
+}
+
+// dx (overwritten) from Σg and Σg·x̂ summed over all `total` features.
+template <class T, class S>
+void layernorm_backward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, const T* x,
+                                const T* gamma, const S* mean, const S* rstd, const T* dy, const S* sums, T* dx) {
+  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
+  if (rows == 0) return;
+  detail::need(x && mean && rstd && dy && sums && dx && total > 0, "layernorm_backward_moments", "null pointer");
+  detail::for_rows(q, rows, D, [&](std::size_t r) {
+    math::layernorm_row_dx<detail::compute_t<T>>(x + r * D, gamma, dy + r * D, D, double(mean[r]), double(rstd[r]),
+                                                 double(sums[r]) / double(total),
+                                                 double(sums[rows + r]) / double(total), dx + r * D);
   });
 }
 

@@ -1,0 +1,105 @@
+// Colossal-AI's 2D (SUMMA), 2.5D and 3D tensor parallelism executed on the host: LayerNorm,
+// Linear, activations and the vocabulary-parallel loss on S(0,-1) blocks, each plan
+// trained against the same model on one device in float64 (strata::verify::
+// against_one_device: losses, parameters, evaluation, identical replicas, and the bytes of
+// every kind of collective equal to the planner's communication_of on every rank).
+// mpi-ranks: 4 8
+#include "check_one_device.hpp"
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+template <class P, class T = double, class R = T>
+void check(const char* name, optimizer opt, double tol, int steps = 6) {
+  mpi_test::check_one_device<P, T, R>("tensor-modes", name, opt, tol, steps);
+}
+
+bool world_is(int w) { return mpi_test::world().size() == w; }
+
+// Three Linears: under 3D the layout turns at each, so LayerNorms and the loss run with
+// their features along the columns and along the depth.
+template <int N>
+using Net = Split<N, LayerNorm<16>, Linear<16, 32>, GeLU, LayerNorm<32>, Linear<32, 16>, ReLU, Linear<16, 8>>;
+template <int N, class Mode, int MB, int M = 2>
+using P = Plan<Net<N>, Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<M>, Mode>;
+
+const Adam adam{.lr = 1e-2};
+const SGD sgd{.lr = 0.1, .momentum = 0.9};
+
+}  // namespace
+
+TEST_CASE("2D (SUMMA), q = 2: 4 ranks, and x DP2 on 8") {
+  if (world_is(4)) check<P<4, Tensor2D, 4>>("2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<P<4, Tensor2D, 4, 1>>("2D q=2 (SGD momentum)", sgd, 1e-10);
+  if (world_is(8)) check<P<4, Tensor2D, 4>>("2D q=2 x DP2 (Adam)", adam, 1e-10);
+}
+
+TEST_CASE("2.5D, q = 2, depth 2: 8 ranks") {
+  if (world_is(8)) check<P<8, Tensor2p5D<2>, 8>>("2.5D q=2 d=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<P<4, Tensor2p5D<1>, 4>>("2.5D q=2 d=1 (Adam)", adam, 1e-10);
+}
+
+// Global-norm clipping counts every logical gradient element once, though 2.5D weights
+// repeat on the depth layers and biases down the mesh columns.
+TEST_CASE("clipping: 2D, 2.5D and 3D") {
+  const training_options clip{.clip_norm = 0.05};
+  if (world_is(4)) mpi_test::check_one_device<P<4, Tensor2D, 4>>("tensor-modes", "2D q=2, clipping", adam, 1e-10, 6, clip);
+  if (world_is(8))
+    mpi_test::check_one_device<P<8, Tensor2p5D<2>, 8>>("tensor-modes", "2.5D q=2 d=2, clipping", adam, 1e-10, 6, clip);
+  if (world_is(8)) mpi_test::check_one_device<P<8, Tensor3D, 8>>("tensor-modes", "3D q=2, clipping", adam, 1e-10, 6, clip);
+}
+
+TEST_CASE("3D, q = 2: 8 ranks") {
+  if (world_is(8)) check<P<8, Tensor3D, 8>>("3D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<P<8, Tensor3D, 4, 1>>("3D q=2 (SGD momentum)", sgd, 1e-10);
+}
+
+// Two pipeline stages, each a 2D mesh: activations and their gradients go between the
+// stages as S(0,-1) blocks, device to device.
+TEST_CASE("2D pipeline: PP2 x 2D q=2 on 8 ranks") {
+  using PP = Plan<Pipeline<Split<4, LayerNorm<16>, Linear<16, 32>, GeLU>, Split<4, Linear<32, 16>, ReLU, Linear<16, 8>>>,
+                  Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<4>, Tensor2D>;
+  if (world_is(8)) check<PP>("PP2 x 2D q=2 1F1B (Adam)", adam, 1e-10);
+}
+
+// bf16 activations and collectives, FP32 masters, against float64 on one device. The worst
+// tensor is a LayerNorm's β, which starts at zero: its relative error after 6 steps is
+// about 8e-2 for 1D (Megatron) on the same model too, so the bound is 0.15 for every mode;
+// a wrong collective or block is off by O(1).
+TEST_CASE("bf16: 1D, 2D and 3D against float64") {
+  constexpr double tol = 0.15;
+  if (world_is(4)) check<P<4, Tensor1D, 4>, bf16, double>("1D bf16 (SGD momentum), for reference", sgd, tol);
+  if (world_is(4)) check<P<4, Tensor2D, 4>, bf16, double>("2D q=2 bf16 (SGD momentum)", sgd, tol);
+  if (world_is(8)) check<P<8, Tensor3D, 8>, bf16, double>("3D q=2 bf16 (SGD momentum)", sgd, tol);
+}
+
+TEST_CASE("float32: 2D and 3D") {
+  if (world_is(4)) check<P<4, Tensor2D, 4>, float>("2D q=2 float32 (Adam)", adam, 1e-5);
+  if (world_is(8)) check<P<8, Tensor3D, 8>, float>("3D q=2 float32 (Adam)", adam, 1e-5);
+}
+
+// GPT blocks (pre-LN causal self-attention and GeLU MLP, two of them), a final LayerNorm
+// and the vocabulary head, on float token features (the embeddings are not mode layers).
+namespace {
+constexpr int V = 32, S = 8, D = 16, H = 4;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using Mlp = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <int N, class Mode, int MB, int Blocks = 2>
+using Gpt = Plan<Split<N, Repeat<Blocks, Attn, Mlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
+                 MicroBatch<MB>, NumMicroBatch<2>, Mode>;
+}  // namespace
+
+TEST_CASE("GPT blocks: 2D, 2.5D, 3D") {
+  if (world_is(4)) check<Gpt<4, Tensor2D, 2>>("GPT blocks 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 2, 1>>("GPT block 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 4, 1>>("GPT block 2D q=2 mb4 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Gpt<4, Tensor2D, 4, 1>>("GPT block 2D q=2 mb4 (SGD)", sgd, 1e-10);
+  if (world_is(8)) check<Gpt<4, Tensor2D, 2>>("GPT blocks 2D q=2 x DP2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<Gpt<8, Tensor2p5D<2>, 4>>("GPT blocks 2.5D q=2 d=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<Gpt<8, Tensor3D, 4>>("GPT blocks 3D q=2 (Adam)", adam, 1e-10);
+}

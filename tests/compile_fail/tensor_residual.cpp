@@ -1,7 +1,7 @@
 // Rule tensor-residual: under 3D each Linear moves the features to another cube axis; the
 // residual branch here holds one Linear, so its output cannot be added to its skip.
 // expected-error: strata rule \[tensor-residual\]
-// expected-error: tensor_3d_residual_even<(2>|Index> \[with int Index = 2\])
+// expected-error: tensor_3d_residual_even<(2>|Index> \[with (int )?Index ?= ?2\])
 #include <strata/strata.hpp>
 
 using namespace strata;

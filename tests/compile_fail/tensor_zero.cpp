@@ -2,7 +2,7 @@
 // 2D plan reduces gradients over mesh columns as well as replicas; Zero<1> with Tensor2D
 // is refused.
 // expected-error: strata rule \[tensor-zero\]
-// expected-error: tensor_mode_without_zero<(2, 1>|Mode, ZeroLevel> \[with int Mode = 2; int ZeroLevel = 1\])
+// expected-error: tensor_mode_without_zero<(2, 1>|Mode, ZeroLevel> \[with (int )?Mode ?= ?2[;,] (int )?ZeroLevel ?= ?1\])
 #include <strata/strata.hpp>
 
 using namespace strata;

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch baseline for the GPT main job (examples/gpt_job.hpp, the single-device plan).
 
-Same model and step as strata's job: byte vocabulary 256, context 128, D 128, 4 heads, 4
-pre-LayerNorm blocks (attention through scaled_dot_product_attention with is_causal, MLP 4*D
-with tanh GeLU), a final LayerNorm and a vocabulary Linear (no tied weights, as in strata);
-one step = 4 micro-batches of 4 sequences accumulated (2048 tokens), global-norm clipping at
+Same model as strata's job, taken from bench/host/pytorch_gpt.py (byte vocabulary 256,
+context 128, D 128, 4 heads, 4 pre-LayerNorm blocks, attention through
+scaled_dot_product_attention with is_causal, tanh-GeLU MLP of 4*D, final LayerNorm, an untied
+vocabulary Linear); one step = 4 micro-batches of 4 sequences accumulated (2048 tokens), global-norm clipping at
 1.0, AdamW lr 2e-3 (weight decay 0.01 on matrices only). Batches come from pinned host memory
 each step, and the loss is read back each step, as strata's trainer does.
 
@@ -13,44 +13,19 @@ each step, and the loss is read back each step, as strata's trainer does.
 Prints ms/step and tokens/s per variant (median of repeats, after warm-up).
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-V, T, D, H, L = 256, 128, 128, 4, 4
+# the model is bench/host/pytorch_gpt.py's (the CPU baseline): one definition for both
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host"))
+from pytorch_gpt import GPT, S as T, V  # noqa: E402
+
 MICRO, NMICRO = 4, 4
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.fc, self.out = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, H, D // H).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, D))
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(V, D), nn.Embedding(T, D)
-        self.blocks = nn.ModuleList(Block() for _ in range(L))
-        self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, V)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for blk in self.blocks:
-            x = blk(x)
-        return self.head(self.ln(x))
 
 
 def loss_of(model, x, y):

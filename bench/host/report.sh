@@ -1,6 +1,14 @@
-# Sourced by the bench/host/run_*.sh scripts: write_report NAME TITLE COMMAND OUTPUT writes
-# OUTPUT under TITLE, with the machine, date, command and commit, to stdout and to
-# bench/results/NAME_<date>_<cpu>.md.
+# Sourced by the bench/host/run*.sh scripts.
+# build_bench TARGET...: the Debian packages, then the targets in build-bench/ (Release, benches on).
+build_bench() {
+  bash scripts/deps.sh >/dev/null
+  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
+    -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build build-bench --target "$@" >/dev/null
+}
+
+# write_report NAME TITLE COMMAND OUTPUT writes OUTPUT under TITLE, with the machine, date,
+# command and commit, to stdout and to bench/results/NAME_<date>_<cpu>.md.
 write_report() {
   local name=$1 title=$2 command=$3 run=$4
   local cpu tag out

@@ -13,10 +13,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 threads=${1:-$(nproc)}
 
-bash scripts/deps.sh >/dev/null
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
-  -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-bench --target bench_host_gemm bench_host_step bench_host_gpt >/dev/null
+source bench/host/report.sh
+build_bench bench_host_gemm bench_host_step bench_host_gpt
 
 venv=${STRATA_BENCH_VENV:-.venv-bench}
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then

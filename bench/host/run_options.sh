@@ -8,12 +8,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 steps=${1:-10}
 
-bash scripts/deps.sh >/dev/null
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
-  -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-bench --target bench_host_options >/dev/null
+source bench/host/report.sh
+build_bench bench_host_options
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run=$(cd /tmp && mpiexec -n 2 --oversubscribe "$OLDPWD/build-bench/bench/bench_host_options" "$steps")
-source bench/host/report.sh
 write_report options "Training options on the host: step time and checkpoint I/O" "bash bench/host/run_options.sh $steps" "$run"

@@ -8,12 +8,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 steps=${1:-10}
 
-bash scripts/deps.sh >/dev/null
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_BUILD_BENCH=ON -DSTRATA_BUILD_TESTS=OFF \
-  -DSTRATA_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-bench --target bench_host_tensor_modes >/dev/null
+source bench/host/report.sh
+build_bench bench_host_tensor_modes
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 run=$(cd /tmp && mpiexec -n 8 --oversubscribe "$OLDPWD/build-bench/bench/bench_host_tensor_modes" "$steps")
-source bench/host/report.sh
 write_report tensor_modes "Tensor modes on the host: a GPT block on 8 processes (they oversubscribe the CPUs)" "bash bench/host/run_tensor_modes.sh $steps" "$run"

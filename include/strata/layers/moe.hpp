@@ -131,7 +131,7 @@ struct MoE {
     using S = gemm_scalar_t<typename C::value_type>;
     const auto N = backend::trans::N;
     const bufs<C> b(c);
-    const std::size_t R = c.rows, E = Experts, cap = b.cap, d = D, h = Hidden;
+    const std::size_t R = c.rows, E = Experts, cap = b.cap, d = D;
     // router: logits into the probabilities' place, softmax and top-k there
     gemm(c.q, N, N, R, E, d, S(1), c.x, d, c.w[0], E, S(0), b.probs, E);
     moe_route(c.q, R, Experts, TopK, b.probs, b.probs, b.choice, b.stats);
@@ -142,9 +142,7 @@ struct MoE {
     auto* xe = c.scratch_values;
     auto* hid = xe + b.slots * d;
     moe_gather(c.q, b.slots, d, TopK, b.token_of, c.x, xe);
-    gemm_strided_batched(c.q, N, N, cap, h, d, S(1), xe, d, cap * d, c.w[1], h, d * h, S(0), b.h_pre, h, cap * h, E);
-    bias_activation_forward(c.q, backend::activation::gelu, b.slots, h, b.h_pre, b.none(), b.none(), hid);
-    gemm_strided_batched(c.q, N, N, cap, d, h, S(1), hid, h, cap * h, c.w[2], d, h * d, S(0), b.ye, d, cap * d, E);
+    experts_forward(c, E, cap, xe, b.h_pre, b.none(), hid, b.ye);
     moe_combine(c.q, R, d, Experts, TopK, cap, b.choice, b.slot_of, b.probs, b.ye, c.y);
     if (c.aux && c.aux->acc)
       moe_aux_accumulate(c.q, Experts, b.stats, math::moe::aux_value_coef(Experts, TopK, b.tokens, aux_alpha),
@@ -202,9 +200,7 @@ struct MoE {
     c.part.all_to_all(send, recv, b.local * d);
     sum_blocks(c, recv, b.xe, b.local * d);
     // the local experts
-    gemm_strided_batched(c.q, N, N, cap, h, d, S(1), b.xe, d, cap * d, c.w[1], h, d * h, S(0), b.h_pre, h, cap * h, El);
-    bias_activation_forward(c.q, backend::activation::gelu, b.local, h, b.h_pre, b.none(), b.none(), hid);
-    gemm_strided_batched(c.q, N, N, cap, d, h, S(1), hid, h, cap * h, c.w[2], d, h * d, S(0), yl, d, cap * d, El);
+    experts_forward(c, El, cap, b.xe, b.h_pre, b.none(), hid, yl);
     // combine: every device gets the local experts' outputs, lands them at the experts' rows
     for (int p = 0; p < c.n; ++p) copy(c.q, b.local * d, yl, send + std::size_t(p) * b.local * d);
     c.part.all_to_all(send, b.ye, b.local * d);
@@ -242,6 +238,18 @@ struct MoE {
     c.part.all_to_all(send, recv, b.local * d);
     moe_scatter(c.q, R, d, TopK, cap, b.choice, b.slot_of, recv, c.dx);
     gemm(c.q, N, Tr, R, d, Experts, S(1), dlogits, Experts, c.w[0], Experts, S(1), c.dx, d);
+  }
+
+  // The experts' MLPs on their [count, cap, D] slots: h_pre = x W_in, hid = GeLU(h_pre),
+  // y = hid W_out (one strided batch per GEMM).
+  template <class C, class T, class X, class Z>
+  static void experts_forward(C& c, std::size_t count, std::size_t cap, const X* xe, T* h_pre, Z none, T* hid, T* y) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    const auto N = backend::trans::N;
+    const std::size_t d = D, h = Hidden;
+    gemm_strided_batched(c.q, N, N, cap, h, d, S(1), xe, d, cap * d, c.w[1], h, d * h, S(0), h_pre, h, cap * h, count);
+    bias_activation_forward(c.q, backend::activation::gelu, count * cap, h, h_pre, none, none, hid);
+    gemm_strided_batched(c.q, N, N, cap, d, h, S(1), hid, h, cap * h, c.w[2], d, h * d, S(0), y, d, cap * d, count);
   }
 
   // The backward of `count` experts of `cap` slots each (inputs xe, output gradients dy,

@@ -13,13 +13,13 @@
 #include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
 
+#include "same_bits.hpp"
 #include "small_gpt.hpp"
 
 using namespace strata;
 
 namespace {
 
-auto& W() { return mpi_test::world(); }
 
 using namespace small_gpt;
 using MLPb = small_gpt::MLP;
@@ -36,30 +36,9 @@ template <class... Extra>
 using pp = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Replicate<1, MLPb, LayerNorm<D>, Linear<D, V>>>,
                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
 
-template <class P, class T>
-auto trained(optimizer o) {
-  auto t = make_trainer<P, T>(W(), o, 11);
-  t.check_replicas_every(1);
-  const std::size_t R = std::size_t(P::replica_batch), G = R * std::size_t(t.data_parallel());
-  const std::size_t in = std::size_t(P::input_elems), lab = std::size_t(P::labels_per_sample);
-  std::vector<master_t<T>> x(G * in);
-  std::vector<std::int32_t> y(G * lab);
-  const std::size_t first = std::size_t(t.coord().data) * R;
-  for (int s = 0; s < 4; ++s) {
-    verify::random_data<P>(9)(s, std::span<master_t<T>>(x), std::span<std::int32_t>(y));
-    t.step(batch_view<master_t<T>>{.inputs = std::span<const master_t<T>>(x).subspan(first * in, R * in),
-                                   .labels = std::span<const std::int32_t>(y).subspan(first * lab, R * lab),
-                                   .samples = R});
-  }
-  return t.gather_parameters();
-}
-
 template <class Plain, class Moved, class T = double>
 void same(const char* name, optimizer o = AdamW{.lr = 1e-2}) {
-  if (W().size() % Plain::devices_per_replica != 0) return;
-  const bool ok = trained<Plain, T>(o) == trained<Moved, T>(o);
-  if (W().rank() == 0) std::printf("[offload] %-52s world %d  bit-identical: %s\n", name, W().size(), ok ? "yes" : "NO");
-  CHECK(ok);
+  mpi_test::same_bits<Plain, Moved, T>("offload", name, o);
 }
 
 using weights = Offload<offload_level::weights>;

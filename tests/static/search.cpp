@@ -48,6 +48,18 @@ static_assert(near(pp2_e.step_s, (8 + 2 - 1) * slowest + update));
 static_assert(near(pp2_e.bubble_s, slowest) && pp2_e.data_comm_s == 0);
 // MFU = model FLOPs / (step · devices · peak); the model FLOPs are the four Linears' and the loss's
 static_assert(near(pp2_e.mfu, pp2_e.model_flops / (pp2_e.step_s * 2 * 312e12)));
+// ZB-H1: M · slowest + (p − 1) · (slowest − 2 W) + update, W a stage's weight-gradient
+// passes: half of each Linear's backward (dW = Xᵀ dY; dX the other half)
+static_assert(near(lin_profile.units[0].weight_s, lin_bwd / rate / 2));
+constexpr cost::parallel_config pp2_zb{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8,
+                                       .zero_bubble = true};
+constexpr cost::step_estimate zb_e = cost::estimate<4, 2>(lin_profile, halves, pp2_zb, A100);
+constexpr int slow_stage = stage_time(1) > stage_time(0) ? 1 : 0;
+constexpr double slow_w = 2 * (lin_profile.units[2 * slow_stage].weight_s + lin_profile.units[2 * slow_stage + 1].weight_s);
+static_assert(near(zb_e.step_s, 8 * slowest + (slowest - 2 * slow_w) + update));
+static_assert(zb_e.step_s < pp2_e.step_s);
+// every stage keeps p = 2 micro-batches and each Linear's output gradient (2 · 512 · 1024 bf16)
+static_assert(zb_e.memory_bytes > pp2_e.memory_bytes);
 // Data parallel: a ring all-reduce of each device's fp32 gradients over 4 devices of one node
 constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 1};
 constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
@@ -97,14 +109,15 @@ using Found = Search<GPT, 8, 64, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Inpu
 
 // every (t, p, b, ZeRO, SP, recompute) the description allows, counted by hand:
 // t = 1: p in {1, 2, 4, 8}, recompute on/off; t = 2: p in {1, 2, 4}, t = 4: p in {1, 2}, with
-// SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-2 where d > 1, else 0.
+// SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-2 where d > 1, else 0;
+// and with p > 1, no recompute and ZeRO 0-1, ZB-H1 as well as 1F1B.
 constexpr int by_hand = [] {
   int n = 0;
   for (int t : {1, 2, 4})
     for (int p = 1; p <= 8 / t; p *= 2) {
-      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4;
+      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4, no_recompute = variants / 2;
       for (int b : {1, 2, 4, 8})
-        if (64 % (d * b) == 0) n += variants * (d > 1 ? 3 : 1);
+        if (64 % (d * b) == 0) n += variants * (d > 1 ? 3 : 1) + (p > 1 ? no_recompute * (d > 1 ? 2 : 1) : 0);
     }
   return n;
 }();
@@ -130,6 +143,7 @@ static_assert(Chosen::part_devices == Found::best.tensor && Chosen::stages == Fo
 static_assert(Chosen::data_parallel() == Found::best.data);
 static_assert(Chosen::micro_batch == Found::best.micro_batch && Chosen::num_micro_batch == Found::best.micro_batches);
 static_assert(Chosen::zero == Found::best.zero && Chosen::sequence_parallel == Found::best.sequence_parallel);
+static_assert(Chosen::split_backward == Found::best.zero_bubble);
 constexpr bool fits_exactly = [] {
   for (int s = 0; s < Chosen::stages; ++s)
     if (Chosen::peak_memory_bytes(s, Chosen::data_parallel()) > Found::best.estimate.memory_bytes) return false;

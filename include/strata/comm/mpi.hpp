@@ -351,16 +351,53 @@ class mpi_communicator {
     check_received(st[0], detail::mpi_type<T>(), nr, source, tag, "MPI_Sendrecv");
   }
 
-  void group(std::span<const p2p_op> ops) {
+  // A group posted and not yet waited for (post_group → complete): work that needs none
+  // of its messages runs in between (a zero-bubble schedule's W passes). Dropped while
+  // posted (an exception), its requests are cancelled.
+  class pending_group {
+   public:
+    pending_group() = default;
+    pending_group(pending_group&& o) noexcept
+        : ops_(std::move(o.ops_)), reqs_(std::move(o.reqs_)), counts_(std::move(o.counts_)), info_(o.info_) {
+      info_.ops = ops_;
+      o.reqs_.clear();
+    }
+    pending_group& operator=(pending_group&& o) noexcept {
+      if (this != &o) {
+        drop();
+        ops_ = std::move(o.ops_), reqs_ = std::move(o.reqs_), counts_ = std::move(o.counts_), info_ = o.info_;
+        info_.ops = ops_;
+        o.reqs_.clear();
+      }
+      return *this;
+    }
+    ~pending_group() { drop(); }
+    bool active() const noexcept { return !reqs_.empty(); }
+
+   private:
+    friend class mpi_communicator;
+    void drop() noexcept {
+      if (!reqs_.empty()) abandon(ops_, reqs_);
+      reqs_.clear();
+    }
+    std::vector<p2p_op> ops_;
+    std::vector<MPI_Request> reqs_;
+    std::vector<int> counts_;
+    detail::mpi_op_info info_{};
+  };
+
+  pending_group post_group(std::span<const p2p_op> ops) {
     const std::size_t m = ops.size();
-    std::vector<MPI_Request> reqs(m, MPI_REQUEST_NULL);
-    std::vector<int> counts(m, 0);
+    pending_group g;
+    g.ops_.assign(ops.begin(), ops.end());
+    g.counts_.assign(m, 0);
     for (std::size_t i = 0; i < m; ++i) {
-      counts[i] = count_arg(ops[i].count, "group");
+      g.counts_[i] = count_arg(ops[i].count, "group");
       require_buf(ops[i].data, ops[i].count, "group");
     }
-    auto info = begin(kind::group);
-    info.ops = ops;
+    g.info_ = begin(kind::group);
+    g.info_.ops = g.ops_;
+    std::vector<MPI_Request> reqs(m, MPI_REQUEST_NULL);
     // Receives are posted before sends so incoming data lands in place rather
     // than in MPI's unexpected-message queue.
     for (auto pass : {p2p_op::kind::recv, p2p_op::kind::send}) {
@@ -370,8 +407,8 @@ class mpi_communicator {
         const int peer = detail::mpi_peer(op.peer);
         const MPI_Datatype t = detail::mpi_type(op.type);
         const bool is_send = op.what == p2p_op::kind::send;
-        const int rc = is_send ? MPI_Isend(op.data, counts[i], t, peer, op.tag, comm_, &reqs[i])
-                               : MPI_Irecv(op.data, counts[i], t, peer, op.tag, comm_, &reqs[i]);
+        const int rc = is_send ? MPI_Isend(op.data, g.counts_[i], t, peer, op.tag, comm_, &reqs[i])
+                               : MPI_Irecv(op.data, g.counts_[i], t, peer, op.tag, comm_, &reqs[i]);
         if (rc != MPI_SUCCESS) {
           abandon(ops, reqs);
           check(rc, is_send ? "MPI_Isend" : "MPI_Irecv",
@@ -379,19 +416,36 @@ class mpi_communicator {
         }
       }
     }
+    g.reqs_ = std::move(reqs);
+    if (m == 0) g.reqs_.clear();
+    return g;
+  }
+
+  // Waits for a posted group (under the watchdog) and checks what arrived.
+  void complete(pending_group& g) {
+    if (!g.active()) return;
+    const std::size_t m = g.reqs_.size();
     std::vector<MPI_Status> st(m);
-    const int rc = wait(static_cast<int>(m), reqs.data(), st.data(), info);
+    const int rc = wait(static_cast<int>(m), g.reqs_.data(), st.data(), g.info_);
+    // MPI_Waitall set every finished request to MPI_REQUEST_NULL; none is left to cancel
+    std::vector<MPI_Request> done = std::move(g.reqs_);
+    g.reqs_.clear();
     if (rc == MPI_ERR_IN_STATUS) {
       for (std::size_t i = 0; i < m; ++i)
         if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
           check(st[i].MPI_ERROR, "MPI_Waitall",
-                "group op " + std::to_string(i) + ", " + p2p_detail(ops[i].peer, ops[i].tag));
+                "group op " + std::to_string(i) + ", " + p2p_detail(g.ops_[i].peer, g.ops_[i].tag));
     }
     check(rc, "MPI_Waitall", "group");
     for (std::size_t i = 0; i < m; ++i)
-      if (ops[i].what == p2p_op::kind::recv)
-        check_received(st[i], detail::mpi_type(ops[i].type), counts[i], ops[i].peer, ops[i].tag,
+      if (g.ops_[i].what == p2p_op::kind::recv)
+        check_received(st[i], detail::mpi_type(g.ops_[i].type), g.counts_[i], g.ops_[i].peer, g.ops_[i].tag,
                        "group recv");
+  }
+
+  void group(std::span<const p2p_op> ops) {
+    pending_group g = post_group(ops);
+    complete(g);
   }
   void group(std::initializer_list<p2p_op> ops) {
     group(std::span<const p2p_op>(ops.begin(), ops.size()));

@@ -42,7 +42,8 @@ enum class rule_id : unsigned char {
   tensor_features,
   tensor_residual,
   deadlock,
-  schedule_complete
+  schedule_complete,
+  zero_bubble
 };
 
 struct diagnosis {
@@ -93,6 +94,7 @@ constexpr bool raise() {
   else if constexpr (R == tensor_residual) return rule::tensor_3d_residual_even<A>::value;
   else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
   else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
+  else if constexpr (R == zero_bubble) return rule::zero_bubble_options<A, B, C>::value;
   else return false;
 }
 

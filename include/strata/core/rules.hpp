@@ -333,6 +333,17 @@ struct interleave_micro_batches {
                        "(interleave_micro_batches<micro-batches, stages>)");
 };
 
+// ZeroBubbleH1 keeps each micro-batch's stash until its W; what would overwrite or
+// drop it before then is refused.
+template <int RecomputedRegions, int ZeroLevel, int StagedWeights>
+struct zero_bubble_options {
+  static constexpr bool value = RecomputedRegions == 0 && ZeroLevel <= 1 && StagedWeights == 0;
+  static_assert(value, "strata rule [zero-bubble]: ZeroBubbleH1 runs each weight-gradient pass (W) after the "
+                       "input-gradient pass (B) and keeps the micro-batch's stash until then: it needs no recomputed "
+                       "region, Zero<0> or Zero<1>, and weights that are not staged (no Offload, KeepWeightCopies off, "
+                       "no Zero<3>) (zero_bubble_options<recomputed regions, ZeRO level, staged weights>)");
+};
+
 // Stage `Stage` blocks forever at instruction `Instruction` of its program.
 template <int Stage, int Instruction>
 struct deadlock_free {
@@ -442,9 +453,9 @@ struct auto_stages_model {
 
 template <int ScheduleKind>
 struct auto_stages_schedule {
-  static constexpr bool value = ScheduleKind == 0 || ScheduleKind == 1;
-  static_assert(value, "strata rule [auto-stages-schedule]: AutoStages<K> plans Schedule<PreferForward> or "
-                       "Schedule<PreferBackward> (auto_stages_schedule<schedule kind>)");
+  static constexpr bool value = ScheduleKind == 0 || ScheduleKind == 1 || ScheduleKind == 4;
+  static_assert(value, "strata rule [auto-stages-schedule]: AutoStages<K> plans Schedule<PreferForward>, "
+                       "Schedule<PreferBackward> or Schedule<ZeroBubbleH1> (auto_stages_schedule<schedule kind>)");
 };
 
 template <bool Found, int Devices, long long BudgetMiB>

@@ -168,6 +168,11 @@ struct buffer_needs {
   bool backward_kernel = false;  // a view whose backward still runs (ResidualBegin adds the skip's gradient)
   long long stash_values = 0, stash_stats = 0, stash_ids = 0;  // kept from forward for backward
   long long scratch_values = 0, scratch_stats = 0;             // used inside one call only
+  // Zero-bubble schedules: the backward splits into backward_data (B: the input's gradient)
+  // and backward_weights (W, later), which reads the input, the output's gradient and
+  // weight_keep values B leaves it.
+  bool weight_pass = false;
+  long long weight_keep = 0;
 };
 
 inline constexpr int max_layer_params = 6;

@@ -62,6 +62,7 @@ struct layer_ctx {
   aux_loss_io* aux = nullptr;          // a layer's auxiliary loss (null: none)
   const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
   T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
+  T* keep = nullptr;                   // zero-bubble: what backward_data keeps for backward_weights
   std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)
   std::size_t col0 = 0;                // the first of this device's features (a feature split or S(0,-1) block)
   // The groups of the layer's own collectives, in the order the planner lists them

@@ -34,6 +34,17 @@
 
 namespace strata::exec {
 
+namespace detail {
+struct no_pending {};
+// What a communicator's post_group returns (MPI: a group waited for later), else nothing.
+template <class C>
+auto pending_of(C& c) {
+  if constexpr (requires { c.post_group(std::span<const comm::p2p_op>{}); })
+    return c.post_group(std::span<const comm::p2p_op>{});
+  else return no_pending{};
+}
+}  // namespace detail
+
 template <class P, class T, class Backend, class Comm>
 class executor {
  public:
@@ -145,6 +156,7 @@ class executor {
       }
       act_named(x, i, /*train=*/true);
     }
+    finish_posted();
   }
 
   // Multiplies every gradient (through the loss's scale): the one-device reference of a
@@ -245,9 +257,11 @@ class executor {
   void act(const sched::instr& x, bool train) {
     const int part = P::part_of(me_.stage, x.chunk);
     const lower::part_plan& pp = L::tables.parts[idx(part)];
+    if (x.kind != sched::op::weight) finish_posted();  // the W's a posted group overlaps are done
     switch (x.kind) {
       case sched::op::forward: forward(part, x, train); break;
       case sched::op::backward: backward(part, x); break;
+      case sched::op::weight: weights(part, x); break;
       case sched::op::recv_act:
         group_.push_back(comm::recv_op(arena_.message(pp.entry, part, x.slot), static_cast<std::size_t>(pp.entry.elems),
                                        peer(x.peer), tag(0, part - 1)));
@@ -267,9 +281,25 @@ class executor {
       default: break;
     }
     if (sched::is_p2p(x.kind) && !x.group_next) {
-      world_.group(std::span<const comm::p2p_op>(group_));
+      // the W's after an overlapped group run while its messages travel, where the
+      // communicator can post a group and wait later (MPI); elsewhere it completes first
+      if constexpr (requires { posted_.emplace(world_.post_group(std::span<const comm::p2p_op>(group_))); }) {
+        if (x.overlap) posted_.emplace(world_.post_group(std::span<const comm::p2p_op>(group_)));
+        else world_.group(std::span<const comm::p2p_op>(group_));
+      } else {
+        world_.group(std::span<const comm::p2p_op>(group_));
+      }
       group_.clear();
     }
+  }
+
+  void finish_posted() {
+    if constexpr (requires { world_.complete(*posted_); })
+      if (posted_) {
+        auto g = std::move(*posted_);
+        posted_.reset();
+        world_.complete(g);
+      }
   }
 
   int peer(int stage) const { return P::rank_of(me_.data, stage, me_.index); }
@@ -310,15 +340,29 @@ class executor {
               open_tg = tg;
             }
           }
-          layer(st.index, part, x.mb, slots, false, false);
+          layer(st.index, part, x.mb, slots, false, false, P::split_backward ? pass_part::data : pass_part::whole);
           break;
         case lower::step_kind::recompute: layer(st.index, part, x.mb, slots, true, false); break;
         case lower::step_kind::bucket:
-          // complete only after the final micro-batch; Zero<2/3> reduce every backward's
-          if (P::zero >= 2 || (x.last && final_pass_)) issue(st.index);
+          // complete only after the final micro-batch; Zero<2/3> reduce every backward's;
+          // with split backwards the final W completes them
+          if (!P::split_backward && (P::zero >= 2 || (x.last && final_pass_))) issue(st.index);
           break;
         default: break;
       }
+    }
+  }
+
+  // Zero-bubble W: the weight gradients of the part's layers whose backward splits, from
+  // what their B kept; the gradient buckets go out after the part's final W.
+  void weights(int part, const sched::instr& x) {
+    const lower::part_plan& pp = L::tables.parts[idx(part)];
+    const slot_set slots{x.slot, x.in_slot, x.out_slot};
+    for (int k = pp.bwd_begin; k < pp.bwd_end; ++k) {
+      const lower::step& st = L::tables.steps[idx(k)];
+      if (st.kind == lower::step_kind::backward && !L::tables.calls[idx(st.index)].dy_keep.empty())
+        layer(st.index, part, x.mb, slots, false, false, pass_part::weights);
+      if (st.kind == lower::step_kind::bucket && x.last && final_pass_) issue(st.index);
     }
   }
 
@@ -342,7 +386,10 @@ class executor {
   }
 
   // `books`: a training forward that is not a recomputation (auxiliary losses count once).
-  void layer(int i, int part, int mb, const slot_set& slots, bool fwd, bool books) {
+  // `how`: a backward whole, or (zero-bubble) its B or W part; layers whose backward does
+  // not split run whole in B.
+  enum class pass_part : unsigned char { whole, data, weights };
+  void layer(int i, int part, int mb, const slot_set& slots, bool fwd, bool books, pass_part how = pass_part::whole) {
     const lower::layer_call& c = L::tables.calls[idx(i)];
     const layer_plan& lp = P::layer_plans[idx(i)];
     layer_ctx<Backend, T, Comm> ctx{q_, *part_};
@@ -393,8 +440,18 @@ class executor {
       if (!fwd && ctx.dx && ctx.dx != ctx.dy) copy(q_, e, ctx.dy, ctx.dx);
       return;
     }
-    if (fwd) forward_table[idx(i)](ctx);
-    else backward_table[idx(i)](ctx);
+    if (fwd) return forward_table[idx(i)](ctx);
+    if (how == pass_part::whole || c.dy_keep.empty()) return backward_table[idx(i)](ctx);
+    ctx.keep = arena_.values(c.keep, part, slots);
+    T* kept = arena_.values(c.dy_keep, part, slots);
+    if (how == pass_part::data) {
+      if (kept != ctx.dy)  // the ping buffer is reused before W
+        copy(q_, static_cast<std::size_t>(c.dims.out_rows * c.dims.out_cols), ctx.dy, kept);
+      return backward_data_table[idx(i)](ctx);
+    }
+    ctx.dy = kept;
+    ctx.dx = nullptr;
+    backward_weights_table[idx(i)](ctx);
   }
 
   // ---- the loss --------------------------------------------------------------------------
@@ -559,15 +616,30 @@ class executor {
   static void call_backward(ctx_t& c) {
     if constexpr (ExecutableLayer<Layer>) Layer::backward(c);
   }
+  // A layer that says weight_pass in its memory() has both halves (SplitBackwardLayer);
+  // any other runs whole in B.
+  template <class Layer>
+  static void call_backward_data(ctx_t& c) {
+    if constexpr (SplitBackwardLayer<Layer>) Layer::backward_data(c);
+    else call_backward<Layer>(c);
+  }
+  template <class Layer>
+  static void call_backward_weights(ctx_t& c) {
+    if constexpr (SplitBackwardLayer<Layer>) Layer::backward_weights(c);
+  }
   template <class List>
   struct tables_of;
   template <class... Ls>
   struct tables_of<type_list<Ls...>> {
     static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> fwd{&call_forward<Ls>...};
     static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd{&call_backward<Ls>...};
+    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd_data{&call_backward_data<Ls>...};
+    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd_weights{&call_backward_weights<Ls>...};
   };
   static constexpr auto forward_table = tables_of<typename P::layers>::fwd;
   static constexpr auto backward_table = tables_of<typename P::layers>::bwd;
+  static constexpr auto backward_data_table = tables_of<typename P::layers>::bwd_data;
+  static constexpr auto backward_weights_table = tables_of<typename P::layers>::bwd_weights;
 
   queue& q_;
   Comm& world_;
@@ -593,6 +665,8 @@ class executor {
   double multiplier_ = 1.0;
   double loss_scale_ = 1.0;
   std::vector<comm::p2p_op> group_;
+  // a group posted to overlap the W's after it (communicators with post_group)
+  std::optional<decltype(detail::pending_of(std::declval<Comm&>()))> posted_;
 };
 
 }  // namespace strata::exec

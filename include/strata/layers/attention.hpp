@@ -66,7 +66,8 @@ struct MultiHeadAttention {
   static constexpr buffer_needs memory(const local_dims& d) {
     const long long split = d.sig == signature::head_parallel ? d.n : d.q > 0 ? d.q : 1;
     const long long rows = d.rows, width = rows * D / split, scores = rows / Seq * (Heads / split) * Seq * Seq;
-    buffer_needs b{.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores};
+    buffer_needs b{.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores,
+                   .weight_pass = d.q == 0, .weight_keep = d.q == 0 ? 3 * width : 0};
     if (d.q > 0) {
       const buffer_needs in = projection_memory(d, 3), out = projection_memory(d, 1);
       b.stash_values += in.stash_values + out.stash_values;
@@ -124,40 +125,71 @@ struct MultiHeadAttention {
 
   template <class C>
   static void backward(C& c) {
+    if (on_mesh(c)) return backward_on_mesh(c);
+    typename C::value_type* dqkv = c.scratch_values + 5 * local(c).width;  // see backward_input
+    backward_input(c, dqkv);
+    backward_params(c, dqkv);
+  }
+  // Zero-bubble halves (1D only; a mesh runs whole): B leaves the QKV rows' gradient in
+  // c.keep for W.
+  template <class C>
+  static void backward_data(C& c) {
+    if (on_mesh(c)) return backward_on_mesh(c);
+    backward_input(c, c.keep);
+  }
+  template <class C>
+  static void backward_weights(C& c) {
+    if (!on_mesh(c)) backward_params(c, c.keep);
+  }
+
+ private:
+  // dctx = dy W_outᵀ, the attention's backward, dqkv (into `dqkv`), dx = dqkv W_qkvᵀ (a
+  // partial sum over heads).
+  template <class C>
+  static void backward_input(C& c, typename C::value_type* dqkv) {
     using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
     const shapes s = local(c);
     const T* q_h = c.stash_values;
     const T* k_h = q_h + s.width;
     const T* v_h = q_h + 2 * s.width;
-    const T* ctx = q_h + 3 * s.width;
-    const T* probs = ctx + s.width;
+    const T* probs = q_h + 4 * s.width;
     T* dctx = c.scratch_values;  // [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows | dprobs]
     T* dctx_h = dctx + s.width;
     T* dq_h = dctx_h + s.width;
     T* dk_h = dq_h + s.width;
     T* dv_h = dk_h + s.width;
-    T* dqkv = dv_h + s.width;
-    T* dprobs = dqkv + 3 * s.width;
+    T* dprobs = dv_h + 4 * s.width;
     const auto N = backend::trans::N, Tr = backend::trans::T;
     const std::size_t seq = Seq, dh = head_dim;
-    // output projection: dW_out += ctxᵀ dy, db_out += Σ dy, dctx = dy W_outᵀ
-    if (on_mesh(c)) {
-      C p = projection(c, s, 1);
-      p.x = ctx;
-      p.dy = c.dy;
-      p.dx = dctx;
-      p.g[1] = c.g[3] + c.col0;
-      mesh_backward(p);
-    } else {
-      gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2],
+    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx, s.w);
+    attention_core_backward(c, s, q_h, k_h, v_h, probs, dctx, dctx_h, dq_h, dk_h, dv_h, dprobs, seq, dh);
+    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
+    if (c.dx)
+      gemm(c.q, N, Tr, c.rows, std::size_t(D), 3 * s.w, S(1), dqkv, 3 * s.w, c.w[0], 3 * s.w, S(0), c.dx,
            std::size_t(D));
-      bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
-      gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx,
-           s.w);
-    }
+  }
+  // dW_out += ctxᵀ dy, db_out += Σ dy, dW_qkv += xᵀ dqkv, db_qkv += Σ dqkv.
+  template <class C>
+  static void backward_params(C& c, const typename C::value_type* dqkv) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    const shapes s = local(c);
+    const T* ctx = c.stash_values + 3 * s.width;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2], std::size_t(D));
+    bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
+    gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
+    bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
+  }
+  // dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q
+  template <class C, class T>
+  static void attention_core_backward(C& c, const auto& s, const T* q_h, const T* k_h, const T* v_h,
+                                      const T* probs, const T* dctx, T* dctx_h, T* dq_h, T* dk_h, T* dv_h, T* dprobs,
+                                      std::size_t seq, std::size_t dh) {
+    using S = gemm_scalar_t<T>;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
     heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, dctx, dctx_h);
-    // attention: dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q
     gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), dctx_h, dh, s.head, v_h, dh, s.head, S(0), dprobs, seq,
                          s.square, s.items);
     gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), probs, seq, s.square, dctx_h, dh, s.head, S(0), dv_h, dh,
@@ -167,24 +199,35 @@ struct MultiHeadAttention {
                          s.items);
     gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), dprobs, seq, s.square, q_h, dh, s.head, S(0), dk_h, dh,
                          s.head, s.items);
+  }
+  // 2D/2.5D/3D: both projections as the mode's Linear, whole.
+  template <class C>
+  static void backward_on_mesh(C& c) {
+    using T = typename C::value_type;
+    const shapes s = local(c);
+    const T* q_h = c.stash_values;
+    const T* ctx = q_h + 3 * s.width;
+    T* dctx = c.scratch_values;
+    T* dctx_h = dctx + s.width;
+    T* dq_h = dctx_h + s.width;
+    T* dqkv = dq_h + 3 * s.width;
+    const std::size_t seq = Seq, dh = head_dim;
+    C p = projection(c, s, 1);
+    p.x = ctx;
+    p.dy = c.dy;
+    p.dx = dctx;
+    p.g[1] = c.g[3] + c.col0;
+    mesh_backward(p);
+    attention_core_backward(c, s, q_h, q_h + s.width, q_h + 2 * s.width, q_h + 4 * s.width, dctx, dctx_h, dq_h,
+                            dq_h + s.width, dq_h + 2 * s.width, dqkv + 3 * s.width, seq, dh);
     rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
-    // QKV projection: dW_qkv += xᵀ dqkv, db_qkv += Σ dqkv, dx = dqkv W_qkvᵀ (a partial sum over heads)
-    if (on_mesh(c)) {
-      C p = projection(c, s, 0);
-      p.x = c.x;
-      p.dy = dqkv;
-      p.dx = c.dx;
-      mesh_backward(p);
-      return;
-    }
-    gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
-    bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
-    if (c.dx)
-      gemm(c.q, N, Tr, c.rows, std::size_t(D), 3 * s.w, S(1), dqkv, 3 * s.w, c.w[0], 3 * s.w, S(0), c.dx,
-           std::size_t(D));
+    C in = projection(c, s, 0);
+    in.x = c.x;
+    in.dy = dqkv;
+    in.dx = c.dx;
+    mesh_backward(in);
   }
 
- private:
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
   // This device's share: its heads, sequences and the sizes derived from them.
   struct shapes {

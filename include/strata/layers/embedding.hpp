@@ -36,7 +36,10 @@ struct Embedding {
     return c;
   }
   // The ids, for the gradient's scatter-add.
-  static constexpr buffer_needs memory(const local_dims& d) { return {.stash_ids = d.rows * d.in_cols}; }
+  // Its backward is all weight gradient: under a zero-bubble schedule it runs in W.
+  static constexpr buffer_needs memory(const local_dims& d) {
+    return {.stash_ids = d.rows * d.in_cols, .weight_pass = true};
+  }
 
   // Ids come from the executor (c.ids: the batch's values cast to int32, checked on
   // every rank before any collective) when the layer reads the model's input, else
@@ -58,6 +61,12 @@ struct Embedding {
   static void backward(C& c) {
     embedding_backward(c.q, c.rows * c.in_cols, std::size_t(D), c.stash_ids, c.dy, slice_offset(c), slice(c), c.g[0],
                        true);
+  }
+  template <class C>
+  static void backward_data(C&) {}  // ids have no gradient
+  template <class C>
+  static void backward_weights(C& c) {
+    backward(c);
   }
 
  private:

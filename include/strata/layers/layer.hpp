@@ -59,6 +59,16 @@ concept ExecutableLayer = Layer<L> && requires(detail::exec_probe& c) {
   L::backward(c);
 };
 
+// A layer whose backward also runs as two halves, for zero-bubble schedules:
+// backward_data (the input's gradient, c.dx) and, later, backward_weights (the
+// parameters' gradients from the kept input, c.dy and what backward_data left in c.keep).
+// Its memory() says weight_pass (and weight_keep) where the split applies.
+template <class L>
+concept SplitBackwardLayer = ExecutableLayer<L> && requires(detail::exec_probe& c) {
+  L::backward_data(c);
+  L::backward_weights(c);
+};
+
 // ---- default sharding rules by role (1D tensor parallelism) ----------------------------
 namespace sharding {
 

@@ -57,11 +57,12 @@ struct Linear {
     return c;
   }
 
-  // Backward reads the input again (dW = Xᵀ·dY).
+  // Backward reads the input again (dW = Xᵀ·dY); on one device or a 1D split it runs as
+  // two halves under a zero-bubble schedule.
   static constexpr buffer_needs memory(const local_dims& d) {
     if (d.sig == signature::summa_2d || d.sig == signature::tesseract_2p5d) return detail::summa_memory(d);
     if (d.sig == signature::cube_3d) return detail::cube_memory(d);
-    return {.keep_input = true};
+    return {.keep_input = true, .weight_pass = true};
   }
 
   template <class C>
@@ -81,16 +82,26 @@ struct Linear {
   }
   template <class C>
   static void backward(C& c) {
-    using S = gemm_scalar_t<typename C::value_type>;
     if (c.sig == signature::summa_2d || c.sig == signature::tesseract_2p5d) return detail::summa_backward(c, Bias);
     if (c.sig == signature::cube_3d) return detail::cube_backward(c, Bias);
-    // dW += Xᵀ dY straight into the (master-precision) gradient
-    gemm(c.q, backend::trans::T, backend::trans::N, c.in_cols, c.out_cols, c.rows, S(1), c.x, c.in_cols, c.dy,
-         c.out_cols, S(1), c.g[0], c.out_cols);
-    if constexpr (Bias) bias_grad(c.q, c.rows, c.out_cols, c.dy, c.g[1], true);
+    backward_weights(c);
+    backward_data(c);
+  }
+  // dX = dY·Wᵀ (1D; the 2D/2.5D/3D algorithms do not split)
+  template <class C>
+  static void backward_data(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
     if (c.dx)
       gemm(c.q, backend::trans::N, backend::trans::T, c.rows, c.in_cols, c.out_cols, S(1), c.dy, c.out_cols, c.w[0],
            c.out_cols, S(0), c.dx, c.in_cols);
+  }
+  // dW += Xᵀ dY straight into the (master-precision) gradient, db += Σ dY
+  template <class C>
+  static void backward_weights(C& c) {
+    using S = gemm_scalar_t<typename C::value_type>;
+    gemm(c.q, backend::trans::T, backend::trans::N, c.in_cols, c.out_cols, c.rows, S(1), c.x, c.in_cols, c.dy,
+         c.out_cols, S(1), c.g[0], c.out_cols);
+    if constexpr (Bias) bias_grad(c.q, c.rows, c.out_cols, c.dy, c.g[1], true);
   }
 };
 

@@ -77,12 +77,17 @@ auto slice_part(std::index_sequence<J...>) -> Part<list_nth_t<static_cast<std::s
 template <template <class...> class Part, class List, int B, int E>
 using slice_t = decltype(slice_part<Part, List, B>(std::make_index_sequence<static_cast<std::size_t>(E - B)>{}));
 
-// The plan's options without AutoStages, MemoryBudget and the schedule: the probe's.
+// The plan's options without AutoStages, MemoryBudget and the schedule: the probe's. A
+// zero-bubble schedule stays: its stash keeps output gradients for W, which the
+// probe's per-unit memory must count.
 template <class O>
-using probe_option_t =
-    std::conditional_t<option_is<O>(option_kind::auto_stages) || option_is<O>(option_kind::memory_budget) ||
-                           option_is<O>(option_kind::schedule),
-                       type_list<>, type_list<O>>;
+constexpr bool probe_drops() {
+  if constexpr (option_is<O>(option_kind::auto_stages) || option_is<O>(option_kind::memory_budget)) return true;
+  else if constexpr (option_is<O>(option_kind::schedule)) return O::type::kind != schedule_kind::zb_h1;
+  else return false;
+}
+template <class O>
+using probe_option_t = std::conditional_t<probe_drops<O>(), type_list<>, type_list<O>>;
 template <class Net, class List>
 struct plan_of;
 template <class Net, class... O>
@@ -143,6 +148,8 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
         c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
                     (call.needs.keep_input ? in_elems * eb : 0);
       }
+      // a zero-bubble schedule keeps the output's gradient (at most) and B's leftovers until W
+      if (!call.dy_keep.empty()) c.act[x] += out_elems * eb + call.keep.elems * eb;
       c.cost[x] += flops * Probe::micro_batch * Probe::num_micro_batch;
       c.state[x] += lp.local_param_elems * per_param;
       const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
@@ -170,7 +177,8 @@ struct auto_stages {
   static_assert(rule::auto_stages_count<K, num_units>::value);
   static_assert(rule::auto_stages_schedule<static_cast<int>(schedule)>::value);
   static constexpr bool ok = model::unannotated && K >= 1 && K <= num_units &&
-                             (schedule == schedule_kind::gpipe || schedule == schedule_kind::one_f_one_b);
+                             (schedule == schedule_kind::gpipe || schedule == schedule_kind::one_f_one_b ||
+                              schedule == schedule_kind::zb_h1);
   static constexpr int stages = ok ? K : 1;
   static constexpr std::size_t NU = static_cast<std::size_t>(num_units > 0 ? num_units : 1);
 
@@ -193,6 +201,7 @@ struct auto_stages {
     constexpr int M = probe::num_micro_batch;
     const auto prog = [] {
       if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, M>();
+      else if constexpr (schedule == schedule_kind::zb_h1) return sched::zb_h1<stages, M>();
       else return sched::one_f_one_b<stages, M>();
     }();
     for (int s = 0; s < stages; ++s) f[static_cast<std::size_t>(s)] = sched::peak_in_flight(prog, s);

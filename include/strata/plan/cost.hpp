@@ -12,6 +12,7 @@
 // between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
 // its units plus the pipeline messages at its edges; the step is
 //   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
+//   M · slowest + (p − 1) · (slowest − 2 W)   (ZB-H1, W its weight-gradient passes)
 //   + the data-parallel gradient all-reduce (not overlapped) + the optimizer update
 // and MFU = model FLOPs (forward + backward, no recomputation) / (step · devices · peak).
 #include <array>
@@ -46,6 +47,8 @@ struct unit_time {
   double tensor_comm_s = 0;                               // its tensor-parallel collectives
   double model_flops = 0;   // forward + backward FLOPs of the whole layer per sample (no split, no recompute)
   double local_params = 0;  // parameter elements on one device
+  // zero-bubble: the part of backward_s its W passes take, and the bytes B keeps for them
+  double weight_s = 0, keep_bytes = 0;
 };
 
 template <std::size_t N>
@@ -107,6 +110,10 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       t.tensor_comm_s += comm_f * (recomputed ? 2 : 1) + comm_b;
       t.model_flops += f + b;
       t.local_params += static_cast<double>(lp.local_param_elems);
+      if (c.needs.weight_pass && lp.desc.num_params > 0) {
+        t.weight_s += tb / 2;  // dW's GEMM: half of a Linear's backward FLOPs (dX the other)
+        t.keep_bytes += static_cast<double>(c.dims.out_rows * c.dims.out_cols + c.needs.weight_keep) * eb;
+      }
     }
   }
   return r;
@@ -118,6 +125,7 @@ struct parallel_config {
   int micro_batch = 1, micro_batches = 1;
   int chunks = 1;         // V of Interleaved<V> (1: 1F1B or GPipe)
   bool gpipe = false;     // all micro-batches in flight
+  bool zero_bubble = false;  // ZB-H1: backward split into B and W (no recomputation)
   int zero = 0;           // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`
   constexpr int devices() const { return tensor * pipeline * data; }
 };
@@ -127,7 +135,7 @@ struct step_estimate {
   double compute_s = 0;         // M · the slowest stage's compute per micro-batch (recompute included)
   double tensor_comm_s = 0;     // M · its tensor-parallel collectives
   double pipeline_comm_s = 0;   // M · its pipeline messages
-  double bubble_s = 0;          // (p − 1) / V · the slowest stage's micro-batch
+  double bubble_s = 0;          // (p − 1) / V · the slowest stage's micro-batch; ZB-H1: (p − 1)(F + B − W)
   double data_comm_s = 0;       // the gradient all-reduce over the data-parallel group
   double optimizer_s = 0;       // the Adam update (HBM-bound)
   double model_flops = 0;       // per step, the whole world (forward + backward, no recompute)
@@ -141,6 +149,9 @@ struct step_estimate {
 constexpr long long in_flight(const parallel_config& c, int s) {
   const int p = c.pipeline, m = c.micro_batches;
   if (c.gpipe) return m;
+  // W's deferred: every stage holds up to p, and past the first the activation whose
+  // receive is posted before the W's it overlaps
+  if (c.zero_bubble) return m < p + (s > 0) ? m : p + (s > 0);
   if (c.chunks <= 1) return m < p - s ? m : p - s;
   const long long chunk_mbs = (p - s) + static_cast<long long>(c.chunks - 1) * p;
   const long long whole = (chunk_mbs + c.chunks - 1) / c.chunks;
@@ -181,15 +192,17 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const bool pp_intra = c.tensor * p <= hw.devices_per_node;
   const double pp_bw = pp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
-  double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, most_params = 0;
+  double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, most_params = 0;
   const detail::unit_costs<N> mem = memory_at(pr, c);
   for (int s = 0; s < p; ++s) {
-    double compute = 0, tp = 0, params = 0;
+    double compute = 0, tp = 0, params = 0, weight = 0, keep = 0;
     for (int u = cuts[static_cast<std::size_t>(s)]; u < cuts[static_cast<std::size_t>(s + 1)]; ++u) {
       const unit_time& t = pr.units[static_cast<std::size_t>(u)];
       compute += (t.forward_s + t.backward_s + t.recompute_s) * scale;
       tp += t.tensor_comm_s * scale;
       params += t.local_params;
+      weight += t.weight_s * scale;
+      keep += t.keep_bytes * scale;
     }
     double pp = 0;
     if (p > 1) {  // activations on, gradients back, at each edge of the stage; V times with V chunks
@@ -203,19 +216,21 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     }
     const double total = compute + tp + pp;
     if (total > slowest) {
-      slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp;
+      slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight;
       e.slowest_stage = s;
     }
     most_params = params > most_params ? params : most_params;
     const long long bytes = detail::stage_memory(mem, cuts[static_cast<std::size_t>(s)],
-                                                 cuts[static_cast<std::size_t>(s + 1)], in_flight(c, s));
+                                                 cuts[static_cast<std::size_t>(s + 1)], in_flight(c, s)) +
+                            (c.zero_bubble ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     e.memory_bytes = bytes > e.memory_bytes ? bytes : e.memory_bytes;
   }
   const double m = c.micro_batches;
   e.compute_s = m * slow_compute;
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
-  e.bubble_s = (p - 1) * slowest / c.chunks;
+  // ZB-H1 (Qi et al. 2023): the W's fill the cool-down; per stage (p − 1)(F + B − W)
+  e.bubble_s = c.zero_bubble ? (p - 1) * (slowest - 2 * slow_weight) : (p - 1) * slowest / c.chunks;
   // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
   // reduce-scatter after every micro-batch's backward (plan/communication.hpp)

@@ -45,6 +45,8 @@ struct layer_call {
   buf stash_values, stash_stats, stash_ids;  // kept from forward for backward (act pool)
   buf scratch_values, scratch_stats;         // inside one call (work)
   buf dy, dx;                                // backward: output and input gradients (dx empty: not computed)
+  buf dy_keep, keep;                         // split backward: dy kept for W (dy itself when it is per-slot),
+                                             // and what B leaves W (act pool)
   buf skip, skip_grad;                       // residuals: the skip (ResidualEnd reads it) and its
                                              // gradient (ResidualEnd writes it, ResidualBegin reads it)
   bool reads_ids = false;                    // the model's token ids (an Embedding first)
@@ -378,6 +380,12 @@ struct lowered {
           }
         }
         c.dy = dy;
+        if (P::split_backward && c.needs.weight_pass && L.desc.num_params > 0) {
+          // W runs after later work has reused the ping buffers: keep dy in the slot
+          const bool per_slot = dy.where == pool::gout && dy.part == p;
+          c.dy_keep = per_slot ? dy : act(kind::values, c.dims.out_rows * c.dims.out_cols);
+          if (c.needs.weight_keep > 0) c.keep = act(kind::values, c.needs.weight_keep);
+        }
         const bool want_dx = need_dx[idx(i)];
         const sbp g_in = strata::detail::input_grad_layout(L), g_out = strata::detail::grad_of(L.arrives);
         const bool conv = want_dx && g_in != g_out;
@@ -403,6 +411,7 @@ struct lowered {
         if (!want_dx) break;
       }
       pp.bwd_end = t.num_steps;
+      pp.act_values = act_v;  // with what the backward keeps for W
     }
 
     // One stage: a part's output is the next part's entry (its act slot, chosen by the
@@ -556,7 +565,9 @@ struct lowered {
     int pos = -1;
     for (int i = 0; i < train.prog.length[idx(s)]; ++i) {
       const sched::instr& x = train.prog.at(s, i);
-      if (x.kind == sched::op::backward && P::part_of(s, x.chunk) == part) pos = i;
+      // with split backwards the weight gradients are complete after the final W
+      const sched::op last = train.prog.split_backward ? sched::op::weight : sched::op::backward;
+      if (x.kind == last && P::part_of(s, x.chunk) == part) pos = i;
     }
     return pos;
   }

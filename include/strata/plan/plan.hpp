@@ -438,17 +438,22 @@ struct Plan {
     else if constexpr (schedule == schedule_kind::one_f_one_b) return sched::one_f_one_b<stages, num_micro_batch>();
     else if constexpr (schedule == schedule_kind::interleaved)
       return sched::interleaved<stages, num_micro_batch, detail::max1(chunks)>();
+    else if constexpr (schedule == schedule_kind::zb_h1) return sched::zb_h1<stages, num_micro_batch>();
     else return schedule_t::template build<stages, num_micro_batch, chunks>();
   }();
   // The schedule lowered with its buffer slots (sched::assign_slots): the action list the
   // executor runs, and the one the checks below prove.
   static constexpr auto lowered_program = sched::assign_slots<num_parts, num_micro_batch>(program);
+  // Zero-bubble programs run each backward as B (input gradient) and, later, W (weights).
+  static constexpr bool split_backward = program.split_backward;
   static constexpr sched::sim_result completeness = sched::check_complete(lowered_program.prog);
   static constexpr sched::sim_result simulation = sched::simulate(lowered_program.prog);
 
  private:
   static constexpr detail::diagnosis schedule_diag = [] {
     using enum detail::rule_id;
+    if (split_backward && (recompute_regions > 0 || zero >= 2 || staged_weights))
+      return detail::diagnosis{zero_bubble, recompute_regions, zero, staged_weights ? 1 : 0};
     if (completeness.status != sched::verdict::ok)
       return detail::diagnosis{schedule_complete, completeness.stage, completeness.instruction};
     if (simulation.status != sched::verdict::ok) return detail::diagnosis{deadlock, simulation.stage, simulation.instruction};
@@ -570,7 +575,8 @@ struct Plan {
   }
 
   // ---- analyses (all constexpr) ------------------------------------------------------------
-  static constexpr sched::fraction bubble = sched::bubble(program);
+  // In units of a forward: backward 2, or B 1 and W 1 when the program splits backwards.
+  static constexpr sched::fraction bubble = split_backward ? sched::bubble(program, 1, 1, 1) : sched::bubble(program);
   static constexpr double bubble_fraction = bubble.value();
   static constexpr int peak_in_flight(int stage) { return sched::peak_in_flight(program, stage); }
 

@@ -26,7 +26,8 @@ inline std::string action_text(const sched::instr& x, int chunks) {
   switch (x.kind) {
     case sched::op::forward:
     case sched::op::backward:
-      return std::string(x.kind == sched::op::forward ? "F" : "B") + detail::mb_text(x, chunks) +
+    case sched::op::weight:
+      return std::string(sched::to_string(x.kind)) + detail::mb_text(x, chunks) +
              (x.slot >= 0 ? " s" + std::to_string(x.slot) : std::string());
     case sched::op::reduce_grads: return "reduce-grads";
     case sched::op::optimizer_step: return "optimizer";

@@ -41,6 +41,7 @@ constexpr std::string_view schedule_name(schedule_kind k) {
     case schedule_kind::one_f_one_b: return "1F1B (PreferBackward)";
     case schedule_kind::interleaved: return "interleaved 1F1B";
     case schedule_kind::custom: return "custom";
+    case schedule_kind::zb_h1: return "ZB-H1 (ZeroBubbleH1)";
   }
   return "?";
 }
@@ -148,12 +149,14 @@ std::string report(int world = 0) {
 }
 
 // The schedule as a Chrome trace (chrome://tracing, ui.perfetto.dev): one track per
-// stage, forward = 1 unit and backward = 2 units per chunk, communication as instants.
+// stage, forward = 1 unit and backward = 2 units per chunk (zero-bubble: B 1 and W 1),
+// communication as instants.
 template <class P>
 std::string chrome_trace(long long unit_us = 1000) {
   using detail::appendf;
   auto times = new sched::timeline<P::program.stages, P::program.capacity>{};
-  sched::simulate(P::program, 1, 2, times);
+  if constexpr (P::split_backward) sched::simulate(P::program, 1, 1, times, 1);
+  else sched::simulate(P::program, 1, 2, times);
   std::string o = "{\"traceEvents\":[\n";
   bool first = true;
   for (int s = 0; s < P::stages; ++s) {
@@ -168,7 +171,8 @@ std::string chrome_trace(long long unit_us = 1000) {
         appendf(o, ",\n{\"name\":\"%s%d.%d\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
                    "\"args\":{\"micro_batch\":%d,\"chunk\":%d,\"part\":%d}}",
                 detail::sv(sched::to_string(x.kind)), x.mb, x.chunk,
-                x.kind == sched::op::forward ? "forward" : "backward", s, t0, t1 - t0, x.mb, x.chunk,
+                x.kind == sched::op::forward ? "forward" : x.kind == sched::op::weight ? "weight" : "backward", s, t0,
+                t1 - t0, x.mb, x.chunk,
                 P::part_of(s, x.chunk));
       else if (sched::is_p2p(x.kind))
         appendf(o, ",\n{\"name\":\"%s mb%d c%d %s stage %d\",\"cat\":\"p2p\",\"ph\":\"i\",\"s\":\"t\",\"pid\":0,"

@@ -3,6 +3,7 @@
 // proves their sends and receives pair up (deadlock freedom) and measures the bubble.
 #include <array>
 #include <string_view>
+#include <type_traits>
 
 #include "strata/strategy/options.hpp"
 
@@ -10,7 +11,8 @@ namespace strata::sched {
 
 enum class op : unsigned char {
   forward,         // forward of (micro-batch, chunk)
-  backward,        // backward of (micro-batch, chunk)
+  backward,        // backward of (micro-batch, chunk); with a zero-bubble schedule, its input gradient only (B)
+  weight,          // zero-bubble schedules: the weight gradients of (micro-batch, chunk) (W)
   send_act,        // activation to the next stage
   recv_act,        // activation from the previous stage
   send_grad,       // input gradient to the previous stage
@@ -23,6 +25,7 @@ constexpr std::string_view to_string(op o) {
   switch (o) {
     case op::forward: return "F";
     case op::backward: return "B";
+    case op::weight: return "W";
     case op::send_act: return "send-act";
     case op::recv_act: return "recv-act";
     case op::send_grad: return "send-grad";
@@ -33,7 +36,7 @@ constexpr std::string_view to_string(op o) {
   return "?";
 }
 
-constexpr bool is_compute(op o) { return o == op::forward || o == op::backward; }
+constexpr bool is_compute(op o) { return o == op::forward || o == op::backward || o == op::weight; }
 constexpr bool is_p2p(op o) {
   return o == op::send_act || o == op::recv_act || o == op::send_grad || o == op::recv_grad;
 }
@@ -45,14 +48,17 @@ struct instr {
   int chunk = 0;
   int peer = -1;            // pipeline stage on the other side of a send/recv
   bool group_next = false;  // posted together with the next instruction (one NCCL group)
+  bool overlap = false;     // last of a group: the W's right after it run while it is in flight
   // Filled by the lowering (assign_slots): which buffer slots the instruction uses.
-  int slot = -1;      // F/B: the micro-batch's stash slot; send/recv: the message's slot
-  int in_slot = -1;   // B: the slot holding the output's gradient
+  int slot = -1;      // F/B/W: the micro-batch's stash slot; send/recv: the message's slot
+  int in_slot = -1;   // B/W: the slot holding the output's gradient
   int out_slot = -1;  // F: where the output goes; B: where the input gradient goes
-  bool last = false;  // B: the part's final backward of the step (gradient buckets go out)
+  bool last = false;  // B (W when split): the part's final backward of the step (gradient buckets go out)
 };
 
-constexpr int schedule_capacity(int m, int v) { return 6 * m * v + 4; }
+// Per stage: F and B (and W) of every (micro-batch, chunk), at most four messages each,
+// the reduction and the update.
+constexpr int schedule_capacity(int m, int v, bool split = false) { return (split ? 7 : 6) * m * v + 4; }
 
 template <int P, int Cap>
 struct program {
@@ -62,6 +68,9 @@ struct program {
   std::array<int, static_cast<std::size_t>(P)> length{};
   int micro_batches = 0;
   int chunks = 1;
+  // Zero-bubble schedules split each backward: B computes the input gradient, a later W
+  // the weight gradients; the micro-batch's stash lives until its W.
+  bool split_backward = false;
 
   constexpr const instr& at(int s, int i) const {
     return code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
@@ -77,6 +86,7 @@ struct work {
   bool fwd = true;
   int mb = 0, chunk = 0;
   bool fused_with_next = false;  // no communication between this op and the next
+  bool weight = false;           // a W (zero-bubble): no messages of its own
 };
 
 // Turns a compute order into a program. Communication happens at boundaries between
@@ -91,12 +101,14 @@ constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W
   const int last_virtual = p * v - 1;
   const int prev = (s - 1 + p) % p, next = (s + 1) % p;
   auto recv_of = [&](const work& w, instr& x) {
+    if (w.weight) return false;
     const int virt = w.chunk * p + s;
     if (w.fwd && virt > 0 && prev != s) { x = instr{op::recv_act, w.mb, w.chunk, prev, false}; return true; }
     if (!w.fwd && virt < last_virtual && next != s) { x = instr{op::recv_grad, w.mb, w.chunk, next, false}; return true; }
     return false;
   };
   auto send_of = [&](const work& w, instr& x) {
+    if (w.weight) return false;
     const int virt = w.chunk * p + s;
     if (w.fwd && virt < last_virtual && next != s) { x = instr{op::send_act, w.mb, w.chunk, next, false}; return true; }
     if (!w.fwd && virt > 0 && prev != s) { x = instr{op::send_grad, w.mb, w.chunk, prev, false}; return true; }
@@ -112,6 +124,9 @@ constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W
       if (recv_of(order[static_cast<std::size_t>(k)], x)) prog.push(s, x);
     const int end = prog.length[static_cast<std::size_t>(s)];
     for (int k = start; k + 1 < end; ++k) prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(k)].group_next = true;
+    // W's need nothing received: they run while the messages are in flight
+    if (end > start && from_recv < count && order[static_cast<std::size_t>(from_recv)].weight)
+      prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(end - 1)].overlap = true;
   };
   auto segment_end = [&](int from) {  // computes [from, e) run without communication
     int e = from;
@@ -123,7 +138,7 @@ constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W
   while (i < count) {
     for (; i < seg_end; ++i) {
       const work& w = order[static_cast<std::size_t>(i)];
-      prog.push(s, instr{w.fwd ? op::forward : op::backward, w.mb, w.chunk, -1, false});
+      prog.push(s, instr{w.weight ? op::weight : w.fwd ? op::forward : op::backward, w.mb, w.chunk, -1, false});
     }
     const int next_end = i < count ? segment_end(i) : count;
     boundary(last_boundary_end, i, i, next_end);
@@ -168,6 +183,39 @@ constexpr program<P, schedule_capacity(M, 1)> one_f_one_b() {
       order[static_cast<std::size_t>(k++)] = {false, i, 0, false};
     }
     for (int i = M - warm; i < M; ++i) order[static_cast<std::size_t>(k++)] = {false, i, 0, false};
+    detail::emit_stage(prog, s, order, k);
+  }
+  return prog;
+}
+
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2023): 1F1B's order of forwards
+// and input-gradient backwards (B), with each weight-gradient pass (W) deferred: stage s
+// runs W of micro-batch k right after B of micro-batch k + s and the last s + 1 W's at
+// the end. The deferred W's fill the cool-down, where 1F1B idles; a stage holds at most
+// p micro-batches (1F1B's first stage), and with unit costs F, B, W (W ≤ F, W ≤ B) the
+// step takes M·(F + B + W) + (p − 1)·(F + B − W) instead of 1F1B's (M + p − 1)·(F + B + W).
+// A W has no messages of its own: it runs inside the segment before the next forward, so
+// the groups a stage posts are 1F1B's.
+template <int P, int M>
+constexpr program<P, schedule_capacity(M, 1, true)> zb_h1() {
+  program<P, schedule_capacity(M, 1, true)> prog{};
+  prog.micro_batches = M;
+  prog.split_backward = true;
+  for (int s = 0; s < P; ++s) {
+    std::array<detail::work, static_cast<std::size_t>(3 * M)> order{};
+    const int warm = (P - s - 1) < M ? (P - s - 1) : M;
+    int k = 0, next_w = 0;
+    auto b_then_w = [&](int mb) {
+      order[static_cast<std::size_t>(k++)] = {false, mb, 0, false, false};
+      if (mb - s >= 0) order[static_cast<std::size_t>(k++)] = {false, next_w++, 0, true, true};
+    };
+    for (int i = 0; i < warm; ++i) order[static_cast<std::size_t>(k++)] = {true, i, 0, false, false};
+    for (int i = 0; i < M - warm; ++i) {
+      order[static_cast<std::size_t>(k++)] = {true, warm + i, 0, false, false};
+      b_then_w(i);
+    }
+    for (int i = M - warm; i < M; ++i) b_then_w(i);
+    while (next_w < M) order[static_cast<std::size_t>(k++)] = {false, next_w++, 0, true, true};
     detail::emit_stage(prog, s, order, k);
   }
   return prog;
@@ -290,13 +338,17 @@ constexpr slotted<P, Cap, Parts> assign_slots(const program<P, Cap>& in) {
           break;
         case op::recv_grad: x.slot = alloc(pool_kind::gout, part, x.mb); break;
         case op::backward:
+        case op::weight:
           x.slot = find(pool_kind::act, part, x.mb);
           x.in_slot = find(pool_kind::gout, part, x.mb);
-          if (part > 0)
+          if (x.kind == op::backward && part > 0)
             x.out_slot = same_stage_prev ? alloc(pool_kind::gout, part - 1, x.mb) : alloc(pool_kind::gin, part, x.mb);
-          release(pool_kind::act, part, x.mb);
-          release(pool_kind::gout, part, x.mb);
-          last_backward[static_cast<std::size_t>(part)] = i;
+          // the stash and the output's gradient go with their last reader: W when split
+          if (x.kind == (r.prog.split_backward ? op::weight : op::backward)) {
+            release(pool_kind::act, part, x.mb);
+            release(pool_kind::gout, part, x.mb);
+            last_backward[static_cast<std::size_t>(part)] = i;
+          }
           break;
         case op::send_grad:
           x.slot = find(pool_kind::gin, part, x.mb);
@@ -334,9 +386,10 @@ struct timeline {
   std::array<std::array<long long, static_cast<std::size_t>(Cap)>, static_cast<std::size_t>(P)> start{}, end{};
 };
 
+// Costs: a forward, a backward (B alone when the program splits backwards) and a W.
 template <int P, int Cap>
 constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
-                              timeline<P, Cap>* times = nullptr) {
+                              std::type_identity_t<timeline<P, Cap>>* times = nullptr, long long wgt_cost = 0) {
   sim_result r{};
   std::array<int, static_cast<std::size_t>(P)> pc{};
   std::array<long long, static_cast<std::size_t>(P)> clock{}, posted{}, done_at{};
@@ -369,6 +422,7 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
         if (times) times->start[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
         if (x.kind == op::forward) clock[S(s)] += fwd_cost;
         if (x.kind == op::backward) clock[S(s)] += bwd_cost;
+        if (x.kind == op::weight) clock[S(s)] += wgt_cost;
         if (times) times->end[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
         ++pc[S(s)];
         progress = moved = true;
@@ -420,9 +474,18 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
             times->start[S(s)][static_cast<std::size_t>(i)] = posted[S(s)];
             times->end[S(s)][static_cast<std::size_t>(i)] = done_at[S(s)];
           }
-        clock[S(s)] = done_at[S(s)];
+        // W's overlapped with the group run from its posting on
+        int next = end;
+        long long busy_until = posted[S(s)];
+        if (prog.at(s, end - 1).overlap)
+          for (; next < prog.length[S(s)] && prog.at(s, next).kind == op::weight; ++next) {
+            if (times) times->start[S(s)][static_cast<std::size_t>(next)] = busy_until;
+            busy_until += wgt_cost;
+            if (times) times->end[S(s)][static_cast<std::size_t>(next)] = busy_until;
+          }
+        clock[S(s)] = done_at[S(s)] > busy_until ? done_at[S(s)] : busy_until;
         in_group[S(s)] = false;
-        pc[S(s)] = end;
+        pc[S(s)] = next;
         progress = moved = true;
       }
      }
@@ -441,7 +504,8 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
   }
   for (int s = 0; s < P; ++s)
     if (clock[S(s)] > r.makespan) r.makespan = clock[S(s)];
-  r.busy = static_cast<long long>(prog.micro_batches) * prog.chunks * (fwd_cost + bwd_cost);
+  r.busy = static_cast<long long>(prog.micro_batches) * prog.chunks *
+           (fwd_cost + bwd_cost + (prog.split_backward ? wgt_cost : 0));
   return r;
 }
 
@@ -461,6 +525,14 @@ constexpr sim_result check_complete(const program<P, Cap>& prog) {
       if (!is_compute(x.kind)) continue;
       const int key = x.mb * v + x.chunk;
       const bool bad_index = x.mb < 0 || x.mb >= m || x.chunk < 0 || x.chunk >= v;
+      if (x.kind == op::weight) {  // once, after its B, and only in a split program
+        if (bad_index || !prog.split_backward || (state[static_cast<std::size_t>(key)] & 3) != 2 ||
+            (state[static_cast<std::size_t>(key)] & 16)) {
+          r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
+        }
+        state[static_cast<std::size_t>(key)] |= 16;
+        continue;
+      }
       const int want = x.kind == op::forward ? 0 : 1;
       if (bad_index || (state[static_cast<std::size_t>(key)] & 3) != want) {
         r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
@@ -477,7 +549,7 @@ constexpr sim_result check_complete(const program<P, Cap>& prog) {
       state[static_cast<std::size_t>(key)] = (state[static_cast<std::size_t>(key)] & ~3) | (want + 1);
     }
     for (int k = 0; k < m * v; ++k)
-      if ((state[static_cast<std::size_t>(k)] & 3) != 2) {
+      if ((state[static_cast<std::size_t>(k)] & 3) != 2 || (prog.split_backward && !(state[static_cast<std::size_t>(k)] & 16))) {
         r.status = verdict::incomplete; r.stage = s; r.instruction = prog.length[static_cast<std::size_t>(s)]; return r;
       }
   }
@@ -491,7 +563,7 @@ constexpr int peak_in_flight(const program<P, Cap>& prog, int s) {
   for (int i = 0; i < prog.length[static_cast<std::size_t>(s)]; ++i) {
     const op k = prog.at(s, i).kind;
     if (k == op::forward && ++live > peak) peak = live;
-    if (k == op::backward) --live;
+    if (k == (prog.split_backward ? op::weight : op::backward)) --live;  // the stash goes with its last reader
   }
   return peak;
 }
@@ -515,8 +587,9 @@ struct fraction {
 
 // Idle share of a stage's time between its first and last compute: (makespan − busy) / makespan.
 template <int P, int Cap>
-constexpr fraction bubble(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2) {
-  const sim_result r = simulate(prog, fwd_cost, bwd_cost);
+constexpr fraction bubble(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
+                          long long wgt_cost = 0) {
+  const sim_result r = simulate(prog, fwd_cost, bwd_cost, nullptr, wgt_cost);
   if (r.status != verdict::ok || r.makespan == 0) return {0, 1};
   return {r.makespan - r.busy, r.makespan};
 }

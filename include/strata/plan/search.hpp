@@ -5,7 +5,8 @@
 //   sequence parallelism (t > 1) on or off, recomputation of every block on or off,
 //   pipeline degree p (a power of two dividing devices / t, at most the units),
 //   data degree d = devices / (t · p), micro-batch size b in {1, 2, 4, 8} dividing the
-//   global batch per replica (M = batch / (d · b) micro-batches, 1F1B), ZeRO 0, 1 or 2,
+//   global batch per replica (M = batch / (d · b) micro-batches), ZeRO 0, 1 or 2, and
+//   the schedule: 1F1B, or (p > 1, no recomputation, ZeRO 0 or 1) ZB-H1,
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
 // sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
@@ -59,7 +60,7 @@ struct search_probe {
 // One configuration the search tried.
 struct candidate {
   int tensor = 0, pipeline = 0, data = 0, micro_batch = 0, micro_batches = 0, zero = 0;
-  bool sequence_parallel = false, recompute = false, fits = false;
+  bool sequence_parallel = false, recompute = false, zero_bubble = false, fits = false;
   cost::step_estimate estimate{};
 };
 
@@ -71,7 +72,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   static constexpr long long budget = BudgetMiB * 1024 * 1024;
   static constexpr int keep = 8;
   static constexpr int max_candidates =
-      static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * 4 * 3;
+      static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * 4 * 5;
 
   template <int t, bool SP, bool RC>
   using probe = detail::search_probe<Model, t, SP, RC, Hw, Options...>;
@@ -89,13 +90,15 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       const int d = Devices / (t * P);
       for (int b : detail::search_micro_batches) {
         if (GlobalBatch % (d * b) != 0) continue;
-        for (int z = 0; z <= 2; ++z) {
+        for (int z = 0; z <= 2; ++z)
+         for (int zb = 0; zb <= 1; ++zb) {
           if (z > 0 && d == 1) continue;  // ZeRO divides over the data group
+          if (zb && (P == 1 || RC || z >= 2)) continue;  // ZB-H1's rule [zero-bubble]
           candidate c;
           c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = GlobalBatch / (d * b);
-          c.zero = z, c.sequence_parallel = SP, c.recompute = RC;
+          c.zero = z, c.sequence_parallel = SP, c.recompute = RC, c.zero_bubble = zb != 0;
           const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
-                                         .micro_batches = c.micro_batches, .zero = z};
+                                         .micro_batches = c.micro_batches, .zero_bubble = zb != 0, .zero = z};
           c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(P)>(pr::profile, pr::template cut<P>, pc,
                                                                             Hw::value);
           c.fits = c.estimate.memory_bytes <= budget;
@@ -186,7 +189,8 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       type_list<MicroBatch<found ? best.micro_batch : 1>, NumMicroBatch<found ? best.micro_batches : 1>,
                 Zero<found ? best.zero : 0>, World<Devices>>,
       std::conditional_t<bsp, type_list<SequenceParallel>, type_list<>>,
-      std::conditional_t<brc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>>;
+      std::conditional_t<brc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>,
+      std::conditional_t<found && best.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>>;
 
  public:
   using plan = typename detail::plan_of<net, options>::type;
@@ -195,14 +199,15 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   static void print_ranked(std::FILE* out = stdout) {
     std::fprintf(out, "strata search: %d devices, %lld MiB each, batch %d on %s: %d configurations, %d fit\n", Devices,
                  BudgetMiB, GlobalBatch, Hw::value.name.data(), all.tried, all.fitting);
-    std::fprintf(out, "  # |  TP  PP  DP | mb    M | SP RC ZeRO |   step ms |  MFU  | MiB/dev | compute tp-comm pp-comm bubble dp-comm\n");
+    std::fprintf(out, "  # |  TP  PP  DP | mb    M | SP RC ZeRO ZB |   step ms |  MFU  | MiB/dev | compute tp-comm pp-comm bubble dp-comm\n");
     for (int i = 0; i < num_ranked; ++i) {
       const candidate& c = ranked[static_cast<std::size_t>(i)];
       const auto& e = c.estimate;
       auto pct = [&](double x) { return 100 * x / e.step_s; };
-      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d   | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
+      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d    %s | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
                    i + 1, c.tensor, c.pipeline, c.data, c.micro_batch, c.micro_batches,
-                   c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero, 1e3 * e.step_s, 100 * e.mfu,
+                   c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero, c.zero_bubble ? "y" : "n",
+                   1e3 * e.step_s, 100 * e.mfu,
                    static_cast<double>(e.memory_bytes) / (1LL << 20), pct(e.compute_s), pct(e.tensor_comm_s),
                    pct(e.pipeline_comm_s), pct(e.bubble_s), pct(e.data_comm_s));
     }

@@ -46,7 +46,7 @@ struct NumMicroBatch {
   static constexpr int value = M;
 };
 
-enum class schedule_kind : unsigned char { gpipe, one_f_one_b, interleaved, custom };
+enum class schedule_kind : unsigned char { gpipe, one_f_one_b, interleaved, custom, zb_h1 };
 
 struct PreferForward {  // GPipe: all forwards, then all backwards
   static constexpr schedule_kind kind = schedule_kind::gpipe;
@@ -54,6 +54,13 @@ struct PreferForward {  // GPipe: all forwards, then all backwards
 };
 struct PreferBackward {  // 1F1B (PipeDream-flush): warm-up, one forward one backward, cool-down
   static constexpr schedule_kind kind = schedule_kind::one_f_one_b;
+  static constexpr int chunks = 1;
+};
+// ZB-H1 (zero-bubble pipeline, Qi et al. 2023): every backward split into its input
+// gradient (B, on the critical path) and its weight gradients (W, deferred into 1F1B's
+// cool-down bubble); 1F1B's peak activation memory (p micro-batches) on every stage.
+struct ZeroBubbleH1 {
+  static constexpr schedule_kind kind = schedule_kind::zb_h1;
   static constexpr int chunks = 1;
 };
 // Interleaved 1F1B with V model chunks per device (Colossal-AI num_model_chunks):

@@ -1,0 +1,86 @@
+// ZB-H1 against 1F1B on the host: a GPT of four blocks (pre-LN causal self-attention and
+// GeLU MLP, D 256, 8 heads, context 64, float32, Adam) cut into two pipeline stages on 2
+// MPI processes (one per core), M = 2, 4 and 8 micro-batches of 2 sequences. Per schedule
+// and M: the step time (best of alternating passes), the ratio ZB-H1 / 1F1B, and the
+// ratio the closed forms predict when a forward, a B and a W cost the same:
+// (3M + p − 1) / (3(M + p − 1)). The two schedules train the same bits (checked here on the
+// final parameters too). `mpiexec -n 2 bench_zero_bubble [steps]`
+// (bench/host/run_zero_bubble.sh).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+constexpr int V = 512, D = 256, H = 8, S = 64;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using Mlp = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <class Sched, int M>
+using Gpt = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp, Attn, Mlp>,
+                          Replicate<1, Attn, Mlp, Attn, Mlp, LayerNorm<D>, Linear<D, V>>>,
+                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<Sched>>;
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct result {
+  double ms = 1e300;
+  std::vector<std::vector<std::vector<double>>> params;  // the whole model, on every rank
+};
+
+template <class P, class W>
+void run(W& w, int steps, result& r) {
+  auto t = make_trainer<P, float>(w, Adam{.lr = 1e-3}, 3);
+  const std::size_t n = std::size_t(P::replica_batch);
+  std::mt19937 g(11);
+  std::vector<float> x(n * S);
+  std::vector<std::int32_t> y(n * S);
+  for (auto& v : x) v = float(g() % V);
+  for (auto& v : y) v = std::int32_t(g() % V);
+  const batch_view<float> batch{.inputs = x, .labels = y, .samples = n};
+  for (int i = 0; i < 2; ++i) t.step(batch);  // warm-up
+  w.comm().agree(true, "");
+  const double t0 = now();
+  for (int i = 0; i < steps; ++i) t.step(batch);
+  w.comm().agree(true, "");
+  r.ms = std::min(r.ms, (now() - t0) * 1e3 / steps);
+  r.params = t.gather_parameters();
+}
+
+template <int M, class W>
+void compare(W& w, int steps) {
+  result one, zb;
+  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits both
+    run<Gpt<PreferBackward, M>>(w, steps, one);
+    run<Gpt<ZeroBubbleH1, M>>(w, steps, zb);
+  }
+  const int p = 2;
+  const double predicted = double(3 * M + p - 1) / double(3 * (M + p - 1));
+  if (w.rank() == 0)
+    std::printf("%3d %12.2f %12.2f %12.3f %14.3f %16s\n", M, one.ms, zb.ms, zb.ms / one.ms, predicted,
+                one.params == zb.params ? "yes" : "NO");
+}
+
+int main(int argc, char** argv) {
+  auto w = init<Host>(argc, argv);
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 5;
+  if (w.size() != 2) {
+    if (w.rank() == 0) std::printf("bench_zero_bubble runs on 2 processes (mpiexec -n 2)\n");
+    return 1;
+  }
+  if (w.rank() == 0) {
+    std::printf("GPT, 4 blocks (D %d, %d heads, context %d, vocabulary %d, float32, Adam), 2 stages x 2 blocks, "
+                "micro-batch 2 sequences; best of 3 alternating passes of %d steps\n", D, H, S, V, steps);
+    std::printf("%3s %12s %12s %12s %14s %16s\n", "M", "1F1B ms", "ZB-H1 ms", "ZB/1F1B", "closed form", "same bits");
+  }
+  compare<2>(w, steps);
+  compare<4>(w, steps);
+  compare<8>(w, steps);
+  return 0;
+}

@@ -17,19 +17,40 @@ constexpr hardware A100 = hw::A100_80GB::value;
 constexpr bool near(double a, double b) { return a - b < 1e-9 * (b > 0 ? b : -b) + 1e-15 && b - a < 1e-9 * (b > 0 ? b : -b) + 1e-15; }
 
 // ---- one unit's time: a compute-bound Linear, by hand -----------------------------------
-// Linear<1024, 1024> on 512 rows of bf16: 512 · (2·1024² + 1024) FLOPs forward (GEMM and
-// bias), 512 · (4·1024² + 1024) backward; its bytes (input, output, weights, what it keeps)
-// take less time at 2039 GB/s, so both run at 80% of 312 TFLOP/s.
+// Linear<1024, 1024> on 512 rows of bf16 is three GEMMs: forward and dgrad 512 × 1024 × 1024,
+// wgrad 1024 × 1024 × 512 (the bias rides in the epilogue). On the A100's 108 SMs the
+// 128×128 tile is the fastest of the three: 4 · 8 = 32 tiles (forward, dgrad) and 8 · 8 = 64
+// (wgrad), one wave each, so a GEMM keeps m·n / (108 · 128²) of the SM-time useful; the
+// FLOPs run at 80.6% of 312 TFLOP/s on that share, and the bytes (A, B, C once) take less
+// time at 90% of 2039 GB/s over the busy SMs (32 or 64 of 108).
 using Lin = Linear<1024, 1024>;
 using LinProbe = Plan<Replicate<1, Repeat<4, Lin>>, Input<512, 1024>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>,
                       Element<bf16>>;
 constexpr auto lin_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100);
-constexpr double lin_fwd = 512.0 * (2.0 * 1024 * 1024 + 1024), lin_bwd = 512.0 * (4.0 * 1024 * 1024 + 1024);
-constexpr double rate = 312e12 * 0.80;
-static_assert(near(lin_profile.units[0].forward_s, lin_fwd / rate));
-static_assert(near(lin_profile.units[0].backward_s, lin_bwd / rate));
+constexpr double rate = 312e12 * 0.806;
+constexpr double lin_fwd = 2.0 * 512 * 1024 * 1024 / (rate * (512.0 * 1024 / (108 * 128 * 128)));
+constexpr double lin_wgrad = 2.0 * 1024 * 1024 * 512 / (rate * (1024.0 * 1024 / (108 * 128 * 128)));
+static_assert(near(lin_profile.units[0].forward_s, lin_fwd));
+static_assert(near(lin_profile.units[0].backward_s, lin_fwd + lin_wgrad));
+static_assert((2.0 * 1024 * 1024) * 2 / (2039e9 * 0.90 * 32 / 108) < lin_fwd);  // A, B, C: compute-bound
 static_assert(lin_profile.units[0].recompute_s == 0 && lin_profile.units[0].tensor_comm_s == 0);
 static_assert(near(lin_profile.units[0].local_params, 1024.0 * 1024 + 1024));
+
+// ---- materialized attention: the passes over the score tensor -------------------------
+// Dropout on the probabilities adds a read, a write and a 1-byte mask per score each way:
+// (2 + 1/2) · items · s² · 2 bytes at 90% of 2039 GB/s, items = 2 sequences × 4 heads.
+using Att = CausalSelfAttention<256, 4, 128>;
+using AttProbe = Plan<Replicate<1, Att>, Input<128, 256>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, Element<bf16>>;
+constexpr hardware A100_dropout = [] {
+  hardware h = A100;
+  h.attention_dropout = true;
+  return h;
+}();
+constexpr auto att_plain = cost::profile_of<AttProbe, 1>(std::array<int, 2>{0, 1}, A100);
+constexpr auto att_drop = cost::profile_of<AttProbe, 1>(std::array<int, 2>{0, 1}, A100_dropout);
+constexpr double drop_s = 2.5 * (2 * 4 * 128.0 * 128 * 2) / (2039e9 * 0.90);
+static_assert(near(att_drop.units[0].forward_s - att_plain.units[0].forward_s, drop_s));
+static_assert(near(att_drop.units[0].backward_s - att_plain.units[0].backward_s, drop_s));
 
 // ---- a pipeline's step: (M + p − 1) · slowest stage + update, closed form ----------------
 constexpr std::array<int, 3> halves{0, 2, 4};
@@ -43,7 +64,7 @@ constexpr double stage_time(int s) {  // two units at micro-batch 2 (twice the p
   return t + (2.0 * 512 * 1024 * 2) / 300e9 + 5e-6;
 }
 constexpr double slowest = stage_time(1) > stage_time(0) ? stage_time(1) : stage_time(0);
-constexpr double update = 2 * (1024.0 * 1024 + 1024) * (7 * 4 + 2) / 2039e9;  // a stage's Adam, HBM-bound
+constexpr double update = 2 * (1024.0 * 1024 + 1024) * (7 * 4 + 2) / (2039e9 * 0.90);  // a stage's Adam, HBM-bound
 static_assert(near(pp2_e.step_s, (8 + 2 - 1) * slowest + update));
 static_assert(near(pp2_e.bubble_s, slowest) && pp2_e.data_comm_s == 0);
 // MFU = model FLOPs / (step · devices · peak); the model FLOPs are the four Linears' and the loss's

@@ -5,11 +5,13 @@
 // A probe plan (the model on one stage, plan/auto_stages.hpp) gives every layer call of
 // one device and micro-batch: its FLOPs (layer_plans[i].local_flops_per_sample), the
 // bytes it touches (its input, output, stash, scratch and weights, from the lowered
-// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A call takes
-// max(FLOPs / (peak · gemm_efficiency), bytes / HBM bandwidth) forward and the same with
-// twice the bytes backward; a recomputed call's forward runs twice. Collectives take the
-// ring time of their size over the link they cross (NVLink inside a node, the network
-// between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
+// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A Linear or
+// attention call is timed GEMM by GEMM (gemm_s: tile and wave quantization over the SMs, a
+// roofline per GEMM) plus, for materialized attention, the elementwise passes over its
+// score tensor; any other call takes max(FLOPs / (peak · gemm_efficiency), bytes / sustained
+// HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
+// twice. Collectives take the ring time of their size over the link they cross (NVLink
+// inside a node, the network between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
 // its units plus the pipeline messages at its edges; the step is
 //   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
 //   M · slowest + (p − 1) · (slowest − 2 W)   (ZB-H1, W its weight-gradient passes)
@@ -39,6 +41,82 @@ constexpr double collective_s(collective k, double bytes, int n, double bw, doub
     case collective::none: return 0;
   }
   return 0;
+}
+
+// One GEMM (or `items` independent ones of the same shape, a batched call): C[m, n] = A[m, k]
+// B[k, n] in elements of `eb` bytes. Each candidate output tile of hw.gemm_tiles tiles C
+// (items · ⌈m/bm⌉ · ⌈n/bn⌉ tiles) and runs them in waves of sm_count; compute takes the
+// FLOPs at peak · gemm_efficiency over the share of the waves' tile area that is useful
+// (tile and wave quantization); memory takes the compulsory bytes (A, B and C once) at the
+// sustained HBM rate, slowed when there are fewer tiles than SMs (each SM streams its own).
+// A tile takes the larger of the two; the fastest candidate is taken, as cuBLAS's heuristic
+// would.
+constexpr double gemm_s(double items, double m, double n, double k, double eb, double peak, const hardware& hw) {
+  if (items <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  const double flops = 2 * items * m * n * k, bytes = items * (m * k + k * n + m * n) * eb;
+  const double sms = hw.sm_count > 0 ? hw.sm_count : 1;
+  double best = -1;
+  for (const auto& tile : hw.gemm_tiles) {
+    const double bm = tile[0], bn = tile[1];
+    if (bm <= 0 || bn <= 0) continue;
+    const double tiles = items * static_cast<double>(static_cast<long long>((m + bm - 1) / bm)) *
+                         static_cast<double>(static_cast<long long>((n + bn - 1) / bn));
+    const double waves = static_cast<double>(static_cast<long long>((tiles + sms - 1) / sms));
+    const double useful = items * m * n / (waves * sms * bm * bn);
+    const double busy = tiles < sms ? tiles / sms : 1.0;
+    const double tc = flops / (peak * hw.gemm_efficiency * useful);
+    const double tm = bytes / (hw.hbm_bytes_per_s * hw.hbm_efficiency * busy);
+    const double t = tc > tm ? tc : tm;
+    best = best < 0 || t < best ? t : best;
+  }
+  return best < 0 ? flops / (peak * hw.gemm_efficiency) : best;
+}
+
+// A GEMM's forward and its two backward products: dA = dC Bᵀ [m, k] and dB = Aᵀ dC [k, n].
+struct pass_s {
+  double forward = 0, backward = 0;
+};
+constexpr pass_s gemm_pair_s(double items, double m, double n, double k, double eb, double peak,
+                             const hardware& hw) {
+  return {gemm_s(items, m, n, k, eb, peak, hw), gemm_s(items, m, k, n, eb, peak, hw) + gemm_s(items, k, n, m, eb, peak, hw)};
+}
+
+// A layer call made of GEMMs, timed GEMM by GEMM (they run one after another, so their
+// times add): a Linear's one product, or the attention's projections, score products and
+// the memory-bound passes over the score tensor between them. rows: local rows (tokens);
+// in/out: local columns. Other roles (and the mesh tensor modes): {-1, -1}, the caller
+// falls back to the per-call roofline.
+constexpr pass_s gemm_layer_s(const layer_plan& lp, const local_dims& d, double eb, double peak, const hardware& hw) {
+  const double rows = static_cast<double>(d.rows);
+  if (d.q > 0) return {-1, -1};
+  if (lp.desc.role == layer_role::linear) return gemm_pair_s(1, rows, static_cast<double>(d.out_cols),
+                                                             static_cast<double>(d.in_cols), eb, peak, hw);
+  if (lp.desc.role != layer_role::attention || lp.desc.split_extent <= 0 || lp.desc.in_shape.rank != 2) return {-1, -1};
+  const double seq = lp.desc.in_shape.dim[0], dm = lp.desc.in_shape.dim[1], heads = lp.desc.split_extent;
+  const double local_heads = heads / (lp.features_div > 0 ? lp.features_div : 1), dh = dm / heads;
+  const double width = local_heads * dh, items = rows / seq * local_heads;
+  pass_s t{};
+  auto add = [&t](pass_s x) { t.forward += x.forward, t.backward += x.backward; };
+  add(gemm_pair_s(1, rows, 3 * width, dm, eb, peak, hw));  // QKV projection
+  add(gemm_pair_s(1, rows, dm, width, eb, peak, hw));      // output projection
+  if (hw.attention == attention_kernels::flash) {
+    // one fused kernel: the score products' FLOPs only (nothing [s, s] reaches HBM); its
+    // backward recomputes q kᵀ
+    const double f = 2 * items * seq * seq * dh / (peak * hw.gemm_efficiency);
+    t.forward += 2 * f, t.backward += 5 * f;
+    return t;
+  }
+  add(gemm_pair_s(items, seq, seq, dh, eb, peak, hw));  // scores = q kᵀ
+  add(gemm_pair_s(items, seq, dh, seq, eb, peak, hw));  // context = probabilities · v
+  // elementwise passes over the score tensor, in units of its size: the softmax reads the
+  // scores and writes the probabilities (2), its backward reads the probabilities and their
+  // gradient and writes the scores' (3); dropout reads and writes once and writes a 1-byte
+  // mask forward, reads gradient and mask and writes backward (2 + 1/eb each way)
+  const double scores = items * seq * seq * eb, rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
+  const double drop = hw.attention_dropout ? 2 + 1 / eb : 0;
+  t.forward += (2 + drop) * scores / rate;
+  t.backward += (3 + drop) * scores / rate;
+  return t;
 }
 
 // One unit's time on one device for one micro-batch of the probe's size.
@@ -74,7 +152,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   r.memory = detail::unit_costs_of<Probe, N>(first, static_cast<int>(N));
   const auto& T = Probe::lowering::tables;
   const double eb = r.element_bytes, sb = static_cast<double>(Probe::stat_bytes), mb = Probe::micro_batch;
-  const double flops_rate = r.peak_flops * hw.gemm_efficiency;
+  const double flops_rate = r.peak_flops * hw.gemm_efficiency, hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
   const int n = r.tensor;
   const bool intra = n <= hw.devices_per_node;
   const double bw = intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
@@ -94,9 +172,11 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                                                c.needs.stash_values + c.needs.scratch_values + lp.local_param_elems) *
                                eb +
                            static_cast<double>(c.needs.stash_stats + c.needs.scratch_stats) * sb;
-      const double tf = ff / flops_rate > bytes / hw.hbm_bytes_per_s ? ff / flops_rate : bytes / hw.hbm_bytes_per_s;
-      const double tb =
-          fb / flops_rate > 2 * bytes / hw.hbm_bytes_per_s ? fb / flops_rate : 2 * bytes / hw.hbm_bytes_per_s;
+      const pass_s g = gemm_layer_s(lp, c.dims, eb, r.peak_flops, hw);
+      const double tf = g.forward >= 0 ? g.forward : ff / flops_rate > bytes / hbm_rate ? ff / flops_rate : bytes / hbm_rate;
+      const double tb = g.backward >= 0 ? g.backward
+                        : fb / flops_rate > 2 * bytes / hbm_rate ? fb / flops_rate
+                                                                 : 2 * bytes / hbm_rate;
       double comm_f = 0, comm_b = 0;
       for (int k = 0; k < lp.num_comms; ++k) {
         const comm_desc& x = lp.comms[static_cast<std::size_t>(k)];
@@ -243,7 +323,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
                               : collective_s(collective::all_reduce, grads, c.data, dbw, dlat);
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.data > 1 ? most_params / c.data : most_params;
-  e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / hw.hbm_bytes_per_s;
+  e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
   e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
   double flops = 0;
   for (std::size_t u = 0; u < N; ++u) flops += pr.units[u].model_flops;

@@ -3,6 +3,7 @@
 // element type, HBM bandwidth, memory, and the links a collective crosses — within a
 // node (NVLink) and between nodes (the node's network adapters shared by its devices).
 // Values, not behaviour: a description is a struct with `static constexpr hardware value`.
+#include <array>
 #include <string_view>
 #include <type_traits>
 
@@ -11,18 +12,32 @@
 
 namespace strata {
 
+// How the attention core (scores = q kᵀ, softmax, probabilities · v) is run: the score
+// tensor [heads, s, s] written to HBM and read back by separate kernels (Megatron-LM 2021,
+// strata's own layer), or kept on chip by one fused kernel (FlashAttention). Software, not
+// silicon, but the cost model needs it beside the hardware: it decides the HBM traffic.
+enum class attention_kernels : unsigned char { materialized, flash };
+
 struct hardware {
   std::string_view name{};
   double flops_fp64 = 0, flops_fp32 = 0, flops_bf16 = 0, flops_fp16 = 0;  // dense peak FLOP/s
-  // The fraction of peak a large matrix multiplication sustains (cuBLAS on big GEMMs); the
-  // one number here that is not a data-sheet value. Layers whose bytes outweigh their
-  // FLOPs run at hbm_bytes_per_s instead (a roofline per layer call).
+  // The fraction of peak one GEMM tile sustains when every SM has a tile (a full wave); the
+  // cost model (plan/cost.hpp) multiplies it by the tile/wave quantization of each GEMM's
+  // shape over sm_count SMs, trying each of gemm_tiles (cuBLAS's heuristic picks among such
+  // shapes). Layers whose bytes outweigh their FLOPs run at hbm_bytes_per_s · hbm_efficiency.
   double gemm_efficiency = 1.0;
-  double hbm_bytes_per_s = 0;
+  int sm_count = 1;
+  std::array<std::array<int, 2>, 3> gemm_tiles{{{256, 128}, {128, 256}, {128, 128}}};  // output tile rows × cols
+  double hbm_bytes_per_s = 0;   // data sheet
+  double hbm_efficiency = 1.0;  // the fraction of it a streaming kernel (a device copy) sustains
   long long memory_bytes = 0;
   int devices_per_node = 1;
   double intra_bytes_per_s = 0, intra_latency_s = 0;  // per device and direction, inside a node
   double inter_bytes_per_s = 0, inter_latency_s = 0;  // per device and direction, between nodes
+  // The software the predicted run uses for attention; attention_dropout: dropout on the
+  // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
+  attention_kernels attention = attention_kernels::materialized;
+  bool attention_dropout = false;
 
   // Peak FLOP/s for activations of element type T (bf16/f16 on tensor cores).
   template <class T>
@@ -36,31 +51,44 @@ struct hardware {
 
 namespace hw {
 
+// Measured on our H100 (bench/results/gpu_nvidia_h100_80gb_hbm3_2026-11-24.md) and carried
+// to the A100 as fractions, since both run cuBLAS's tensor-core kernels and stream HBM through
+// the same kind of memory system (an argument, not a measurement on an A100):
+// - gemm_efficiency 0.806: the twelve bf16 GEMMs of 8192×4096×4096 / 4096×4096×8192 took
+//   4.263 ms in all, 773.7 TFLOP/s = 0.782 of 989; on 132 SMs those shapes fill 1024 (or 512)
+//   output tiles of 256×128 into 8 (4) waves, 0.970 of the SM-time, so a full wave runs at
+//   0.782 / 0.970 = 0.806 of peak.
+// - hbm_efficiency 0.90: a 1 GiB device-to-device copy moved 3012.8 GB/s (read + write) of
+//   the data sheet's 3350.
+inline constexpr double measured_gemm_efficiency = 0.806;
+inline constexpr double measured_hbm_efficiency = 0.90;
+
 // An 8-GPU node: NVLink inside it, one network adapter per GPU between nodes; fp16 peak =
-// bf16 peak; gemm_efficiency 0.80 and ring-step latencies of 5 µs (NVLink), 10 µs (network).
-constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp32, double fp64, double hbm,
+// bf16 peak; ring-step latencies of 5 µs (NVLink), 10 µs (network).
+constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp32, double fp64, int sms, double hbm,
                                   long long memory, double nvlink_each_way, double nic_each_way) {
   return hardware{.name = name, .flops_fp64 = fp64, .flops_fp32 = fp32, .flops_bf16 = bf16, .flops_fp16 = bf16,
-                  .gemm_efficiency = 0.80, .hbm_bytes_per_s = hbm, .memory_bytes = memory, .devices_per_node = 8,
+                  .gemm_efficiency = measured_gemm_efficiency, .sm_count = sms, .hbm_bytes_per_s = hbm,
+                  .hbm_efficiency = measured_hbm_efficiency, .memory_bytes = memory, .devices_per_node = 8,
                   .intra_bytes_per_s = nvlink_each_way, .intra_latency_s = 5e-6,
                   .inter_bytes_per_s = nic_each_way, .inter_latency_s = 10e-6};
 }
 
 // NVIDIA A100 SXM4 80 GB in a DGX A100 / Selene node (data sheet): 312 TFLOP/s dense
-// bf16/fp16, 19.5 TFLOP/s fp32 (non-tensor), 19.5 fp64 tensor; HBM2e 2039 GB/s; NVLink 3
-// (600 GB/s bidirectional per GPU: 300 GB/s each way); 8 × 200 Gb/s HDR InfiniBand per
-// node, one adapter per GPU: 25 GB/s each way.
+// bf16/fp16, 19.5 TFLOP/s fp32 (non-tensor), 19.5 fp64 tensor; 108 SMs; HBM2e 2039 GB/s;
+// NVLink 3 (600 GB/s bidirectional per GPU: 300 GB/s each way); 8 × 200 Gb/s HDR
+// InfiniBand per node, one adapter per GPU: 25 GB/s each way.
 struct A100_80GB {
   static constexpr hardware value =
-      eight_gpu_node("A100-SXM4-80GB", 312e12, 19.5e12, 19.5e12, 2039e9, 80LL << 30, 300e9, 25e9);
+      eight_gpu_node("A100-SXM4-80GB", 312e12, 19.5e12, 19.5e12, 108, 2039e9, 80LL << 30, 300e9, 25e9);
 };
 
 // NVIDIA H100 SXM5 80 GB (data sheet): 989 TFLOP/s dense bf16/fp16, 67 fp32, 67 fp64
-// tensor; HBM3 3.35 TB/s; NVLink 4 (900 GB/s bidirectional: 450 each way); 8 × 400 Gb/s
-// NDR InfiniBand per node: 50 GB/s each way per GPU.
+// tensor; 132 SMs; HBM3 3.35 TB/s; NVLink 4 (900 GB/s bidirectional: 450 each way);
+// 8 × 400 Gb/s NDR InfiniBand per node: 50 GB/s each way per GPU.
 struct H100_80GB {
   static constexpr hardware value =
-      eight_gpu_node("H100-SXM5-80GB", 989e12, 67e12, 67e12, 3.35e12, 80LL << 30, 450e9, 50e9);
+      eight_gpu_node("H100-SXM5-80GB", 989e12, 67e12, 67e12, 132, 3.35e12, 80LL << 30, 450e9, 50e9);
 };
 
 }  // namespace hw

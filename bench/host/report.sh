@@ -18,7 +18,7 @@ write_report() {
   {
     echo "# $title"
     echo
-    echo "- machine: $cpu, $(nproc) CPUs; $(date -u '+%F %H:%M UTC')"
+    echo "- machine: $cpu, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs; $(date -u '+%F %H:%M UTC')"
     echo "- command: \`$command\` (commit $(git rev-parse --short HEAD))"
     echo
     echo '```'

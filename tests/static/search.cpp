@@ -70,8 +70,8 @@ static_assert(near(pp2_e.bubble_s, slowest) && pp2_e.data_comm_s == 0);
 // MFU = model FLOPs / (step · devices · peak); the model FLOPs are the four Linears' and the loss's
 static_assert(near(pp2_e.mfu, pp2_e.model_flops / (pp2_e.step_s * 2 * 312e12)));
 // ZB-H1: M · slowest + (p − 1) · (slowest − 2 W) + update, W a stage's weight-gradient
-// passes: half of each Linear's backward (dW = Xᵀ dY; dX the other half)
-static_assert(near(lin_profile.units[0].weight_s, lin_bwd / rate / 2));
+// passes: each Linear's wgrad GEMM (dW = Xᵀ dY)
+static_assert(near(lin_profile.units[0].weight_s, lin_wgrad));
 constexpr cost::parallel_config pp2_zb{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8,
                                        .zero_bubble = true};
 constexpr cost::step_estimate zb_e = cost::estimate<4, 2>(lin_profile, halves, pp2_zb, A100);

@@ -357,17 +357,11 @@ class mpi_communicator {
   class pending_group {
    public:
     pending_group() = default;
-    pending_group(pending_group&& o) noexcept
-        : ops_(std::move(o.ops_)), reqs_(std::move(o.reqs_)), counts_(std::move(o.counts_)), info_(o.info_) {
-      info_.ops = ops_;
-      o.reqs_.clear();
-    }
+    pending_group(pending_group&& o) noexcept { take(o); }
     pending_group& operator=(pending_group&& o) noexcept {
       if (this != &o) {
         drop();
-        ops_ = std::move(o.ops_), reqs_ = std::move(o.reqs_), counts_ = std::move(o.counts_), info_ = o.info_;
-        info_.ops = ops_;
-        o.reqs_.clear();
+        take(o);
       }
       return *this;
     }
@@ -376,15 +370,35 @@ class mpi_communicator {
 
    private:
     friend class mpi_communicator;
+    void take(pending_group& o) noexcept {
+      ops_ = std::move(o.ops_), reqs_ = std::move(o.reqs_), counts_ = std::move(o.counts_);
+      st_ = std::move(o.st_), finished_ = o.finished_, finished_rc_ = o.finished_rc_, info_ = o.info_;
+      info_.ops = ops_;
+      o.reqs_.clear();
+    }
     void drop() noexcept {
-      if (!reqs_.empty()) abandon(ops_, reqs_);
+      if (!reqs_.empty() && !finished_) abandon(ops_, reqs_);
       reqs_.clear();
     }
     std::vector<p2p_op> ops_;
     std::vector<MPI_Request> reqs_;
     std::vector<int> counts_;
+    std::vector<MPI_Status> st_;
+    bool finished_ = false;  // progress() saw every request complete (statuses in st_)
+    int finished_rc_ = MPI_SUCCESS;
     detail::mpi_op_info info_{};
   };
+
+  // Drives the transfers of a posted group (MPI moves a large message only inside MPI
+  // calls: without this, a peer waiting on it waits for the work in between too).
+  void progress(pending_group& g) {
+    if (!g.active() || g.finished_) return;
+    int flag = 0;
+    g.st_.resize(g.reqs_.size());
+    const int rc = MPI_Testall(static_cast<int>(g.reqs_.size()), g.reqs_.data(), &flag, g.st_.data());
+    if (flag || rc != MPI_SUCCESS) g.finished_ = flag != 0, g.finished_rc_ = rc;
+    if (rc != MPI_SUCCESS && !flag) complete(g);  // reports the failure
+  }
 
   pending_group post_group(std::span<const p2p_op> ops) {
     const std::size_t m = ops.size();
@@ -426,7 +440,9 @@ class mpi_communicator {
     if (!g.active()) return;
     const std::size_t m = g.reqs_.size();
     std::vector<MPI_Status> st(m);
-    const int rc = wait(static_cast<int>(m), g.reqs_.data(), st.data(), g.info_);
+    const bool tested = g.finished_;
+    const int rc = tested ? g.finished_rc_ : wait(static_cast<int>(m), g.reqs_.data(), st.data(), g.info_);
+    if (tested) st = std::move(g.st_);
     // MPI_Waitall set every finished request to MPI_REQUEST_NULL; none is left to cancel
     std::vector<MPI_Request> done = std::move(g.reqs_);
     g.reqs_.clear();

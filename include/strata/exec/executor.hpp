@@ -293,6 +293,11 @@ class executor {
     }
   }
 
+  void drive_posted() {
+    if constexpr (requires { world_.progress(*posted_); })
+      if (posted_) world_.progress(*posted_);
+  }
+
   void finish_posted() {
     if constexpr (requires { world_.complete(*posted_); })
       if (posted_) {
@@ -360,8 +365,10 @@ class executor {
     const slot_set slots{x.slot, x.in_slot, x.out_slot};
     for (int k = pp.bwd_begin; k < pp.bwd_end; ++k) {
       const lower::step& st = L::tables.steps[idx(k)];
-      if (st.kind == lower::step_kind::backward && !L::tables.calls[idx(st.index)].dy_keep.empty())
+      if (st.kind == lower::step_kind::backward && !L::tables.calls[idx(st.index)].dy_keep.empty()) {
+        drive_posted();  // the overlapped messages move between the layers' kernels
         layer(st.index, part, x.mb, slots, false, false, pass_part::weights);
+      }
       if (st.kind == lower::step_kind::bucket && x.last && final_pass_) issue(st.index);
     }
   }

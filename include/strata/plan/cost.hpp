@@ -72,13 +72,22 @@ constexpr double gemm_s(double items, double m, double n, double k, double eb, d
   return best < 0 ? flops / (peak * hw.gemm_efficiency) : best;
 }
 
-// A GEMM's forward and its two backward products: dA = dC Bᵀ [m, k] and dB = Aᵀ dC [k, n].
+// A GEMM's forward and its two backward products: dA = dC Bᵀ [m, k] and dB = Aᵀ dC [k, n];
+// `weight`: the part of backward a zero-bubble W runs (dB when B is a weight).
 struct pass_s {
-  double forward = 0, backward = 0;
+  double forward = 0, backward = 0, weight = 0;
 };
 constexpr pass_s gemm_pair_s(double items, double m, double n, double k, double eb, double peak,
                              const hardware& hw) {
-  return {gemm_s(items, m, n, k, eb, peak, hw), gemm_s(items, m, k, n, eb, peak, hw) + gemm_s(items, k, n, m, eb, peak, hw)};
+  const double db = gemm_s(items, k, n, m, eb, peak, hw);
+  return {gemm_s(items, m, n, k, eb, peak, hw), gemm_s(items, m, k, n, eb, peak, hw) + db, db};
+}
+// the same for a product of two activations (attention's scores): nothing for W
+constexpr pass_s activation_pair_s(double items, double m, double n, double k, double eb, double peak,
+                                   const hardware& hw) {
+  pass_s p = gemm_pair_s(items, m, n, k, eb, peak, hw);
+  p.weight = 0;
+  return p;
 }
 
 // A layer call made of GEMMs, timed GEMM by GEMM (they run one after another, so their
@@ -96,7 +105,7 @@ constexpr pass_s gemm_layer_s(const layer_plan& lp, const local_dims& d, double 
   const double local_heads = heads / (lp.features_div > 0 ? lp.features_div : 1), dh = dm / heads;
   const double width = local_heads * dh, items = rows / seq * local_heads;
   pass_s t{};
-  auto add = [&t](pass_s x) { t.forward += x.forward, t.backward += x.backward; };
+  auto add = [&t](pass_s x) { t.forward += x.forward, t.backward += x.backward, t.weight += x.weight; };
   add(gemm_pair_s(1, rows, 3 * width, dm, eb, peak, hw));  // QKV projection
   add(gemm_pair_s(1, rows, dm, width, eb, peak, hw));      // output projection
   if (hw.attention == attention_kernels::flash) {
@@ -106,8 +115,8 @@ constexpr pass_s gemm_layer_s(const layer_plan& lp, const local_dims& d, double 
     t.forward += 2 * f, t.backward += 5 * f;
     return t;
   }
-  add(gemm_pair_s(items, seq, seq, dh, eb, peak, hw));  // scores = q kᵀ
-  add(gemm_pair_s(items, seq, dh, seq, eb, peak, hw));  // context = probabilities · v
+  add(activation_pair_s(items, seq, seq, dh, eb, peak, hw));  // scores = q kᵀ
+  add(activation_pair_s(items, seq, dh, seq, eb, peak, hw));  // context = probabilities · v
   // elementwise passes over the score tensor, in units of its size: the softmax reads the
   // scores and writes the probabilities (2), its backward reads the probabilities and their
   // gradient and writes the scores' (3); dropout reads and writes once and writes a 1-byte
@@ -191,7 +200,8 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       t.model_flops += f + b;
       t.local_params += static_cast<double>(lp.local_param_elems);
       if (c.needs.weight_pass && lp.desc.num_params > 0) {
-        t.weight_s += tb / 2;  // dW's GEMM: half of a Linear's backward FLOPs (dX the other)
+        // W: the weight-gradient GEMMs; an embedding's whole backward; else half the backward
+        t.weight_s += g.backward >= 0 ? g.weight : lp.desc.role == layer_role::embedding ? tb : tb / 2;
         t.keep_bytes += static_cast<double>(c.dims.out_rows * c.dims.out_cols + c.needs.weight_keep) * eb;
       }
     }
@@ -315,7 +325,13 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
   // reduce-scatter after every micro-batch's backward (plan/communication.hpp)
   const bool dp_intra = c.devices() <= hw.devices_per_node;
-  const double dbw = dp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
+  // devices in a node (its members are tensor · pipeline ranks apart) cross between nodes
+  // on g adapters at once, up to what NVLink carries inside the node.
+  const int replica = c.tensor * c.pipeline;
+  const int per_node = replica >= hw.devices_per_node ? 1 : hw.devices_per_node / replica;
+  const double across = hw.inter_bytes_per_s * (per_node < c.data ? per_node : c.data);
+  const double dbw = dp_intra ? hw.intra_bytes_per_s : across < hw.intra_bytes_per_s ? across : hw.intra_bytes_per_s;
   const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   const double grads = most_params * pr.master_bytes;
   e.data_comm_s = c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) +

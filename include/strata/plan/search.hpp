@@ -71,20 +71,25 @@ template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class 
 struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, Options...> {
   static constexpr long long budget = BudgetMiB * 1024 * 1024;
   static constexpr int keep = 8;
+  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-2 with 1F1B, ZeRO 0-1 with ZB-H1)
+  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 5;
   static constexpr int max_candidates =
-      static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * 4 * 5;
+      static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * per_pipeline;
 
   template <int t, bool SP, bool RC>
   using probe = detail::search_probe<Model, t, SP, RC, Hw, Options...>;
 
-  struct table {
-    std::array<candidate, static_cast<std::size_t>(max_candidates)> rows{};
+  template <int Cap>
+  struct table_of {
+    static constexpr int capacity = Cap;
+    std::array<candidate, static_cast<std::size_t>(Cap)> rows{};
     int size = 0, tried = 0, fitting = 0;
   };
+  using table = table_of<max_candidates>;
 
-  // every (micro-batch, ZeRO) of one (t, SP, RC, P)
-  template <int t, bool SP, bool RC, int P>
-  static constexpr void add_pipeline(table& tb) {
+  // every (micro-batch, ZeRO, schedule) of one (t, SP, RC, P)
+  template <int t, bool SP, bool RC, int P, class Table>
+  static constexpr void add_pipeline(Table& tb) {
     using pr = probe<t, SP, RC>;
     if constexpr (P <= pr::num_units && (Devices / t) % P == 0) {
       const int d = Devices / (t * P);
@@ -104,22 +109,30 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
           c.fits = c.estimate.memory_bytes <= budget;
           ++tb.tried;
           tb.fitting += c.fits;
-          if (tb.size < max_candidates) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
+          if (tb.size < Table::capacity) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
         }
       }
     }
   }
+  // one constant evaluation per (probe, pipeline depth): compilers bound the work of each
+  // (nvcc's complexity limit has no flag)
+  template <int t, bool SP, bool RC, int P>
+  static constexpr table_of<per_pipeline> pipeline_table_v = [] {
+    table_of<per_pipeline> tb;
+    add_pipeline<t, SP, RC, P>(tb);
+    return tb;
+  }();
   template <int t, bool SP, bool RC, std::size_t... L>
   static constexpr table probe_table(std::index_sequence<L...>) {
     table tb;
-    if constexpr (!(SP && t == 1)) (add_pipeline<t, SP, RC, (1 << L)>(tb), ...);  // SP: nothing to split at t = 1
+    if constexpr (!(SP && t == 1)) (merge(tb, pipeline_table_v<t, SP, RC, (1 << L)>), ...);  // SP: nothing to split at t = 1
     return tb;
   }
-  // one constant evaluation per probe (compilers bound the work of each)
   template <int t, bool SP, bool RC>
   static constexpr table probe_table_v = probe_table<t, SP, RC>(
       std::make_index_sequence<static_cast<std::size_t>(detail::search_max_log2_pipeline + 1)>{});
-  static constexpr void merge(table& into, const table& from) {
+  template <class From>
+  static constexpr void merge(table& into, const From& from) {
     for (int i = 0; i < from.size && into.size < max_candidates; ++i)
       into.rows[static_cast<std::size_t>(into.size++)] = from.rows[static_cast<std::size_t>(i)];
     into.tried += from.tried;

@@ -1,12 +1,15 @@
 // ZB-H1 against 1F1B on the host: a GPT of four blocks (pre-LN causal self-attention and
 // GeLU MLP, D 256, 8 heads, context 64, float32, Adam) cut into two pipeline stages on 2
 // MPI processes (one per core), M = 2, 4 and 8 micro-batches of 2 sequences. Per schedule
-// and M: the step time (best of alternating passes), the ratio ZB-H1 / 1F1B, and the
-// ratio the closed forms predict when a forward, a B and a W cost the same:
-// (3M + p − 1) / (3(M + p − 1)). The two schedules train the same bits (checked here on the
-// final parameters too). `mpiexec -n 2 bench_zero_bubble [steps]`
+// and M: the step time (best of alternating passes) and the ratio ZB-H1 / 1F1B, against
+// two predictions: the closed forms' when a forward, a B and a W cost the same,
+// (3M + p − 1) / (3(M + p − 1)), and the schedule simulator's (sched::simulate_costs) run
+// with each stage's own F, B and W times, measured in separate timed steps (which
+// synchronize around every action). The two schedules train the same bits (checked here
+// on the final parameters too). `mpiexec -n 2 bench_zero_bubble [steps]`
 // (bench/host/run_zero_bubble.sh).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +35,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 struct result {
   double ms = 1e300;
   std::vector<std::vector<std::vector<double>>> params;  // the whole model, on every rank
+  std::array<double, 3> op_ms{};                         // this stage's F, B, W per micro-batch
 };
 
 template <class P, class W>
@@ -51,6 +55,24 @@ void run(W& w, int steps, result& r) {
   w.comm().agree(true, "");
   r.ms = std::min(r.ms, (now() - t0) * 1e3 / steps);
   r.params = t.gather_parameters();
+  t.time_compute(true);  // the actions' own times, in steps of their own
+  for (int i = 0; i < steps; ++i) t.step(batch);
+  const auto& c = t.compute_times();
+  auto per = [](double s, long long n) { return n > 0 ? s * 1e3 / double(n) : 0.0; };
+  r.op_ms = {per(c.forward_s, c.forwards), per(c.backward_s, c.backwards), per(c.weight_s, c.weights)};
+}
+
+// The simulator's makespan (ms) of P's program with both stages' measured costs (µs).
+template <class P, class W>
+double simulated_ms(W& w, const result& r, std::array<double, 6>& all) {
+  w.comm().all_gather(r.op_ms.data(), all.data(), 3);
+  sched::stage_costs<2> c;
+  for (int s = 0; s < 2; ++s) {
+    c.fwd[std::size_t(s)] = static_cast<long long>(all[std::size_t(3 * s)] * 1e3);
+    c.bwd[std::size_t(s)] = static_cast<long long>(all[std::size_t(3 * s + 1)] * 1e3);
+    c.wgt[std::size_t(s)] = static_cast<long long>(all[std::size_t(3 * s + 2)] * 1e3);
+  }
+  return double(sched::simulate_costs(P::program, c).makespan) / 1e3;
 }
 
 template <int M, class W>
@@ -61,10 +83,17 @@ void compare(W& w, int steps) {
     run<Gpt<ZeroBubbleH1, M>>(w, steps, zb);
   }
   const int p = 2;
-  const double predicted = double(3 * M + p - 1) / double(3 * (M + p - 1));
-  if (w.rank() == 0)
-    std::printf("%3d %12.2f %12.2f %12.3f %14.3f %16s\n", M, one.ms, zb.ms, zb.ms / one.ms, predicted,
-                one.params == zb.params ? "yes" : "NO");
+  const double closed = double(3 * M + p - 1) / double(3 * (M + p - 1));
+  std::array<double, 6> c1{}, cz{};
+  const double sim_one = simulated_ms<Gpt<PreferBackward, M>>(w, one, c1);
+  const double sim_zb = simulated_ms<Gpt<ZeroBubbleH1, M>>(w, zb, cz);
+  if (w.rank() == 0) {
+    std::printf("%3d %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, one.ms, zb.ms, zb.ms / one.ms, closed,
+                sim_one, sim_zb, sim_zb / sim_one, one.params == zb.params ? "yes" : "NO");
+    std::printf("      measured ms per micro-batch: 1F1B F %.2f/%.2f, B+W %.2f/%.2f; ZB-H1 F %.2f/%.2f, B %.2f/%.2f, "
+                "W %.2f/%.2f (stage 0/1)\n",
+                c1[0], c1[3], c1[1], c1[4], cz[0], cz[3], cz[1], cz[4], cz[2], cz[5]);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -77,7 +106,8 @@ int main(int argc, char** argv) {
   if (w.rank() == 0) {
     std::printf("GPT, 4 blocks (D %d, %d heads, context %d, vocabulary %d, float32, Adam), 2 stages x 2 blocks, "
                 "micro-batch 2 sequences; best of 3 alternating passes of %d steps\n", D, H, S, V, steps);
-    std::printf("%3s %12s %12s %12s %14s %16s\n", "M", "1F1B ms", "ZB-H1 ms", "ZB/1F1B", "closed form", "same bits");
+    std::printf("%3s %10s %10s %9s | %9s %10s %10s %9s | %9s\n", "M", "1F1B ms", "ZB-H1 ms", "ZB/1F1B", "closed",
+                "sim 1F1B", "sim ZB-H1", "sim ratio", "same bits");
   }
   compare<2>(w, steps);
   compare<4>(w, steps);

@@ -7,6 +7,7 @@
 // arena and the parameter store; nothing is allocated, and no layout is decided, here.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -154,10 +155,23 @@ class executor {
         if (final_pass_) finish_buckets();
         continue;
       }
-      act_named(x, i, /*train=*/true);
+      if (timing_ && sched::is_compute(x.kind)) timed(x, i);
+      else act_named(x, i, /*train=*/true);
     }
     finish_posted();
   }
+
+  // Wall time of this device's compute actions (F, B, W), summed while timing is on: the
+  // per-stage costs the schedule simulator takes (benchmarks; each action synchronizes).
+  struct compute_clock {
+    double forward_s = 0, backward_s = 0, weight_s = 0;
+    long long forwards = 0, backwards = 0, weights = 0;
+  };
+  void time_compute(bool on) {
+    timing_ = on;
+    clock_ = {};
+  }
+  const compute_clock& compute_times() const { return clock_; }
 
   // Multiplies every gradient (through the loss's scale): the one-device reference of a
   // GradientReduce<ReduceSum> plan on dp replicas uses dp (runtime/verify.hpp).
@@ -243,6 +257,18 @@ class executor {
   }
 
  private:
+  void timed(const sched::instr& x, int i) {
+    finish_posted();  // a W overlapping messages is timed without them
+    Backend::synchronize(q_);
+    const auto t0 = std::chrono::steady_clock::now();
+    act_named(x, i, /*train=*/true);
+    Backend::synchronize(q_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (x.kind == sched::op::forward) clock_.forward_s += s, ++clock_.forwards;
+    if (x.kind == sched::op::backward) clock_.backward_s += s, ++clock_.backwards;
+    if (x.kind == sched::op::weight) clock_.weight_s += s, ++clock_.weights;
+  }
+
   // ---- one action -----------------------------------------------------------------------
   // A communication failure says which action of the lowered program it hit.
   void act_named(const sched::instr& x, int i, bool train) {
@@ -672,6 +698,8 @@ class executor {
   double multiplier_ = 1.0;
   double loss_scale_ = 1.0;
   std::vector<comm::p2p_op> group_;
+  bool timing_ = false;
+  compute_clock clock_{};
   // a group posted to overlap the W's after it (communicators with post_group)
   std::optional<decltype(detail::pending_of(std::declval<Comm&>()))> posted_;
 };

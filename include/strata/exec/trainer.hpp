@@ -117,6 +117,9 @@ class trainer {
   // Bytes of this device's activation buffers: P::activation_arena_bytes of its stage,
   // for this trainer's T.
   long long activation_bytes() const { return exec_->arena().bytes(); }
+  // Benchmarks: time this device's forward, backward and W actions (see executor::compute_clock).
+  void time_compute(bool on) { exec_->time_compute(on); }
+  const typename executor::compute_clock& compute_times() const { return exec_->compute_times(); }
   // Writes a checkpoint into directory `dir` (exec/checkpoint.hpp): parameters, optimizer
   // state, the step (the learning-rate schedule's position) and `user`'s entries (the data
   // loader's position...). Collective; atomic: `dir` holds the old checkpoint or the new.

@@ -29,7 +29,7 @@ struct LayerNorm {
   // 2D/2.5D/3D: the backward's two row sums in scratch.
   static constexpr buffer_needs memory(const local_dims& d) {
     if (d.q > 0) return {.keep_input = true, .stash_stats = 2 * d.rows, .scratch_stats = 2 * d.rows};
-    return {.keep_input = true, .stash_stats = 2 * d.rows, .scratch_values = d.rows * d.in_cols};
+    return {.keep_input = true, .stash_stats = 2 * d.rows, .scratch_values = d.rows * d.in_cols, .weight_pass = true};
   }
 
   template <class C>
@@ -66,6 +66,21 @@ struct LayerNorm {
     auto* dx = c.dx ? c.dx : c.scratch_values;  // the kernel always writes dx
     layernorm_backward(c.q, c.rows, std::size_t(D), c.x, c.w[0], c.stash_stats, c.stash_stats + c.rows, c.dy, dx,
                        c.g[0], c.g[1], true);
+  }
+  // Zero-bubble halves (features whole; on a mesh it runs whole): dx in B, dγ and dβ in W.
+  template <class C>
+  static void backward_data(C& c) {
+    if (c.mesh[0]) return backward(c);
+    using G = typename C::master_type;
+    if (c.dx)
+      layernorm_backward(c.q, c.rows, std::size_t(D), c.x, c.w[0], c.stash_stats, c.stash_stats + c.rows, c.dy, c.dx,
+                         static_cast<G*>(nullptr), static_cast<G*>(nullptr), true);
+  }
+  template <class C>
+  static void backward_weights(C& c) {
+    if (c.mesh[0]) return;
+    layernorm_backward(c.q, c.rows, std::size_t(D), c.x, c.w[0], c.stash_stats, c.stash_stats + c.rows, c.dy,
+                       static_cast<typename C::value_type*>(nullptr), c.g[0], c.g[1], true);
   }
 };
 

@@ -21,8 +21,9 @@ struct PositionEmbedding {
   static constexpr long long forward_flops(shape_t in) { return in.numel(); }
   static constexpr long long backward_flops(shape_t in) { return in.numel(); }
   static constexpr shard_choice shard(const shard_query& q) { return sharding::whole_features(q); }
-  // backward needs only the output's gradient
-  static constexpr buffer_needs memory(const local_dims&) { return {}; }
+  // backward needs only the output's gradient; under a zero-bubble schedule the table's
+  // gradient waits for W
+  static constexpr buffer_needs memory(const local_dims&) { return {.weight_pass = true}; }
 
   template <class C>
   static void forward(C& c) {
@@ -30,8 +31,16 @@ struct PositionEmbedding {
   }
   template <class C>
   static void backward(C& c) {
-    position_backward(c.q, c.rows, std::size_t(D), std::size_t(Seq), c.row0, c.dy, c.g[0], true);
+    backward_weights(c);
+    backward_data(c);
+  }
+  template <class C>
+  static void backward_data(C& c) {
     if (c.dx) copy(c.q, c.rows * c.in_cols, c.dy, c.dx);
+  }
+  template <class C>
+  static void backward_weights(C& c) {
+    position_backward(c.q, c.rows, std::size_t(D), std::size_t(Seq), c.row0, c.dy, c.g[0], true);
   }
 };
 

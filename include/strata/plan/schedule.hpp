@@ -386,10 +386,34 @@ struct timeline {
   std::array<std::array<long long, static_cast<std::size_t>(Cap)>, static_cast<std::size_t>(P)> start{}, end{};
 };
 
+// What a forward, a backward (B alone when the program splits backwards) and a W of one
+// (micro-batch, chunk) take on each stage: equal costs, or measured ones (an unbalanced
+// pipeline).
+template <int P>
+struct stage_costs {
+  std::array<long long, static_cast<std::size_t>(P)> fwd{}, bwd{}, wgt{};
+  static constexpr stage_costs uniform(long long f, long long b, long long w) {
+    stage_costs c;
+    for (int s = 0; s < P; ++s)
+      c.fwd[static_cast<std::size_t>(s)] = f, c.bwd[static_cast<std::size_t>(s)] = b, c.wgt[static_cast<std::size_t>(s)] = w;
+    return c;
+  }
+};
+
+template <int P, int Cap>
+constexpr sim_result simulate_costs(const program<P, Cap>& prog, const stage_costs<P>& costs,
+                                    std::type_identity_t<timeline<P, Cap>>* times = nullptr);
+
 // Costs: a forward, a backward (B alone when the program splits backwards) and a W.
 template <int P, int Cap>
 constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
                               std::type_identity_t<timeline<P, Cap>>* times = nullptr, long long wgt_cost = 0) {
+  return simulate_costs(prog, stage_costs<P>::uniform(fwd_cost, bwd_cost, wgt_cost), times);
+}
+
+template <int P, int Cap>
+constexpr sim_result simulate_costs(const program<P, Cap>& prog, const stage_costs<P>& costs,
+                                    std::type_identity_t<timeline<P, Cap>>* times) {
   sim_result r{};
   std::array<int, static_cast<std::size_t>(P)> pc{};
   std::array<long long, static_cast<std::size_t>(P)> clock{}, posted{}, done_at{};
@@ -420,9 +444,9 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
       const instr& x = prog.at(s, pc[S(s)]);
       if (!is_p2p(x.kind)) {
         if (times) times->start[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
-        if (x.kind == op::forward) clock[S(s)] += fwd_cost;
-        if (x.kind == op::backward) clock[S(s)] += bwd_cost;
-        if (x.kind == op::weight) clock[S(s)] += wgt_cost;
+        if (x.kind == op::forward) clock[S(s)] += costs.fwd[S(s)];
+        if (x.kind == op::backward) clock[S(s)] += costs.bwd[S(s)];
+        if (x.kind == op::weight) clock[S(s)] += costs.wgt[S(s)];
         if (times) times->end[S(s)][static_cast<std::size_t>(pc[S(s)])] = clock[S(s)];
         ++pc[S(s)];
         progress = moved = true;
@@ -480,7 +504,7 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
         if (prog.at(s, end - 1).overlap)
           for (; next < prog.length[S(s)] && prog.at(s, next).kind == op::weight; ++next) {
             if (times) times->start[S(s)][static_cast<std::size_t>(next)] = busy_until;
-            busy_until += wgt_cost;
+            busy_until += costs.wgt[S(s)];
             if (times) times->end[S(s)][static_cast<std::size_t>(next)] = busy_until;
           }
         clock[S(s)] = done_at[S(s)] > busy_until ? done_at[S(s)] : busy_until;
@@ -504,8 +528,11 @@ constexpr sim_result simulate(const program<P, Cap>& prog, long long fwd_cost = 
   }
   for (int s = 0; s < P; ++s)
     if (clock[S(s)] > r.makespan) r.makespan = clock[S(s)];
-  r.busy = static_cast<long long>(prog.micro_batches) * prog.chunks *
-           (fwd_cost + bwd_cost + (prog.split_backward ? wgt_cost : 0));
+  for (int s = 0; s < P; ++s) {  // the busiest stage's compute
+    const long long b = static_cast<long long>(prog.micro_batches) * prog.chunks *
+                        (costs.fwd[S(s)] + costs.bwd[S(s)] + (prog.split_backward ? costs.wgt[S(s)] : 0));
+    r.busy = b > r.busy ? b : r.busy;
+  }
   return r;
 }
 

@@ -81,6 +81,20 @@ static_assert(near(zb_e.step_s, 8 * slowest + (slowest - 2 * slow_w) + update));
 static_assert(zb_e.step_s < pp2_e.step_s);
 // every stage keeps p = 2 micro-batches and each Linear's output gradient (2 · 512 · 1024 bf16)
 static_assert(zb_e.memory_bytes > pp2_e.memory_bytes);
+// Interleaved 1F1B over 4 parts on 2 stages (stage s runs units s and s + 2): the step is
+// (M + (p − 1) / V) · the slowest stage + update, the stage counting both its parts' edges.
+constexpr cost::parallel_config pp2_i2{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8,
+                                       .chunks = 2};
+constexpr cost::step_estimate i2_e = cost::estimate<4, 4>(lin_profile, std::array<int, 5>{0, 1, 2, 3, 4}, pp2_i2, A100);
+constexpr double i2_stage_time(int s) {
+  double t = 0;
+  for (int u : {s, s + 2}) t += 2 * (lin_profile.units[u].forward_s + lin_profile.units[u].backward_s);
+  const double msg = (2.0 * 512 * 1024 * 2) / 300e9 + 5e-6;  // one edge, one direction
+  return t + 3 * msg;  // three edges each: stage 0 part 0's out, part 2's in and out; stage 1 the mirror
+}
+constexpr double i2_slowest = i2_stage_time(1) > i2_stage_time(0) ? i2_stage_time(1) : i2_stage_time(0);
+static_assert(near(i2_e.step_s, (8 + 0.5) * i2_slowest + update));
+static_assert(near(i2_e.bubble_s, i2_slowest / 2));
 // Data parallel: a ring all-reduce of each device's fp32 gradients over 4 devices of one node
 constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 1};
 constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
@@ -131,14 +145,20 @@ using Found = Search<GPT, 8, 64, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Inpu
 // every (t, p, b, ZeRO, SP, recompute) the description allows, counted by hand:
 // t = 1: p in {1, 2, 4, 8}, recompute on/off; t = 2: p in {1, 2, 4}, t = 4: p in {1, 2}, with
 // SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-2 where d > 1, else 0;
-// and with p > 1, no recompute and ZeRO 0-1, ZB-H1 as well as 1F1B.
+// with p > 1, no recompute and ZeRO 0-1, ZB-H1 as well as 1F1B; and with p > 1, 2p parts
+// to cut and M = 64 / (d · b) a multiple of p, interleaved 1F1B (two chunks) at every ZeRO.
+constexpr int units = Found::probe<1, false, false>::num_units;
+static_assert(units == 12);  // embedding, position embedding, 4 × (attention block, MLP block), LayerNorm, head
 constexpr int by_hand = [] {
   int n = 0;
   for (int t : {1, 2, 4})
     for (int p = 1; p <= 8 / t; p *= 2) {
-      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4, no_recompute = variants / 2;
-      for (int b : {1, 2, 4, 8})
-        if (64 % (d * b) == 0) n += variants * (d > 1 ? 3 : 1) + (p > 1 ? no_recompute * (d > 1 ? 2 : 1) : 0);
+      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4, no_recompute = variants / 2, zeros = d > 1 ? 3 : 1;
+      for (int b : {1, 2, 4, 8}) {
+        if (64 % (d * b) != 0) continue;
+        n += variants * zeros + (p > 1 ? no_recompute * (d > 1 ? 2 : 1) : 0);
+        if (p > 1 && 2 * p <= units && (64 / (d * b)) % p == 0) n += variants * zeros;
+      }
     }
   return n;
 }();
@@ -164,7 +184,8 @@ static_assert(Chosen::part_devices == Found::best.tensor && Chosen::stages == Fo
 static_assert(Chosen::data_parallel() == Found::best.data);
 static_assert(Chosen::micro_batch == Found::best.micro_batch && Chosen::num_micro_batch == Found::best.micro_batches);
 static_assert(Chosen::zero == Found::best.zero && Chosen::sequence_parallel == Found::best.sequence_parallel);
-static_assert(Chosen::split_backward == Found::best.zero_bubble);
+static_assert(Chosen::split_backward == Found::best.zero_bubble && Chosen::chunks == Found::best.chunks);
+static_assert(Chosen::num_parts == Found::best.pipeline * Found::best.chunks);
 constexpr bool fits_exactly = [] {
   for (int s = 0; s < Chosen::stages; ++s)
     if (Chosen::peak_memory_bytes(s, Chosen::data_parallel()) > Found::best.estimate.memory_bytes) return false;
@@ -178,10 +199,30 @@ using Tight = Search<GPT, 8, 1, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Input
 static_assert(Tight::found && Tight::all.fitting < Found::all.fitting);
 static_assert(Tight::best.estimate.memory_bytes <= (1 << 20));
 
+// A budget that only recomputed 4-stage pipelines meet: ZB-H1 is out (no recomputation)
+// and interleaving two chunks per stage beats 1F1B's bubble; the chosen plan is an
+// interleaved Pipeline of 8 parts whose lowered memory fits the estimate.
+constexpr int V2 = 8192, S2 = 256, D2 = 512, H2 = 8;
+using Attn2 = Residual<LayerNorm<D2>, CausalSelfAttention<D2, H2, S2>>;
+using MLP2 = Residual<LayerNorm<D2>, Linear<D2, 4 * D2>, GeLU, Linear<4 * D2, D2>>;
+using GPT2 = Model<Embedding<V2, D2>, PositionEmbedding<S2, D2>, Repeat<8, Attn2, MLP2>, LayerNorm<D2>, Linear<D2, V2>>;
+using Interleave = Search<GPT2, 4, 250, 64, hw::A100_80GB, TensorDegrees<1>, Input<S2>, Loss<SoftmaxCrossEntropy>,
+                          Element<bf16>>;
+using ChosenI = Interleave::plan;
+static_assert(Interleave::best.chunks == 2 && Interleave::best.recompute && Interleave::best.pipeline == 4);
+static_assert(ChosenI::valid && ChosenI::chunks == 2 && ChosenI::num_parts == 8 && ChosenI::stages == 4);
+constexpr bool interleaved_fits = [] {
+  for (int s = 0; s < ChosenI::stages; ++s)
+    if (ChosenI::peak_memory_bytes(s, ChosenI::data_parallel()) > Interleave::best.estimate.memory_bytes) return false;
+  return true;
+}();
+static_assert(interleaved_fits);
+
 }  // namespace
 
 int main() {
   Found::print_ranked();
   Tight::print_ranked();
+  Interleave::print_ranked();
   return 0;
 }

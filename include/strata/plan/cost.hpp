@@ -234,8 +234,9 @@ struct step_estimate {
   int slowest_stage = 0;
 };
 
-// Micro-batches stage s keeps in flight: all of them (GPipe), 1F1B's warm-up depth, or the
-// interleaved schedule's (p − s) + (V − 1)·p chunk-micro-batches, in stage-micro-batch units.
+// Micro-batches each part of stage s keeps in flight: all of them (GPipe), 1F1B's warm-up
+// depth, ZB-H1's p, or with V chunks a bound: the interleaved schedule's peak of
+// 2(p − s − 1) + (V − 1)·p + 1 chunk-micro-batches, any of which may be this part's.
 constexpr long long in_flight(const parallel_config& c, int s) {
   const int p = c.pipeline, m = c.micro_batches;
   if (c.gpipe) return m;
@@ -243,9 +244,8 @@ constexpr long long in_flight(const parallel_config& c, int s) {
   // receive is posted before the W's it overlaps
   if (c.zero_bubble) return m < p + (s > 0) ? m : p + (s > 0);
   if (c.chunks <= 1) return m < p - s ? m : p - s;
-  const long long chunk_mbs = (p - s) + static_cast<long long>(c.chunks - 1) * p;
-  const long long whole = (chunk_mbs + c.chunks - 1) / c.chunks;
-  return whole < m ? whole : m;
+  const long long chunk_mbs = 2LL * (p - s - 1) + static_cast<long long>(c.chunks - 1) * p + 1;
+  return chunk_mbs < m ? chunk_mbs : m;
 }
 
 // The per-unit memory at micro-batch b (the probe's scaled) and ZeRO level z over `data`
@@ -270,13 +270,14 @@ constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_c
   return u;
 }
 
-// The step time of units cut at cuts[0..p] (stage s = units [cuts[s], cuts[s + 1])).
+// The step time of units cut into K parts at cuts[0..K] (part k = units [cuts[k], cuts[k + 1])):
+// K stages, or with V = c.chunks chunks K / V stages, stage s running parts s, s + p, ...
 template <std::size_t N, std::size_t K>
 constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K + 1>& cuts, const parallel_config& c,
                                  const hardware& hw) {
   step_estimate e{};
   const double scale = static_cast<double>(c.micro_batch) / pr.micro_batch;
-  const int p = static_cast<int>(K);
+  const int parts = static_cast<int>(K), chunks = c.chunks > 1 ? c.chunks : 1, p = parts / chunks;
   // pipeline neighbours are `tensor` ranks apart: some boundary crosses nodes unless the
   // whole replica sits in one node
   const bool pp_intra = c.tensor * p <= hw.devices_per_node;
@@ -285,24 +286,30 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, most_params = 0;
   const detail::unit_costs<N> mem = memory_at(pr, c);
   for (int s = 0; s < p; ++s) {
-    double compute = 0, tp = 0, params = 0, weight = 0, keep = 0;
-    for (int u = cuts[static_cast<std::size_t>(s)]; u < cuts[static_cast<std::size_t>(s + 1)]; ++u) {
-      const unit_time& t = pr.units[static_cast<std::size_t>(u)];
-      compute += (t.forward_s + t.backward_s + t.recompute_s) * scale;
-      tp += t.tensor_comm_s * scale;
-      params += t.local_params;
-      weight += t.weight_s * scale;
-      keep += t.keep_bytes * scale;
-    }
-    double pp = 0;
-    if (p > 1) {  // activations on, gradients back, at each edge of the stage; V times with V chunks
-      const int last = cuts[static_cast<std::size_t>(s + 1)] - 1, first = cuts[static_cast<std::size_t>(s)];
-      const double out = s + 1 < p ? static_cast<double>(pr.memory.exit[static_cast<std::size_t>(last)]) * scale : 0;
-      const double in = s > 0 ? static_cast<double>(pr.memory.entry[static_cast<std::size_t>(first)]) * scale : 0;
-      // each direction's send overlaps the matching receive: out forward (and its gradient
-      // back), in backward (and its activation forward)
-      pp = (collective_s(collective::send_recv, out, 2, pp_bw, pp_lat) +
-            collective_s(collective::send_recv, in, 2, pp_bw, pp_lat)) * c.chunks;
+    double compute = 0, tp = 0, params = 0, weight = 0, pp = 0;
+    long long bytes = 0;
+    for (int ch = 0; ch < chunks; ++ch) {
+      const int k = ch * p + s;
+      const int first = cuts[static_cast<std::size_t>(k)], end = cuts[static_cast<std::size_t>(k + 1)];
+      double keep = 0;
+      for (int u = first; u < end; ++u) {
+        const unit_time& t = pr.units[static_cast<std::size_t>(u)];
+        compute += (t.forward_s + t.backward_s + t.recompute_s) * scale;
+        tp += t.tensor_comm_s * scale;
+        params += t.local_params;
+        weight += t.weight_s * scale;
+        keep += t.keep_bytes * scale;
+      }
+      if (parts > 1) {  // activations on, gradients back, at each edge of the part
+        const double out = k + 1 < parts ? static_cast<double>(pr.memory.exit[static_cast<std::size_t>(end - 1)]) * scale : 0;
+        const double in = k > 0 ? static_cast<double>(pr.memory.entry[static_cast<std::size_t>(first)]) * scale : 0;
+        // each direction's send overlaps the matching receive: out forward (and its gradient
+        // back), in backward (and its activation forward)
+        pp += collective_s(collective::send_recv, out, 2, pp_bw, pp_lat) +
+              collective_s(collective::send_recv, in, 2, pp_bw, pp_lat);
+      }
+      bytes += detail::stage_memory(mem, first, end, in_flight(c, s)) +
+               (c.zero_bubble ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     }
     const double total = compute + tp + pp;
     if (total > slowest) {
@@ -310,9 +317,6 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       e.slowest_stage = s;
     }
     most_params = params > most_params ? params : most_params;
-    const long long bytes = detail::stage_memory(mem, cuts[static_cast<std::size_t>(s)],
-                                                 cuts[static_cast<std::size_t>(s + 1)], in_flight(c, s)) +
-                            (c.zero_bubble ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     e.memory_bytes = bytes > e.memory_bytes ? bytes : e.memory_bytes;
   }
   const double m = c.micro_batches;
@@ -320,7 +324,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
   // ZB-H1 (Qi et al. 2023): the W's fill the cool-down; per stage (p − 1)(F + B − W)
-  e.bubble_s = c.zero_bubble ? (p - 1) * (slowest - 2 * slow_weight) : (p - 1) * slowest / c.chunks;
+  e.bubble_s = c.zero_bubble ? (p - 1) * (slowest - 2 * slow_weight) : (p - 1) * slowest / chunks;
   // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
   // reduce-scatter after every micro-batch's backward (plan/communication.hpp)

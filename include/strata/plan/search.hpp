@@ -6,14 +6,15 @@
 //   pipeline degree p (a power of two dividing devices / t, at most the units),
 //   data degree d = devices / (t · p), micro-batch size b in {1, 2, 4, 8} dividing the
 //   global batch per replica (M = batch / (d · b) micro-batches), ZeRO 0, 1 or 2, and
-//   the schedule: 1F1B, or (p > 1, no recomputation, ZeRO 0 or 1) ZB-H1,
+//   the schedule: 1F1B, (p > 1, no recomputation, ZeRO 0 or 1) ZB-H1, or (2p units or
+//   more, M a multiple of p) interleaved 1F1B with two chunks per stage,
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
 // sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
 // stages for each p are AutoStages' balanced cut. `plan` is the best one as an ordinary
 // Plan type; `ranked` the best `Keep` candidates, printable with print_ranked.
 //
-// Not searched (yet): the interleaved schedule, ZeRO-3, offload, 2D/2.5D/3D tensor modes.
+// Not searched (yet): more than two interleaved chunks, ZeRO-3, offload, 2D/2.5D/3D tensor modes.
 #include <array>
 #include <cstddef>
 #include <cstdio>
@@ -60,6 +61,7 @@ struct search_probe {
 // One configuration the search tried.
 struct candidate {
   int tensor = 0, pipeline = 0, data = 0, micro_batch = 0, micro_batches = 0, zero = 0;
+  int chunks = 1;  // 2: interleaved 1F1B over 2·pipeline parts
   bool sequence_parallel = false, recompute = false, zero_bubble = false, fits = false;
   cost::step_estimate estimate{};
 };
@@ -71,8 +73,8 @@ template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class 
 struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, Options...> {
   static constexpr long long budget = BudgetMiB * 1024 * 1024;
   static constexpr int keep = 8;
-  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-2 with 1F1B, ZeRO 0-1 with ZB-H1)
-  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 5;
+  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-2 with 1F1B, 0-1 with ZB-H1, 0-2 interleaved)
+  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 8;
   static constexpr int max_candidates =
       static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * per_pipeline;
 
@@ -106,6 +108,27 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
                                          .micro_batches = c.micro_batches, .zero_bubble = zb != 0, .zero = z};
           c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(P)>(pr::profile, pr::template cut<P>, pc,
                                                                             Hw::value);
+          c.fits = c.estimate.memory_bytes <= budget;
+          ++tb.tried;
+          tb.fitting += c.fits;
+          if (tb.size < Table::capacity) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
+        }
+      }
+    }
+    // interleaved 1F1B, two chunks per stage: 2P parts, M a multiple of P
+    if constexpr (P > 1 && 2 * P <= pr::num_units && (Devices / t) % P == 0) {
+      const int d = Devices / (t * P);
+      for (int b : detail::search_micro_batches) {
+        if (GlobalBatch % (d * b) != 0 || (GlobalBatch / (d * b)) % P != 0) continue;
+        for (int z = 0; z <= 2; ++z) {
+          if (z > 0 && d == 1) continue;
+          candidate c;
+          c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = GlobalBatch / (d * b);
+          c.zero = z, c.sequence_parallel = SP, c.recompute = RC, c.chunks = 2;
+          const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
+                                         .micro_batches = c.micro_batches, .chunks = 2, .zero = z};
+          c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(2 * P)>(pr::profile, pr::template cut<2 * P>,
+                                                                                pc, Hw::value);
           c.fits = c.estimate.memory_bytes <= budget;
           ++tb.tried;
           tb.fitting += c.fits;
@@ -187,23 +210,25 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   // ---- the chosen plan, as a type ------------------------------------------------------
  private:
   static constexpr int bt = found ? best.tensor : 1, bp = found ? best.pipeline : 1;
+  static constexpr int bchunks = found ? best.chunks : 1, bparts = bp * bchunks;
   static constexpr bool bsp = found && best.sequence_parallel, brc = found && best.recompute;
   using chosen_probe = probe<bt, bsp, brc>;
   using units = typename chosen_probe::units;
-  static constexpr auto cuts = chosen_probe::template cut<bp>;
+  static constexpr auto cuts = chosen_probe::template cut<bparts>;
   template <class... U>
   using part = typename chosen_probe::template part<U...>;
   template <std::size_t... S>
   static auto make(std::index_sequence<S...>)
       -> Pipeline<detail::slice_t<part, units, cuts[S], cuts[S + 1]>...>;
-  using net = decltype(make(std::make_index_sequence<static_cast<std::size_t>(bp)>{}));
+  using net = decltype(make(std::make_index_sequence<static_cast<std::size_t>(bparts)>{}));
   using options = detail::concat_t<
       type_list<Options...>,
       type_list<MicroBatch<found ? best.micro_batch : 1>, NumMicroBatch<found ? best.micro_batches : 1>,
                 Zero<found ? best.zero : 0>, World<Devices>>,
       std::conditional_t<bsp, type_list<SequenceParallel>, type_list<>>,
       std::conditional_t<brc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>,
-      std::conditional_t<found && best.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>>;
+      std::conditional_t<found && best.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>,
+      std::conditional_t<(bchunks > 1), type_list<Schedule<Interleaved<bchunks>>>, type_list<>>>;
 
  public:
   using plan = typename detail::plan_of<net, options>::type;
@@ -212,14 +237,15 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   static void print_ranked(std::FILE* out = stdout) {
     std::fprintf(out, "strata search: %d devices, %lld MiB each, batch %d on %s: %d configurations, %d fit\n", Devices,
                  BudgetMiB, GlobalBatch, Hw::value.name.data(), all.tried, all.fitting);
-    std::fprintf(out, "  # |  TP  PP  DP | mb    M | SP RC ZeRO ZB |   step ms |  MFU  | MiB/dev | compute tp-comm pp-comm bubble dp-comm\n");
+    std::fprintf(out, "  # |  TP  PP  DP | mb    M | SP RC ZeRO sched |   step ms |  MFU  | MiB/dev | compute tp-comm pp-comm bubble dp-comm\n");
     for (int i = 0; i < num_ranked; ++i) {
       const candidate& c = ranked[static_cast<std::size_t>(i)];
       const auto& e = c.estimate;
       auto pct = [&](double x) { return 100 * x / e.step_s; };
-      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d    %s | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
+      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d   %-5s | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
                    i + 1, c.tensor, c.pipeline, c.data, c.micro_batch, c.micro_batches,
-                   c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero, c.zero_bubble ? "y" : "n",
+                   c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero,
+                   c.zero_bubble ? "ZB-H1" : c.chunks > 1 ? "I2" : "1F1B",
                    1e3 * e.step_s, 100 * e.mfu,
                    static_cast<double>(e.memory_bytes) / (1LL << 20), pct(e.compute_s), pct(e.tensor_comm_s),
                    pct(e.pipeline_comm_s), pct(e.bubble_s), pct(e.data_comm_s));

@@ -25,8 +25,10 @@
 #include "strata/exec/batch.hpp"
 #include "strata/exec/context.hpp"
 #include "strata/exec/convert.hpp"
+#include "strata/exec/dispatch.hpp"
 #include "strata/exec/mesh_groups.hpp"
 #include "strata/exec/optimizer.hpp"
+#include "strata/exec/posted_group.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/exec/zero.hpp"
 #include "strata/plan/lower.hpp"
@@ -34,17 +36,6 @@
 #include "strata/plan/print.hpp"
 
 namespace strata::exec {
-
-namespace detail {
-struct no_pending {};
-// What a communicator's post_group returns (MPI: a group waited for later), else nothing.
-template <class C>
-auto pending_of(C& c) {
-  if constexpr (requires { c.post_group(std::span<const comm::p2p_op>{}); })
-    return c.post_group(std::span<const comm::p2p_op>{});
-  else return no_pending{};
-}
-}  // namespace detail
 
 template <class P, class T, class Backend, class Comm>
 class executor {
@@ -307,31 +298,12 @@ class executor {
       default: break;
     }
     if (sched::is_p2p(x.kind) && !x.group_next) {
-      // the W's after an overlapped group run while its messages travel, where the
-      // communicator can post a group and wait later (MPI); elsewhere it completes first
-      if constexpr (requires { posted_.emplace(world_.post_group(std::span<const comm::p2p_op>(group_))); }) {
-        if (x.overlap) posted_.emplace(world_.post_group(std::span<const comm::p2p_op>(group_)));
-        else world_.group(std::span<const comm::p2p_op>(group_));
-      } else {
-        world_.group(std::span<const comm::p2p_op>(group_));
-      }
+      posted_.post(world_, std::span<const comm::p2p_op>(group_), x.overlap);  // W's after it overlap it
       group_.clear();
     }
   }
-
-  void drive_posted() {
-    if constexpr (requires { world_.progress(*posted_); })
-      if (posted_) world_.progress(*posted_);
-  }
-
-  void finish_posted() {
-    if constexpr (requires { world_.complete(*posted_); })
-      if (posted_) {
-        auto g = std::move(*posted_);
-        posted_.reset();
-        world_.complete(g);
-      }
-  }
+  void drive_posted() { posted_.drive(world_); }
+  void finish_posted() { posted_.finish(world_); }
 
   int peer(int stage) const { return P::rank_of(me_.data, stage, me_.index); }
   // Messages between two ranks match in posting order (the deadlock proof checks it), so
@@ -641,38 +613,11 @@ class executor {
 
   // ---- per-layer dispatch: one function pointer per layer of the plan ----------------------
   using ctx_t = layer_ctx<Backend, T, Comm>;
-  template <class Layer>
-  static void call_forward(ctx_t& c) {
-    if constexpr (ExecutableLayer<Layer>) Layer::forward(c);
-  }
-  template <class Layer>
-  static void call_backward(ctx_t& c) {
-    if constexpr (ExecutableLayer<Layer>) Layer::backward(c);
-  }
-  // A layer that says weight_pass in its memory() has both halves (SplitBackwardLayer);
-  // any other runs whole in B.
-  template <class Layer>
-  static void call_backward_data(ctx_t& c) {
-    if constexpr (SplitBackwardLayer<Layer>) Layer::backward_data(c);
-    else call_backward<Layer>(c);
-  }
-  template <class Layer>
-  static void call_backward_weights(ctx_t& c) {
-    if constexpr (SplitBackwardLayer<Layer>) Layer::backward_weights(c);
-  }
-  template <class List>
-  struct tables_of;
-  template <class... Ls>
-  struct tables_of<type_list<Ls...>> {
-    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> fwd{&call_forward<Ls>...};
-    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd{&call_backward<Ls>...};
-    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd_data{&call_backward_data<Ls>...};
-    static constexpr std::array<void (*)(ctx_t&), sizeof...(Ls)> bwd_weights{&call_backward_weights<Ls>...};
-  };
-  static constexpr auto forward_table = tables_of<typename P::layers>::fwd;
-  static constexpr auto backward_table = tables_of<typename P::layers>::bwd;
-  static constexpr auto backward_data_table = tables_of<typename P::layers>::bwd_data;
-  static constexpr auto backward_weights_table = tables_of<typename P::layers>::bwd_weights;
+  using dispatch = layer_dispatch<ctx_t, typename P::layers>;
+  static constexpr auto forward_table = dispatch::forward;
+  static constexpr auto backward_table = dispatch::backward;
+  static constexpr auto backward_data_table = dispatch::backward_data;
+  static constexpr auto backward_weights_table = dispatch::backward_weights;
 
   queue& q_;
   Comm& world_;
@@ -700,8 +645,7 @@ class executor {
   std::vector<comm::p2p_op> group_;
   bool timing_ = false;
   compute_clock clock_{};
-  // a group posted to overlap the W's after it (communicators with post_group)
-  std::optional<decltype(detail::pending_of(std::declval<Comm&>()))> posted_;
+  posted_group<Comm> posted_;  // a group the W's after it overlap
 };
 
 }  // namespace strata::exec

@@ -431,7 +431,6 @@ class mpi_communicator {
       }
     }
     g.reqs_ = std::move(reqs);
-    if (m == 0) g.reqs_.clear();
     return g;
   }
 
@@ -443,9 +442,7 @@ class mpi_communicator {
     const bool tested = g.finished_;
     const int rc = tested ? g.finished_rc_ : wait(static_cast<int>(m), g.reqs_.data(), st.data(), g.info_);
     if (tested) st = std::move(g.st_);
-    // MPI_Waitall set every finished request to MPI_REQUEST_NULL; none is left to cancel
-    std::vector<MPI_Request> done = std::move(g.reqs_);
-    g.reqs_.clear();
+    g.reqs_.clear();  // every request finished (MPI_REQUEST_NULL): none is left to cancel
     if (rc == MPI_ERR_IN_STATUS) {
       for (std::size_t i = 0; i < m; ++i)
         if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)

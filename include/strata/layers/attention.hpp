@@ -126,7 +126,7 @@ struct MultiHeadAttention {
   template <class C>
   static void backward(C& c) {
     if (on_mesh(c)) return backward_on_mesh(c);
-    typename C::value_type* dqkv = c.scratch_values + 5 * local(c).width;  // see backward_input
+    const auto dqkv = grads(c.scratch_values, local(c).width).dqkv;
     backward_input(c, dqkv);
     backward_params(c, dqkv);
   }
@@ -143,28 +143,24 @@ struct MultiHeadAttention {
   }
 
  private:
+  // The backward's scratch, in widths: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows | dprobs].
+  template <class T>
+  struct grads {
+    T *dctx, *dctx_h, *dq_h, *dqkv, *dprobs;
+    grads(T* base, std::size_t w)
+        : dctx(base), dctx_h(base + w), dq_h(base + 2 * w), dqkv(base + 5 * w), dprobs(base + 8 * w) {}
+  };
   // dctx = dy W_outᵀ, the attention's backward, dqkv (into `dqkv`), dx = dqkv W_qkvᵀ (a
   // partial sum over heads).
   template <class C>
   static void backward_input(C& c, typename C::value_type* dqkv) {
-    using T = typename C::value_type;
-    using S = gemm_scalar_t<T>;
+    using S = gemm_scalar_t<typename C::value_type>;
     const shapes s = local(c);
-    const T* q_h = c.stash_values;
-    const T* k_h = q_h + s.width;
-    const T* v_h = q_h + 2 * s.width;
-    const T* probs = q_h + 4 * s.width;
-    T* dctx = c.scratch_values;  // [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows | dprobs]
-    T* dctx_h = dctx + s.width;
-    T* dq_h = dctx_h + s.width;
-    T* dk_h = dq_h + s.width;
-    T* dv_h = dk_h + s.width;
-    T* dprobs = dv_h + 4 * s.width;
+    const grads g(c.scratch_values, s.width);
     const auto N = backend::trans::N, Tr = backend::trans::T;
-    const std::size_t seq = Seq, dh = head_dim;
-    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), dctx, s.w);
-    attention_core_backward(c, s, q_h, k_h, v_h, probs, dctx, dctx_h, dq_h, dk_h, dv_h, dprobs, seq, dh);
-    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
+    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), g.dctx,
+         s.w);
+    attention_core_backward(c, s, g, dqkv);
     if (c.dx)
       gemm(c.q, N, Tr, c.rows, std::size_t(D), 3 * s.w, S(1), dqkv, 3 * s.w, c.w[0], 3 * s.w, S(0), c.dx,
            std::size_t(D));
@@ -182,48 +178,48 @@ struct MultiHeadAttention {
     gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
     bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
   }
-  // dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q
-  template <class C, class T>
-  static void attention_core_backward(C& c, const auto& s, const T* q_h, const T* k_h, const T* v_h,
-                                      const T* probs, const T* dctx, T* dctx_h, T* dq_h, T* dk_h, T* dv_h, T* dprobs,
-                                      std::size_t seq, std::size_t dh) {
+  // From g.dctx (token rows) and the stash [q_h | k_h | v_h | ctx | probabilities]:
+  // dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q, and the three
+  // as the QKV rows' gradient into `dqkv`.
+  template <class C, class G>
+  static void attention_core_backward(C& c, const auto& s, const G& g, typename C::value_type* dqkv) {
+    using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
     const auto N = backend::trans::N, Tr = backend::trans::T;
-    heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, dctx, dctx_h);
-    gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), dctx_h, dh, s.head, v_h, dh, s.head, S(0), dprobs, seq,
+    const std::size_t seq = Seq, dh = head_dim;
+    const T* q_h = c.stash_values;
+    const T* k_h = q_h + s.width;
+    const T* v_h = q_h + 2 * s.width;
+    const T* probs = q_h + 4 * s.width;
+    T* dk_h = g.dq_h + s.width;
+    T* dv_h = g.dq_h + 2 * s.width;
+    heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, g.dctx, g.dctx_h);
+    gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), g.dctx_h, dh, s.head, v_h, dh, s.head, S(0), g.dprobs, seq,
                          s.square, s.items);
-    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), probs, seq, s.square, dctx_h, dh, s.head, S(0), dv_h, dh,
+    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), probs, seq, s.square, g.dctx_h, dh, s.head, S(0), dv_h, dh,
                          s.head, s.items);
-    attention_softmax_backward(c.q, s.items, seq, scale(), probs, dprobs, dprobs);
-    gemm_strided_batched(c.q, N, N, seq, dh, seq, S(1), dprobs, seq, s.square, k_h, dh, s.head, S(0), dq_h, dh, s.head,
-                         s.items);
-    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), dprobs, seq, s.square, q_h, dh, s.head, S(0), dk_h, dh,
+    attention_softmax_backward(c.q, s.items, seq, scale(), probs, g.dprobs, g.dprobs);
+    gemm_strided_batched(c.q, N, N, seq, dh, seq, S(1), g.dprobs, seq, s.square, k_h, dh, s.head, S(0), g.dq_h, dh,
                          s.head, s.items);
+    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), g.dprobs, seq, s.square, q_h, dh, s.head, S(0), dk_h, dh,
+                         s.head, s.items);
+    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, g.dq_h, dqkv);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
   template <class C>
   static void backward_on_mesh(C& c) {
-    using T = typename C::value_type;
     const shapes s = local(c);
-    const T* q_h = c.stash_values;
-    const T* ctx = q_h + 3 * s.width;
-    T* dctx = c.scratch_values;
-    T* dctx_h = dctx + s.width;
-    T* dq_h = dctx_h + s.width;
-    T* dqkv = dq_h + 3 * s.width;
-    const std::size_t seq = Seq, dh = head_dim;
+    const grads g(c.scratch_values, s.width);
     C p = projection(c, s, 1);
-    p.x = ctx;
+    p.x = c.stash_values + 3 * s.width;  // ctx
     p.dy = c.dy;
-    p.dx = dctx;
+    p.dx = g.dctx;
     p.g[1] = c.g[3] + c.col0;
     mesh_backward(p);
-    attention_core_backward(c, s, q_h, q_h + s.width, q_h + 2 * s.width, q_h + 4 * s.width, dctx, dctx_h, dq_h,
-                            dq_h + s.width, dq_h + 2 * s.width, dqkv + 3 * s.width, seq, dh);
-    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, dq_h, dqkv);
+    attention_core_backward(c, s, g, g.dqkv);
     C in = projection(c, s, 0);
     in.x = c.x;
-    in.dy = dqkv;
+    in.dy = g.dqkv;
     in.dx = c.dx;
     mesh_backward(in);
   }

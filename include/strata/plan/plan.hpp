@@ -575,8 +575,7 @@ struct Plan {
   }
 
   // ---- analyses (all constexpr) ------------------------------------------------------------
-  // In units of a forward: backward 2, or B 1 and W 1 when the program splits backwards.
-  static constexpr sched::fraction bubble = split_backward ? sched::bubble(program, 1, 1, 1) : sched::bubble(program);
+  static constexpr sched::fraction bubble = sched::bubble_of(program, sched::unit_costs(program));
   static constexpr double bubble_fraction = bubble.value();
   static constexpr int peak_in_flight(int stage) { return sched::peak_in_flight(program, stage); }
 

@@ -155,8 +155,7 @@ template <class P>
 std::string chrome_trace(long long unit_us = 1000) {
   using detail::appendf;
   auto times = new sched::timeline<P::program.stages, P::program.capacity>{};
-  if constexpr (P::split_backward) sched::simulate(P::program, 1, 1, times, 1);
-  else sched::simulate(P::program, 1, 2, times);
+  sched::simulate_costs(P::program, sched::unit_costs(P::program), times);
   std::string o = "{\"traceEvents\":[\n";
   bool first = true;
   for (int s = 0; s < P::stages; ++s) {

@@ -257,11 +257,22 @@ struct fraction {
 
 // Idle share of a stage's time between its first and last compute: (makespan − busy) / makespan.
 template <int P, int Cap>
-constexpr fraction bubble(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
-                          long long wgt_cost = 0) {
-  const sim_result r = simulate(prog, fwd_cost, bwd_cost, nullptr, wgt_cost);
+constexpr fraction bubble_of(const program<P, Cap>& prog, const stage_costs<P>& costs) {
+  const sim_result r = simulate_costs(prog, costs);
   if (r.status != verdict::ok || r.makespan == 0) return {0, 1};
   return {r.makespan - r.busy, r.makespan};
+}
+template <int P, int Cap>
+constexpr fraction bubble(const program<P, Cap>& prog, long long fwd_cost = 1, long long bwd_cost = 2,
+                          long long wgt_cost = 0) {
+  return bubble_of(prog, stage_costs<P>::uniform(fwd_cost, bwd_cost, wgt_cost));
+}
+
+// The costs the plan's analyses and trace use, in units of a forward: a backward 2, or
+// when the program splits backwards B 1 and W 1.
+template <int P, int Cap>
+constexpr stage_costs<P> unit_costs(const program<P, Cap>& prog) {
+  return prog.split_backward ? stage_costs<P>::uniform(1, 1, 1) : stage_costs<P>::uniform(1, 2, 0);
 }
 
 }  // namespace strata::sched

@@ -99,6 +99,25 @@ static_assert(near(i2_e.bubble_s, i2_slowest / 2));
 constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 1};
 constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
 static_assert(near(dp4_e.data_comm_s, 2 * 0.75 * (4 * (1024.0 * 1024 + 1024) * 4) / 300e9 + 2 * 3 * 5e-6));
+// A runtime that adds each micro-batch's weight gradients to the fp32 accumulator in a pass
+// of its own (hardware::separate_grad_accumulation, Megatron-LM's DDP hook) pays, per
+// micro-batch whatever its size, a read and a write of 4 bytes and a read of the 2-byte
+// gradient per parameter at 90% of 2039 GB/s; it is part of backward and of W.
+constexpr hardware A100_separate = [] {
+  hardware h = A100;
+  h.separate_grad_accumulation = true;
+  return h;
+}();
+constexpr auto acc_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100_separate);
+constexpr double acc_s = (1024.0 * 1024 + 1024) * (2 * 4 + 2) / (2039e9 * 0.90);
+static_assert(LinProbe::master_bytes == 4 && near(acc_profile.units[0].accumulate_s, acc_s));
+static_assert(lin_profile.units[0].accumulate_s == 0 && acc_profile.units[0].backward_s == lin_profile.units[0].backward_s);
+constexpr cost::step_estimate acc_e = cost::estimate<4, 2>(acc_profile, halves, pp2, A100_separate);
+static_assert(near(acc_e.accumulate_s, 8 * 2 * acc_s) && near(acc_e.step_s, pp2_e.step_s + (8 + 2 - 1) * 2 * acc_s));
+constexpr cost::parallel_config pp2_mb4{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 4, .micro_batches = 8};
+static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_mb4, A100_separate).accumulate_s, 8 * 2 * acc_s));
+static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_zb, A100_separate).step_s,
+                   8 * (slowest + 2 * acc_s) + (slowest + 2 * acc_s - 2 * (slow_w + 2 * acc_s)) + update));
 
 // ---- the bisection cut against a brute force --------------------------------------------
 template <std::size_t N, std::size_t K>

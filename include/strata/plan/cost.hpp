@@ -10,7 +10,9 @@
 // roofline per GEMM) plus, for materialized attention, the elementwise passes over its
 // score tensor; any other call takes max(FLOPs / (peak · gemm_efficiency), bytes / sustained
 // HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
-// twice. Collectives take the ring time of their size over the link they cross (NVLink
+// twice; where the runtime adds each micro-batch's weight gradients to their accumulator in
+// a pass of its own (hardware::separate_grad_accumulation), that pass is charged per
+// micro-batch at the HBM rate. Collectives take the ring time of their size over the link they cross (NVLink
 // inside a node, the network between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
 // its units plus the pipeline messages at its edges; the step is
 //   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
@@ -136,6 +138,9 @@ struct unit_time {
   double local_params = 0;  // parameter elements on one device
   // zero-bubble: the part of backward_s its W passes take, and the bytes B keeps for them
   double weight_s = 0, keep_bytes = 0;
+  // per micro-batch whatever its size: the separate pass adding its weight gradients to the
+  // accumulator (hardware::separate_grad_accumulation), part of backward and of W
+  double accumulate_s = 0;
 };
 
 template <std::size_t N>
@@ -199,6 +204,8 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       t.tensor_comm_s += comm_f * (recomputed ? 2 : 1) + comm_b;
       t.model_flops += f + b;
       t.local_params += static_cast<double>(lp.local_param_elems);
+      if (hw.separate_grad_accumulation)
+        t.accumulate_s += static_cast<double>(lp.local_param_elems) * (2 * r.master_bytes + eb) / hbm_rate;
       if (c.needs.weight_pass && lp.desc.num_params > 0) {
         // W: the weight-gradient GEMMs; an embedding's whole backward; else half the backward
         t.weight_s += g.backward >= 0 ? g.weight : lp.desc.role == layer_role::embedding ? tb : tb / 2;
@@ -223,6 +230,7 @@ struct parallel_config {
 struct step_estimate {
   double step_s = 0;
   double compute_s = 0;         // M · the slowest stage's compute per micro-batch (recompute included)
+  double accumulate_s = 0;      // the part of compute_s the separate gradient-accumulation passes take
   double tensor_comm_s = 0;     // M · its tensor-parallel collectives
   double pipeline_comm_s = 0;   // M · its pipeline messages
   double bubble_s = 0;          // (p − 1) / V · the slowest stage's micro-batch; ZB-H1: (p − 1)(F + B − W)
@@ -283,10 +291,10 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const bool pp_intra = c.tensor * p <= hw.devices_per_node;
   const double pp_bw = pp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
-  double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, most_params = 0;
+  double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
   const detail::unit_costs<N> mem = memory_at(pr, c);
   for (int s = 0; s < p; ++s) {
-    double compute = 0, tp = 0, params = 0, weight = 0, pp = 0;
+    double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0;
     long long bytes = 0;
     for (int ch = 0; ch < chunks; ++ch) {
       const int k = ch * p + s;
@@ -294,10 +302,11 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       double keep = 0;
       for (int u = first; u < end; ++u) {
         const unit_time& t = pr.units[static_cast<std::size_t>(u)];
-        compute += (t.forward_s + t.backward_s + t.recompute_s) * scale;
+        compute += (t.forward_s + t.backward_s + t.recompute_s) * scale + t.accumulate_s;
         tp += t.tensor_comm_s * scale;
         params += t.local_params;
-        weight += t.weight_s * scale;
+        weight += t.weight_s * scale + t.accumulate_s;
+        acc += t.accumulate_s;
         keep += t.keep_bytes * scale;
       }
       if (parts > 1) {  // activations on, gradients back, at each edge of the part
@@ -313,7 +322,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     }
     const double total = compute + tp + pp;
     if (total > slowest) {
-      slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight;
+      slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight, slow_acc = acc;
       e.slowest_stage = s;
     }
     most_params = params > most_params ? params : most_params;
@@ -321,6 +330,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   }
   const double m = c.micro_batches;
   e.compute_s = m * slow_compute;
+  e.accumulate_s = m * slow_acc;
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
   // ZB-H1 (Qi et al. 2023): the W's fill the cool-down; per stage (p − 1)(F + B − W)

@@ -38,6 +38,12 @@ struct hardware {
   // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
   attention_kernels attention = attention_kernels::materialized;
   bool attention_dropout = false;
+  // How a micro-batch's weight gradients reach their accumulator. strata's wgrad GEMMs add
+  // into the master-precision gradient in place (beta = 1): nothing extra. PyTorch-based
+  // runtimes write each micro-batch's gradient to a fresh tensor and add it in a separate
+  // pass (Megatron-LM's DDP hook: main_grad.add_(grad), fp32 under bf16): per parameter a
+  // read and a write of the accumulator and a read of the new gradient, every micro-batch.
+  bool separate_grad_accumulation = false;
 
   // Peak FLOP/s for activations of element type T (bf16/f16 on tensor cores).
   template <class T>

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include <strata/plan/search.hpp>
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
@@ -97,6 +98,32 @@ TEST_CASE("ZeRO-2 and ZeRO-3 equal one device") {
   if (world_is(2)) mpi_test::check_one_device<DP_Z3_OFF>("zero", "DP2 ZeRO-3 + offloaded weights and state", adamw,
                                                          1e-9, 6);
   if (world_is(2)) mpi_test::check_one_device<DP_Z3, bf16, double>("zero", "bf16 DP2 ZeRO-3", SGD{.lr = 0.1}, 3e-2, 4);
+}
+
+// The search's ZeRO-3 configurations are ordinary plans: each unit its own TaskGraph,
+// gathered per pass; on 4 devices with one stage, and with two recomputed stages.
+namespace searched {
+using namespace small_gpt;
+using GPT = Model<Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>, Linear<D, V>>;
+using Found = Search<GPT, 4, 64, 16, hw::A100_80GB, TensorDegrees<1>, Input<S>, CE>;
+constexpr int zero3(int pipeline, bool recompute) {
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    if (c.zero == 3 && c.pipeline == pipeline && c.recompute == recompute && c.micro_batch == 2 && c.chunks == 1)
+      return i;
+  }
+  return -1;
+}
+using DP4 = Found::plan_of_candidate<zero3(1, false)>;
+using PP2_DP2 = Found::plan_of_candidate<zero3(2, true)>;
+static_assert(DP4::zero == 3 && DP4::num_taskgraphs == 8 && DP4::data_parallel() == 4);
+static_assert(PP2_DP2::zero == 3 && PP2_DP2::stages == 2 && PP2_DP2::num_taskgraphs == 8 && PP2_DP2::recompute_regions > 0);
+}  // namespace searched
+
+TEST_CASE("the search's ZeRO-3 plans equal one device") {
+  if (world_is(4)) mpi_test::check_one_device<searched::DP4>("zero", "searched DP4 ZeRO-3, unit TaskGraphs", adamw, 1e-9, 6);
+  if (world_is(4)) mpi_test::check_one_device<searched::PP2_DP2>("zero", "searched PP2 x DP2 ZeRO-3, recomputed", adamw,
+                                                                  1e-9, 6);
 }
 
 // fp16 rounding of each gradient (and of the fp16 partial sums): float runs against a

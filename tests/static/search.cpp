@@ -119,6 +119,29 @@ static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_mb4, A100_separ
 static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_zb, A100_separate).step_s,
                    8 * (slowest + 2 * acc_s) + (slowest + 2 * acc_s - 2 * (slow_w + 2 * acc_s)) + update));
 
+// ZeRO-3 over the same 4 devices: each unit (here each Linear) a TaskGraph whose weights are
+// all-gathered in fp32 before its forward and its backward, inside every micro-batch; the
+// gradients reduce-scattered after every micro-batch and no all-gather after the update.
+constexpr cost::parallel_config dp4_z3{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 2,
+                                       .zero = 3};
+constexpr cost::step_estimate z3_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4_z3, A100);
+constexpr double lin_n = 1024.0 * 1024 + 1024, all4 = 4 * lin_n * 4;  // the stage's parameters in fp32 bytes
+constexpr double ring4 = 0.75 * all4 / 300e9 + 3 * 5e-6;                 // one all-gather or reduce-scatter of them
+constexpr double z3_stage = [] {
+  double t = 0;
+  for (int u = 0; u < 4; ++u) t += lin_profile.units[u].forward_s + lin_profile.units[u].backward_s;
+  return t;
+}();
+static_assert(near(z3_e.data_comm_s, 2 * (ring4 + 2 * ring4)));
+static_assert(near(z3_e.step_s, 2 * (z3_stage + 2 * ring4) + 2 * ring4 + lin_n * (7 * 4 + 2) / (2039e9 * 0.90)));
+// memory: 4 bytes a parameter (the fp32 chunks of masters, gradients and two moments: 16 / 4)
+// instead of 18 (bf16 copy, fp32 master, gradient, moments), plus the largest unit's two bf16
+// staging slots, its fp32 landing slot and two fp32 gradient slots (16 bytes a parameter)
+constexpr cost::parallel_config dp4_z0{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 2};
+constexpr cost::step_estimate z0_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4_z0, A100);
+static_assert(LinProbe::mixed_precision && lin_profile.mixed);
+static_assert(z0_e.memory_bytes - z3_e.memory_bytes == static_cast<long long>(4 * lin_n * (18 - 4) - 16 * lin_n));
+
 // ---- the bisection cut against a brute force --------------------------------------------
 template <std::size_t N, std::size_t K>
 constexpr long long brute_bottleneck(const detail::unit_costs<N>& u) {
@@ -163,20 +186,20 @@ using Found = Search<GPT, 8, 64, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Inpu
 
 // every (t, p, b, ZeRO, SP, recompute) the description allows, counted by hand:
 // t = 1: p in {1, 2, 4, 8}, recompute on/off; t = 2: p in {1, 2, 4}, t = 4: p in {1, 2}, with
-// SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-2 where d > 1, else 0;
+// SP on/off too; b in {1, 2, 4, 8} (64 / (d · b) whole); ZeRO 0-3 where d > 1, else 0;
 // with p > 1, no recompute and ZeRO 0-1, ZB-H1 as well as 1F1B; and with p > 1, 2p parts
-// to cut and M = 64 / (d · b) a multiple of p, interleaved 1F1B (two chunks) at every ZeRO.
+// to cut and M = 64 / (d · b) a multiple of p, interleaved 1F1B (two chunks) at ZeRO 0-2.
 constexpr int units = Found::probe<1, false, false>::num_units;
 static_assert(units == 12);  // embedding, position embedding, 4 × (attention block, MLP block), LayerNorm, head
 constexpr int by_hand = [] {
   int n = 0;
   for (int t : {1, 2, 4})
     for (int p = 1; p <= 8 / t; p *= 2) {
-      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4, no_recompute = variants / 2, zeros = d > 1 ? 3 : 1;
+      const int d = 8 / (t * p), variants = t == 1 ? 2 : 4, no_recompute = variants / 2;
       for (int b : {1, 2, 4, 8}) {
         if (64 % (d * b) != 0) continue;
-        n += variants * zeros + (p > 1 ? no_recompute * (d > 1 ? 2 : 1) : 0);
-        if (p > 1 && 2 * p <= units && (64 / (d * b)) % p == 0) n += variants * zeros;
+        n += variants * (d > 1 ? 4 : 1) + (p > 1 ? no_recompute * (d > 1 ? 2 : 1) : 0);
+        if (p > 1 && 2 * p <= units && (64 / (d * b)) % p == 0) n += variants * (d > 1 ? 3 : 1);
       }
     }
   return n;
@@ -212,6 +235,33 @@ constexpr bool fits_exactly = [] {
 }();
 static_assert(fits_exactly);
 
+// Any configuration tried is a plan too: the 8-way data-parallel ZeRO-3 one (micro-batch 2,
+// no recomputation) is a Colocate of 12 TaskGraphs, one per unit, whose lowered memory is
+// within its estimate, and whose all-gathers (the communication analysis, counting the
+// two slots' hits as the executor does) move at most the estimate's 2 · M · parameters:
+// at least all but four units' worth per micro-batch.
+constexpr int z3_index = [] {
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    if (c.zero == 3 && c.tensor == 1 && c.pipeline == 1 && c.micro_batch == 2 && !c.recompute) return i;
+  }
+  return -1;
+}();
+static_assert(z3_index >= 0 && Found::all.rows[z3_index].data == 8 && Found::all.rows[z3_index].fits);
+using Z3 = Found::plan_of_candidate<z3_index>;
+static_assert(Z3::valid && Z3::deadlock_free && Z3::zero == 3 && Z3::num_taskgraphs == units && Z3::staged_weights);
+static_assert(Z3::data_parallel() == 8 && Z3::num_micro_batch == 4 && Z3::micro_batch == 2);
+static_assert(Z3::peak_memory_bytes(0, 8) <= Found::all.rows[z3_index].estimate.memory_bytes);
+constexpr long long z3_gathered = [] {
+  const auto t = Z3::communication(0, 8);
+  long long b = 0;
+  for (int i = 0; i < t.size; ++i)
+    if (t.rows[static_cast<std::size_t>(i)].kind == collective::all_gather) b += t.rows[static_cast<std::size_t>(i)].bytes;
+  return b;
+}();
+constexpr long long z3_params = Z3::stage_param_elems(0);
+static_assert(z3_gathered <= 2 * 4 * z3_params * 4 && 10 * z3_gathered >= 9 * (2 * 4 * z3_params * 4));
+
 // a budget that excludes the unsplit configurations changes the answer
 using Tight = Search<GPT, 8, 1, 64, hw::A100_80GB, TensorDegrees<1, 2, 4>, Input<S>, Loss<SoftmaxCrossEntropy>,
                      Element<bf16>>;
@@ -240,6 +290,8 @@ static_assert(interleaved_fits);
 }  // namespace
 
 int main() {
+  std::printf("ZeRO-3 candidate: all-gathers move %lld bytes a step, the estimate's bound %lld\n", z3_gathered,
+              2 * 4 * z3_params * 4);
   Found::print_ranked();
   Tight::print_ranked();
   Interleave::print_ranked();

@@ -18,6 +18,7 @@
 //   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
 //   M · slowest + (p − 1) · (slowest − 2 W)   (ZB-H1, W its weight-gradient passes)
 //   + the data-parallel gradient all-reduce (not overlapped) + the optimizer update
+// (ZeRO-3: each unit's weights all-gathered twice per micro-batch, inside the stage's time)
 // and MFU = model FLOPs (forward + backward, no recomputation) / (step · devices · peak).
 #include <array>
 #include <cstddef>
@@ -151,6 +152,7 @@ struct profile {
   int micro_batch = 1;  // the probe's
   int tensor = 1;       // devices of its Split (1: Replicate)
   double element_bytes = 4, master_bytes = 4, peak_flops = 0;  // peak for the plan's element type
+  bool mixed = false;  // compute-type copies of fp32 masters (bf16/fp16 elements)
 };
 
 // The profile of a probe plan whose units start at first[u].
@@ -162,6 +164,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   r.tensor = Probe::part_devices;
   r.element_bytes = static_cast<double>(Probe::element_bytes);
   r.master_bytes = static_cast<double>(Probe::master_bytes);
+  r.mixed = Probe::mixed_precision;
   r.peak_flops = hw.template peak_flops<typename Probe::element_type>();
   r.memory = detail::unit_costs_of<Probe, N>(first, static_cast<int>(N));
   const auto& T = Probe::lowering::tables;
@@ -223,7 +226,9 @@ struct parallel_config {
   int chunks = 1;         // V of Interleaved<V> (1: 1F1B or GPipe)
   bool gpipe = false;     // all micro-batches in flight
   bool zero_bubble = false;  // ZB-H1: backward split into B and W (no recomputation)
-  int zero = 0;           // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`
+  // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`; 3 the
+  // masters too, each unit a TaskGraph of its own whose weights are gathered per pass
+  int zero = 0;
   constexpr int devices() const { return tensor * pipeline * data; }
 };
 
@@ -266,7 +271,11 @@ constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_c
   for (std::size_t k = 0; k < N; ++k) {
     u.act[k] = sc(u.act[k]), u.ping[k] = sc(u.ping[k]), u.scratch[k] = sc(u.scratch[k]);
     u.recompute[k] = sc(u.recompute[k]), u.entry[k] = sc(u.entry[k]), u.exit[k] = sc(u.exit[k]);
-    if (c.zero >= 1 && c.data > 1) {  // Adam's moments: this device's chunk
+    if (c.zero >= 3 && c.data > 1) {
+      // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
+      // moments; the staging and gradient slots are per stage (estimate)
+      u.state[k] = static_cast<long long>(pr.units[k].local_params * 4 * pr.master_bytes / c.data);
+    } else if (c.zero >= 1 && c.data > 1) {  // Adam's moments: this device's chunk
       const double n = pr.units[k].local_params, mb = pr.master_bytes;
       u.state[k] -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / c.data));
       // ZeRO-2 (exec/zero.hpp): the gradient chunk plus a slot the backward writes the
@@ -293,8 +302,21 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
   const detail::unit_costs<N> mem = memory_at(pr, c);
+  const bool dp_intra = c.devices() <= hw.devices_per_node;
+  // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
+  // devices in a node (its members are tensor · pipeline ranks apart) cross between nodes
+  // on g adapters at once, up to what NVLink carries inside the node.
+  const int replica = c.tensor * c.pipeline;
+  const int per_node = replica >= hw.devices_per_node ? 1 : hw.devices_per_node / replica;
+  const double across = hw.inter_bytes_per_s * (per_node < c.data ? per_node : c.data);
+  const double dbw = dp_intra ? hw.intra_bytes_per_s : across < hw.intra_bytes_per_s ? across : hw.intra_bytes_per_s;
+  const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  const bool zero3 = c.zero >= 3 && c.data > 1;
+  double slow_gather = 0;
   for (int s = 0; s < p; ++s) {
     double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0;
+    double largest = 0;  // Zero<3>: the largest unit's (TaskGraph's) parameters, a slot's size
+    int with_params = 0;
     long long bytes = 0;
     for (int ch = 0; ch < chunks; ++ch) {
       const int k = ch * p + s;
@@ -305,6 +327,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         compute += (t.forward_s + t.backward_s + t.recompute_s) * scale + t.accumulate_s;
         tp += t.tensor_comm_s * scale;
         params += t.local_params;
+        largest = t.local_params > largest ? t.local_params : largest;
+        with_params += t.local_params > 0;
         weight += t.weight_s * scale + t.accumulate_s;
         acc += t.accumulate_s;
         keep += t.keep_bytes * scale;
@@ -320,9 +344,18 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       bytes += detail::stage_memory(mem, first, end, in_flight(c, s)) +
                (c.zero_bubble ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     }
-    const double total = compute + tp + pp;
+    // Zero<3>: each unit's weights all-gathered (in master precision) before its forward and
+    // again before its backward (a recomputed forward reuses the backward's slot), inside
+    // every micro-batch; two compute-type staging slots, one master slot in mixed precision
+    // and the gradient slots (two when more than one unit has parameters)
+    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.data, dbw, dlat) : 0;
+    if (zero3)
+      bytes += static_cast<long long>(largest * (2 * pr.element_bytes + (pr.mixed ? pr.master_bytes : 0) +
+                                                 (with_params > 1 ? 2 : 1) * pr.master_bytes));
+    const double total = compute + tp + pp + gather;
     if (total > slowest) {
       slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight, slow_acc = acc;
+      slow_gather = gather;
       e.slowest_stage = s;
     }
     most_params = params > most_params ? params : most_params;
@@ -337,20 +370,13 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   e.bubble_s = c.zero_bubble ? (p - 1) * (slowest - 2 * slow_weight) : (p - 1) * slowest / chunks;
   // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
-  // reduce-scatter after every micro-batch's backward (plan/communication.hpp)
-  const bool dp_intra = c.devices() <= hw.devices_per_node;
-  // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
-  // devices in a node (its members are tensor · pipeline ranks apart) cross between nodes
-  // on g adapters at once, up to what NVLink carries inside the node.
-  const int replica = c.tensor * c.pipeline;
-  const int per_node = replica >= hw.devices_per_node ? 1 : hw.devices_per_node / replica;
-  const double across = hw.inter_bytes_per_s * (per_node < c.data ? per_node : c.data);
-  const double dbw = dp_intra ? hw.intra_bytes_per_s : across < hw.intra_bytes_per_s ? across : hw.intra_bytes_per_s;
-  const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  // reduce-scatter after every micro-batch's backward (plan/communication.hpp); under
+  // ZeRO-3 that too, and no final all-gather
   const double grads = most_params * pr.master_bytes;
-  e.data_comm_s = c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) +
-                                    collective_s(collective::all_gather, grads, c.data, dbw, dlat)
-                              : collective_s(collective::all_reduce, grads, c.data, dbw, dlat);
+  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) + slow_gather)
+                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) +
+                                      collective_s(collective::all_gather, grads, c.data, dbw, dlat)
+                                : collective_s(collective::all_reduce, grads, c.data, dbw, dlat);
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.data > 1 ? most_params / c.data : most_params;
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);

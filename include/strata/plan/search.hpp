@@ -5,16 +5,18 @@
 //   sequence parallelism (t > 1) on or off, recomputation of every block on or off,
 //   pipeline degree p (a power of two dividing devices / t, at most the units),
 //   data degree d = devices / (t · p), micro-batch size b in {1, 2, 4, 8} dividing the
-//   global batch per replica (M = batch / (d · b) micro-batches), ZeRO 0, 1 or 2, and
-//   the schedule: 1F1B, (p > 1, no recomputation, ZeRO 0 or 1) ZB-H1, or (2p units or
-//   more, M a multiple of p) interleaved 1F1B with two chunks per stage,
+//   global batch per replica (M = batch / (d · b) micro-batches), ZeRO 0-3 (d > 1; at 3
+//   every unit its own TaskGraph), and the schedule: 1F1B, (p > 1, no recomputation,
+//   ZeRO 0 or 1) ZB-H1, or (2p units or more, M a multiple of p, ZeRO 0-2) interleaved
+//   1F1B with two chunks per stage,
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
 // sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
 // stages for each p are AutoStages' balanced cut. `plan` is the best one as an ordinary
 // Plan type; `ranked` the best `Keep` candidates, printable with print_ranked.
 //
-// Not searched (yet): more than two interleaved chunks, ZeRO-3, offload, 2D/2.5D/3D tensor modes.
+// Not searched (yet): more than two interleaved chunks, ZeRO-3 with interleaving, offload,
+// 2D/2.5D/3D tensor modes.
 #include <array>
 #include <cstddef>
 #include <cstdio>
@@ -56,6 +58,19 @@ struct search_probe {
       balanced_cut<NU, static_cast<std::size_t>(P)>(profile.memory).cuts;
 };
 
+// A stage of the chosen plan: the units on one strategy, or under ZeRO-3 each unit a
+// TaskGraph of its own on that strategy.
+template <template <class...> class Part, bool UnitGraphs>
+struct search_part {
+  template <class... U>
+  using type = Part<U...>;
+};
+template <template <class...> class Part>
+struct search_part<Part, true> {
+  template <class... U>
+  using type = Colocate<Part<U>...>;
+};
+
 }  // namespace detail
 
 // One configuration the search tried.
@@ -73,8 +88,8 @@ template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class 
 struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, Options...> {
   static constexpr long long budget = BudgetMiB * 1024 * 1024;
   static constexpr int keep = 8;
-  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-2 with 1F1B, 0-1 with ZB-H1, 0-2 interleaved)
-  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 8;
+  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-3 with 1F1B, 0-1 with ZB-H1, 0-2 interleaved)
+  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 9;
   static constexpr int max_candidates =
       static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * per_pipeline;
 
@@ -97,7 +112,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       const int d = Devices / (t * P);
       for (int b : detail::search_micro_batches) {
         if (GlobalBatch % (d * b) != 0) continue;
-        for (int z = 0; z <= 2; ++z)
+        for (int z = 0; z <= 3; ++z)
          for (int zb = 0; zb <= 1; ++zb) {
           if (z > 0 && d == 1) continue;  // ZeRO divides over the data group
           if (zb && (P == 1 || RC || z >= 2)) continue;  // ZB-H1's rule [zero-bubble]
@@ -120,6 +135,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       const int d = Devices / (t * P);
       for (int b : detail::search_micro_batches) {
         if (GlobalBatch % (d * b) != 0 || (GlobalBatch / (d * b)) % P != 0) continue;
+        // ZeRO 0-2: ZeRO-3's per-unit TaskGraphs in interleaved parts are not run by any test
         for (int z = 0; z <= 2; ++z) {
           if (z > 0 && d == 1) continue;
           candidate c;
@@ -207,31 +223,41 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   static_assert(rule::search_fits<found, Devices, BudgetMiB>::value);
   static constexpr candidate best = ranked[0];
 
-  // ---- the chosen plan, as a type ------------------------------------------------------
+  // ---- a candidate's plan, as a type ----------------------------------------------------
  private:
-  static constexpr int bt = found ? best.tensor : 1, bp = found ? best.pipeline : 1;
-  static constexpr int bchunks = found ? best.chunks : 1, bparts = bp * bchunks;
-  static constexpr bool bsp = found && best.sequence_parallel, brc = found && best.recompute;
-  using chosen_probe = probe<bt, bsp, brc>;
-  using units = typename chosen_probe::units;
-  static constexpr auto cuts = chosen_probe::template cut<bparts>;
-  template <class... U>
-  using part = typename chosen_probe::template part<U...>;
-  template <std::size_t... S>
-  static auto make(std::index_sequence<S...>)
-      -> Pipeline<detail::slice_t<part, units, cuts[S], cuts[S + 1]>...>;
-  using net = decltype(make(std::make_index_sequence<static_cast<std::size_t>(bparts)>{}));
-  using options = detail::concat_t<
-      type_list<Options...>,
-      type_list<MicroBatch<found ? best.micro_batch : 1>, NumMicroBatch<found ? best.micro_batches : 1>,
-                Zero<found ? best.zero : 0>, World<Devices>>,
-      std::conditional_t<bsp, type_list<SequenceParallel>, type_list<>>,
-      std::conditional_t<brc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>,
-      std::conditional_t<found && best.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>,
-      std::conditional_t<(bchunks > 1), type_list<Schedule<Interleaved<bchunks>>>, type_list<>>>;
+  // all.rows[I] (any configuration tried, fitting or not), or I = -1 the best
+  template <int I>
+  struct plan_builder {
+    static constexpr bool ok = I >= 0 || found;
+    static constexpr candidate c = I >= 0 ? all.rows[static_cast<std::size_t>(I)] : best;
+    static constexpr int t = ok ? c.tensor : 1, chunks = ok ? c.chunks : 1, parts = (ok ? c.pipeline : 1) * chunks;
+    static constexpr bool sp = ok && c.sequence_parallel, rc = ok && c.recompute;
+    using chosen_probe = probe<t, sp, rc>;
+    using units = typename chosen_probe::units;
+    static constexpr auto cuts = chosen_probe::template cut<parts>;
+    // ZeRO-3 gathers and frees one TaskGraph at a time: each unit becomes one (FSDP's
+    // per-block wrapping), so a stage is a Colocate group of them
+    template <class... U>
+    using part = typename detail::search_part<chosen_probe::template part, ok && c.zero >= 3>::template type<U...>;
+    template <std::size_t... S>
+    static auto make(std::index_sequence<S...>) -> Pipeline<detail::slice_t<part, units, cuts[S], cuts[S + 1]>...>;
+    using net = decltype(make(std::make_index_sequence<static_cast<std::size_t>(parts)>{}));
+    using options = detail::concat_t<
+        type_list<Options...>,
+        type_list<MicroBatch<ok ? c.micro_batch : 1>, NumMicroBatch<ok ? c.micro_batches : 1>, Zero<ok ? c.zero : 0>,
+                  World<Devices>>,
+        std::conditional_t<sp, type_list<SequenceParallel>, type_list<>>,
+        std::conditional_t<rc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>,
+        std::conditional_t<ok && c.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>,
+        std::conditional_t<(chunks > 1), type_list<Schedule<Interleaved<chunks>>>, type_list<>>>;
+    using type = typename detail::plan_of<net, options>::type;
+  };
 
  public:
-  using plan = typename detail::plan_of<net, options>::type;
+  using plan = typename plan_builder<-1>::type;
+  // The plan of any configuration tried (all.rows[I]): a runner-up, or one to compare with.
+  template <int I>
+  using plan_of_candidate = typename plan_builder<I>::type;
 
   // The ranking, one line per candidate.
   static void print_ranked(std::FILE* out = stdout) {

@@ -60,7 +60,7 @@ section="## Plan search
 - command: \`bash bench/compile_time/search.sh\`; tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 - \`Search<GPT2XL, 64, 40 GiB, batch 512, hw::A100_80GB, TensorDegrees<1, 2, 4, 8>>\` (include/strata/plan/search.hpp):
   14 probe plans of 485 layers (tensor degree × sequence parallel × recomputation), every power-of-two
-  pipeline depth, micro-batch 1–8, ZeRO 0–2, 1F1B, ZB-H1 or interleaved 1F1B (2 chunks), then the chosen plan itself (64-device Plan type, valid and
+  pipeline depth, micro-batch 1–8, ZeRO 0–3 (ZeRO-3 with 1F1B only), 1F1B, ZB-H1 or interleaved 1F1B (2 chunks), then the chosen plan itself (64-device Plan type, valid and
   deadlock-free). Seconds: wall time of one compile; CPU s: user + system; peak MiB: max RSS.
 
 | layers | shape | compiler | extra flags | compiled | seconds | CPU s | peak MiB |

@@ -2,7 +2,7 @@
 // A100s with 20 GiB per device and a global batch of 256 sequences. It tries tensor
 // degrees 1, 2, 4 (with and without sequence parallelism), recomputation on and off,
 // every power-of-two pipeline depth with AutoStages' balanced cut, micro-batch sizes 1–8
-// and ZeRO 0–2, ranks them by the cost model's step time (plan/cost.hpp) and returns the
+// and ZeRO 0–3, ranks them by the cost model's step time (plan/cost.hpp) and returns the
 // fastest that fits as an ordinary Plan type.
 #include <cstdio>
 

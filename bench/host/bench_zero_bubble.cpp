@@ -1,12 +1,15 @@
-// ZB-H1 against 1F1B on the host: a GPT of four blocks (pre-LN causal self-attention and
-// GeLU MLP, D 256, 8 heads, context 64, float32, Adam) cut into two pipeline stages on 2
-// MPI processes (one per core), M = 2, 4 and 8 micro-batches of 2 sequences. Per schedule
-// and M: the step time (best of alternating passes) and the ratio ZB-H1 / 1F1B, against
-// two predictions: the closed forms' when a forward, a B and a W cost the same,
-// (3M + p − 1) / (3(M + p − 1)), and the schedule simulator's (sched::simulate_costs) run
-// with each stage's own F, B and W times, measured in separate timed steps (which
-// synchronize around every action). The two schedules train the same bits (checked here
-// on the final parameters too). `mpiexec -n 2 bench_zero_bubble [steps]`
+// ZB-H1 and ZB-V against 1F1B on the host: a GPT of four blocks (pre-LN causal
+// self-attention and GeLU MLP, D 256, 8 heads, context 64, float32, Adam) on two pipeline
+// stages on 2 MPI processes (one per core) — two parts for 1F1B and ZB-H1, four parts in a
+// V for ZB-V (stage 0: blocks 1 and 4, stage 1: blocks 2 and 3) — M = 2, 4 and 8
+// micro-batches of 2 sequences. Per schedule and M: the step time (best of alternating
+// passes) and the ratio to 1F1B, against two predictions: the closed forms' when a
+// forward, a B and a W cost the same, (3M + p − 1) / (3(M + p − 1)) for ZB-H1 and
+// (6M + p − 1) / (6(M + p − 1)) for ZB-V (a part being half a stage), and the schedule
+// simulator's (sched::simulate_costs) run with each stage's own F, B and W times (per
+// part for ZB-V, averaged over the stage's two), measured in separate timed steps (which
+// synchronize around every action). All three train the same bits (checked here on the
+// final parameters too). `mpiexec -n 2 bench_zero_bubble [steps]`
 // (bench/host/run_zero_bubble.sh).
 #include <algorithm>
 #include <array>
@@ -29,6 +32,10 @@ template <class Sched, int M>
 using Gpt = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp, Attn, Mlp>,
                           Replicate<1, Attn, Mlp, Attn, Mlp, LayerNorm<D>, Linear<D, V>>>,
                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<Sched>>;
+template <int M>
+using GptV = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp>, Replicate<1, Attn, Mlp>,
+                           Replicate<1, Attn, Mlp>, Replicate<1, Attn, Mlp, LayerNorm<D>, Linear<D, V>>>,
+                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<ZeroBubbleV>>;
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -77,22 +84,28 @@ double simulated_ms(W& w, const result& r, std::array<double, 6>& all) {
 
 template <int M, class W>
 void compare(W& w, int steps) {
-  result one, zb;
-  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits both
+  result one, zb, zv;
+  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits all three
     run<Gpt<PreferBackward, M>>(w, steps, one);
     run<Gpt<ZeroBubbleH1, M>>(w, steps, zb);
+    run<GptV<M>>(w, steps, zv);
   }
   const int p = 2;
   const double closed = double(3 * M + p - 1) / double(3 * (M + p - 1));
-  std::array<double, 6> c1{}, cz{};
+  const double closed_v = double(6 * M + p - 1) / double(6 * (M + p - 1));
+  std::array<double, 6> c1{}, cz{}, cv{};
   const double sim_one = simulated_ms<Gpt<PreferBackward, M>>(w, one, c1);
   const double sim_zb = simulated_ms<Gpt<ZeroBubbleH1, M>>(w, zb, cz);
+  const double sim_zv = simulated_ms<GptV<M>>(w, zv, cv);
   if (w.rank() == 0) {
-    std::printf("%3d %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, one.ms, zb.ms, zb.ms / one.ms, closed,
-                sim_one, sim_zb, sim_zb / sim_one, one.params == zb.params ? "yes" : "NO");
+    std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "ZB-H1", one.ms, zb.ms,
+                zb.ms / one.ms, closed, sim_one, sim_zb, sim_zb / sim_one, one.params == zb.params ? "yes" : "NO");
+    std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "ZB-V", one.ms, zv.ms,
+                zv.ms / one.ms, closed_v, sim_one, sim_zv, sim_zv / sim_one, one.params == zv.params ? "yes" : "NO");
     std::printf("      measured ms per micro-batch: 1F1B F %.2f/%.2f, B+W %.2f/%.2f; ZB-H1 F %.2f/%.2f, B %.2f/%.2f, "
-                "W %.2f/%.2f (stage 0/1)\n",
-                c1[0], c1[3], c1[1], c1[4], cz[0], cz[3], cz[1], cz[4], cz[2], cz[5]);
+                "W %.2f/%.2f; ZB-V per part F %.2f/%.2f, B %.2f/%.2f, W %.2f/%.2f (stage 0/1)\n",
+                c1[0], c1[3], c1[1], c1[4], cz[0], cz[3], cz[1], cz[4], cz[2], cz[5], cv[0], cv[3], cv[1], cv[4], cv[2],
+                cv[5]);
   }
 }
 
@@ -104,10 +117,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (w.rank() == 0) {
-    std::printf("GPT, 4 blocks (D %d, %d heads, context %d, vocabulary %d, float32, Adam), 2 stages x 2 blocks, "
+    std::printf("GPT, 4 blocks (D %d, %d heads, context %d, vocabulary %d, float32, Adam), 2 stages x 2 blocks (ZB-V: "
+                "4 parts of a block in a V), "
                 "micro-batch 2 sequences; best of 3 alternating passes of %d steps\n", D, H, S, V, steps);
-    std::printf("%3s %10s %10s %9s | %9s %10s %10s %9s | %9s\n", "M", "1F1B ms", "ZB-H1 ms", "ZB/1F1B", "closed",
-                "sim 1F1B", "sim ZB-H1", "sim ratio", "same bits");
+    std::printf("%3s %6s %10s %10s %9s | %9s %10s %10s %9s | %9s\n", "M", "sched", "1F1B ms", "ZB ms", "ZB/1F1B",
+                "closed", "sim 1F1B", "sim ZB", "sim ratio", "same bits");
   }
   compare<2>(w, steps);
   compare<4>(w, steps);

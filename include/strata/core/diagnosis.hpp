@@ -43,7 +43,8 @@ enum class rule_id : unsigned char {
   tensor_residual,
   deadlock,
   schedule_complete,
-  zero_bubble
+  zero_bubble,
+  zero_bubble_v_parts
 };
 
 struct diagnosis {
@@ -95,6 +96,7 @@ constexpr bool raise() {
   else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
   else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
   else if constexpr (R == zero_bubble) return rule::zero_bubble_options<A, B, C>::value;
+  else if constexpr (R == zero_bubble_v_parts) return rule::zero_bubble_v_parts<A>::value;
   else return false;
 }
 

@@ -333,13 +333,22 @@ struct interleave_micro_batches {
                        "(interleave_micro_batches<micro-batches, stages>)");
 };
 
-// ZeroBubbleH1 keeps each micro-batch's stash until its W; what would overwrite or
-// drop it before then is refused.
+// ZeroBubbleV places two Pipeline parts on each stage in a V: stage s runs parts s and
+// 2p − 1 − s of 2p.
+template <int PipelineParts>
+struct zero_bubble_v_parts {
+  static constexpr bool value = PipelineParts >= 2 && PipelineParts % 2 == 0;
+  static_assert(value, "strata rule [zero-bubble-v]: ZeroBubbleV runs stage s's parts s and 2p - 1 - s, so it needs "
+                       "an even number of Pipeline parts, at least 2 (zero_bubble_v_parts<parts>)");
+};
+
+// ZeroBubbleH1 and ZeroBubbleV keep each micro-batch's stash until its W; what would
+// overwrite or drop it before then is refused.
 template <int RecomputedRegions, int ZeroLevel, int StagedWeights>
 struct zero_bubble_options {
   static constexpr bool value = RecomputedRegions == 0 && ZeroLevel <= 1 && StagedWeights == 0;
-  static_assert(value, "strata rule [zero-bubble]: ZeroBubbleH1 runs each weight-gradient pass (W) after the "
-                       "input-gradient pass (B) and keeps the micro-batch's stash until then: it needs no recomputed "
+  static_assert(value, "strata rule [zero-bubble]: ZeroBubbleH1/ZeroBubbleV run each weight-gradient pass (W) after the "
+                       "input-gradient pass (B) and keep the micro-batch's stash until then: they need no recomputed "
                        "region, Zero<0> or Zero<1>, and weights that are not staged (no Offload, KeepWeightCopies off, "
                        "no Zero<3>) (zero_bubble_options<recomputed regions, ZeRO level, staged weights>)");
 };

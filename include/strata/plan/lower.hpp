@@ -146,7 +146,7 @@ struct lowered {
 
   // ---- the programs -----------------------------------------------------------------
   static constexpr auto train = P::lowered_program;
-  static constexpr auto eval = sched::assign_slots<NP, 1>(sched::forward_only<NS, P::chunks>());
+  static constexpr auto eval = sched::assign_slots<NP, 1>(sched::forward_only<NS, P::chunks, P::v_shape>());
 
   // ---- layers, parts and buffers -----------------------------------------------------
   struct layer_tables {

@@ -213,13 +213,17 @@ struct Plan {
       detail::build_taskgraphs<static_cast<std::size_t>(num_taskgraphs)>(
           item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
-  // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages.
+  // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
+  // ZeroBubbleV places the second chunk in reverse (a V): stage s runs parts s and 2·stages − 1 − s.
   static constexpr int stages = detail::max1(num_parts / detail::max1(chunks));
+  static constexpr bool v_shape = schedule == schedule_kind::zb_v;
   static constexpr int part_devices = num_taskgraphs > 0 ? detail::max1(taskgraphs[0].devices) : 1;
   static constexpr int devices_per_replica = stages * part_devices;
-  static constexpr int stage_of_part(int part) { return part % stages; }
+  static constexpr int stage_of_part(int part) { return v_shape && part >= stages ? 2 * stages - 1 - part : part % stages; }
   static constexpr int chunk_of_part(int part) { return part / stages; }
-  static constexpr int part_of(int stage, int chunk) { return chunk * stages + stage; }
+  static constexpr int part_of(int stage, int chunk) {
+    return v_shape && chunk == 1 ? 2 * stages - 1 - stage : chunk * stages + stage;
+  }
 
  private:
   // ---- structural rules ---------------------------------------------------------------------
@@ -261,7 +265,9 @@ struct Plan {
         if (mode != tensor_mode::d1 && zero > 0) return detail::diagnosis{tensor_zero, static_cast<int>(mode), zero};
       }
     }
-    if (chunks > 1) {
+    if (v_shape) {
+      if (num_parts < 2 || num_parts % 2 != 0) return detail::diagnosis{zero_bubble_v_parts, num_parts};
+    } else if (chunks > 1) {
       if (num_parts % chunks != 0) return detail::diagnosis{interleave_parts, num_parts, chunks};
       if (num_micro_batch % stages != 0) return detail::diagnosis{interleave_micro_batches, num_micro_batch, stages};
     }
@@ -439,6 +445,7 @@ struct Plan {
     else if constexpr (schedule == schedule_kind::interleaved)
       return sched::interleaved<stages, num_micro_batch, detail::max1(chunks)>();
     else if constexpr (schedule == schedule_kind::zb_h1) return sched::zb_h1<stages, num_micro_batch>();
+    else if constexpr (schedule == schedule_kind::zb_v) return sched::zb_v<stages, num_micro_batch>();
     else return schedule_t::template build<stages, num_micro_batch, chunks>();
   }();
   // The schedule lowered with its buffer slots (sched::assign_slots): the action list the

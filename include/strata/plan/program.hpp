@@ -70,6 +70,12 @@ struct program {
   // Zero-bubble schedules split each backward: B computes the input gradient, a later W
   // the weight gradients; the micro-batch's stash lives until its W.
   bool split_backward = false;
+  // Where each pipeline part runs: chunk c of stage s is part c·P + s (interleaved), or
+  // with the V placement (ZB-V, two chunks) part s and part 2P − 1 − s.
+  bool v_shape = false;
+
+  constexpr int part_of(int s, int chunk) const { return v_shape && chunk == 1 ? 2 * P - 1 - s : chunk * P + s; }
+  constexpr int stage_of(int part) const { return v_shape && part >= P ? 2 * P - 1 - part : part % P; }
 
   constexpr const instr& at(int s, int i) const {
     return code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];

@@ -42,6 +42,7 @@ constexpr std::string_view schedule_name(schedule_kind k) {
     case schedule_kind::interleaved: return "interleaved 1F1B";
     case schedule_kind::custom: return "custom";
     case schedule_kind::zb_h1: return "ZB-H1 (ZeroBubbleH1)";
+    case schedule_kind::zb_v: return "ZB-V (ZeroBubbleV)";
   }
   return "?";
 }

@@ -28,22 +28,23 @@ struct work {
 template <int P, int Cap, std::size_t W>
 constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W>& order, int count,
                           bool training = true) {
-  const int p = P, v = prog.chunks;
-  const int last_virtual = p * v - 1;
-  const int prev = (s - 1 + p) % p, next = (s + 1) % p;
+  const int last_part = P * prog.chunks - 1;
+  // the stage of part k's neighbour, or −1 when there is none or it runs here (a local
+  // hand-over: one stage, or the turn of a V)
+  auto neighbour = [&](int part) { return part < 0 || part > last_part || prog.stage_of(part) == s ? -1 : prog.stage_of(part); };
   auto recv_of = [&](const work& w, instr& x) {
     if (w.weight) return false;
-    const int virt = w.chunk * p + s;
-    if (w.fwd && virt > 0 && prev != s) { x = instr{op::recv_act, w.mb, w.chunk, prev, false}; return true; }
-    if (!w.fwd && virt < last_virtual && next != s) { x = instr{op::recv_grad, w.mb, w.chunk, next, false}; return true; }
-    return false;
+    const int part = prog.part_of(s, w.chunk), from = neighbour(w.fwd ? part - 1 : part + 1);
+    if (from < 0) return false;
+    x = instr{w.fwd ? op::recv_act : op::recv_grad, w.mb, w.chunk, from, false};
+    return true;
   };
   auto send_of = [&](const work& w, instr& x) {
     if (w.weight) return false;
-    const int virt = w.chunk * p + s;
-    if (w.fwd && virt < last_virtual && next != s) { x = instr{op::send_act, w.mb, w.chunk, next, false}; return true; }
-    if (!w.fwd && virt > 0 && prev != s) { x = instr{op::send_grad, w.mb, w.chunk, prev, false}; return true; }
-    return false;
+    const int part = prog.part_of(s, w.chunk), to = neighbour(w.fwd ? part + 1 : part - 1);
+    if (to < 0) return false;
+    x = instr{w.fwd ? op::send_act : op::send_grad, w.mb, w.chunk, to, false};
+    return true;
   };
   int i = 0, last_boundary_end = 0;  // computes [last_boundary_end, i) have their sends pending
   auto boundary = [&](int from_send, int to_send, int from_recv, int to_recv) {
@@ -152,6 +153,158 @@ constexpr program<P, schedule_capacity(M, 1, true)> zb_h1() {
   return prog;
 }
 
+// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024): two chunks per
+// stage in a V — stage s runs part s (chunk 0) and part 2P − 1 − s (chunk 1), so a
+// micro-batch goes down the stages and back up, and the loss is on stage 0 — every
+// backward split into B and W. The order comes from list scheduling with one time unit
+// per F, B and W of a chunk: whenever a stage is free it runs a ready B (lowest
+// micro-batch, later part first: the critical path), else a ready F (later part first,
+// which finishes micro-batches) while it holds fewer than 2P chunk-activations (1F1B's
+// peak on its first stage: P micro-batches of two chunks each), else the oldest ready W.
+// The last stage can start only after P − 1 chunk forwards, so no order beats
+// 6M + P − 1 units; this one reaches it for P ≤ 4 and every M ≥ P (and stays within
+// P − 4 units of it up to P = 10: static tests), against 1F1B's 6M + 6(P − 1).
+namespace detail {
+template <int P, int M>
+struct v_orders {
+  std::array<std::array<work, static_cast<std::size_t>(6 * M)>, static_cast<std::size_t>(P)> order{};
+  std::array<std::array<long long, static_cast<std::size_t>(6 * M)>, static_cast<std::size_t>(P)> start{};
+  std::array<int, static_cast<std::size_t>(P)> count{};
+  // when the F and the B of (part, micro-batch) end
+  std::array<std::array<long long, static_cast<std::size_t>(M)>, static_cast<std::size_t>(2 * P)> f_end{}, b_end{};
+};
+template <int P, int M>
+constexpr v_orders<P, M> zb_v_orders() {
+  constexpr int parts = 2 * P, cap = 2 * P;
+  constexpr auto I = [](int i) { return static_cast<std::size_t>(i); };
+  v_orders<P, M> r{};
+  // finish times of F and B of (part, micro-batch); −1 not yet scheduled
+  auto& f_end = r.f_end;
+  auto& b_end = r.b_end;
+  for (auto& row : f_end)
+    for (long long& x : row) x = -1;
+  b_end = f_end;
+  std::array<int, static_cast<std::size_t>(parts)> next_f{}, next_b{}, next_w{};
+  std::array<long long, static_cast<std::size_t>(P)> free_at{};
+  std::array<int, static_cast<std::size_t>(P)> live{};
+  const int total = 3 * parts * M;
+  int done = 0;
+  auto ready = [](long long end, long long t) { return end >= 0 && end <= t; };
+  for (long long t = 0; done < total && t <= 12LL * (M + P) * parts; ++t) {
+    for (int s = 0; s < P; ++s) {
+      if (free_at[I(s)] > t) continue;
+      const int mine[2] = {2 * P - 1 - s, s};  // later part first
+      int kind = -1, part = -1, mb = M;
+      for (int k : mine) {  // B: lowest micro-batch, later part on ties
+        const int m = next_b[I(k)];
+        if (m < M && ready(f_end[I(k)][I(m)], t) && (k == parts - 1 || ready(b_end[I(k + 1)][I(m)], t)) && m < mb)
+          kind = 1, part = k, mb = m;
+      }
+      if (kind < 0 && live[I(s)] < cap)
+        for (int k : mine) {  // F: later part first
+          const int m = next_f[I(k)];
+          if (m < M && (k == 0 || ready(f_end[I(k - 1)][I(m)], t))) {
+            kind = 0, part = k, mb = m;
+            break;
+          }
+        }
+      if (kind < 0) {  // W: the one whose B finished first
+        long long oldest = -1;
+        for (int k : {s, 2 * P - 1 - s}) {
+          const int m = next_w[I(k)];
+          if (m < M && ready(b_end[I(k)][I(m)], t) && (oldest < 0 || b_end[I(k)][I(m)] < oldest))
+            kind = 2, part = k, mb = m, oldest = b_end[I(k)][I(m)];
+        }
+      }
+      if (kind < 0) continue;
+      const int chunk = part < P ? 0 : 1;
+      if (kind == 0) f_end[I(part)][I(mb)] = t + 1, ++next_f[I(part)], ++live[I(s)];
+      if (kind == 1) b_end[I(part)][I(mb)] = t + 1, ++next_b[I(part)];
+      if (kind == 2) ++next_w[I(part)], --live[I(s)];
+      free_at[I(s)] = t + 1;
+      r.start[I(s)][I(r.count[I(s)])] = t;
+      r.order[I(s)][I(r.count[I(s)]++)] = work{kind == 0, mb, chunk, false, kind == 2};
+      ++done;
+    }
+  }
+  return r;
+}
+}  // namespace detail
+
+template <int P, int M>
+constexpr program<P, schedule_capacity(M, 2, true)> zb_v() {
+  program<P, schedule_capacity(M, 2, true)> prog{};
+  prog.micro_batches = M;
+  prog.chunks = 2;
+  prog.split_backward = true;
+  prog.v_shape = true;
+  constexpr detail::v_orders<P, M> v = detail::zb_v_orders<P, M>();
+  constexpr auto I = [](long long i) { return static_cast<std::size_t>(i); };
+  // Messages go where the timed order puts them: a stage posts, after each compute, the
+  // send of what it produced and the receive of every message whose send falls between
+  // the end of that compute and the start of its next one (or during the next one). Then
+  // every group's partners are posted while it is open, and the receives from a peer come
+  // in the order the peer sends, as NCCL requires — activations and gradients cross each
+  // link both ways in a V.
+  for (int s = 0; s < P; ++s) {
+    const int n = v.count[I(s)];
+    auto start_of = [&](int j) { return j < n ? v.start[I(s)][I(j)] : 0x7fffffffLL; };
+    // boundary j sits between ops j − 1 and j: posted when op j − 1 ends, open until op j
+    // starts; with unit ops the windows tile time, and a message sent at t belongs to the
+    // boundary after every op started before t
+    auto boundary_of = [&](long long sent) {
+      int j = 0;
+      while (j < n && start_of(j) < sent) ++j;
+      return j;
+    };
+    auto stage_of = [&](int part) { return prog.stage_of(part); };
+    // each op's incoming message: when it is sent and the boundary that receives it
+    std::array<long long, I(6 * M)> sent{};
+    std::array<int, I(6 * M)> at{};
+    for (int k = 0; k < n; ++k) {
+      const detail::work& w = v.order[I(s)][I(k)];
+      const int from = prog.part_of(s, w.chunk) + (w.fwd ? -1 : 1);
+      at[I(k)] = -1;
+      if (w.weight || from < 0 || from >= 2 * P || stage_of(from) == s) continue;
+      sent[I(k)] = w.fwd ? v.f_end[I(from)][I(w.mb)] : v.b_end[I(from)][I(w.mb)];
+      at[I(k)] = boundary_of(sent[I(k)]);
+    }
+    for (int j = 0, next = 0; j <= n; ++j) {
+      const int first = prog.length[I(s)];
+      if (j > 0) {  // the send of op j − 1
+        const detail::work& w = v.order[I(s)][I(j - 1)];
+        const int part = prog.part_of(s, w.chunk);
+        if (!w.weight && w.fwd && part + 1 < 2 * P && stage_of(part + 1) != s)
+          prog.push(s, instr{op::send_act, w.mb, w.chunk, stage_of(part + 1), false});
+        if (!w.weight && !w.fwd && part > 0 && stage_of(part - 1) != s)
+          prog.push(s, instr{op::send_grad, w.mb, w.chunk, stage_of(part - 1), false});
+      }
+      // the receives this boundary takes, earliest sent first (ops at or after j only)
+      for (;;) {
+        int pick = -1;
+        for (int k = next; k < n; ++k)
+          if (at[I(k)] == j && (pick < 0 || sent[I(k)] < sent[I(pick)])) pick = k;
+        if (pick < 0) break;
+        const detail::work& w = v.order[I(s)][I(pick)];
+        prog.push(s, instr{w.fwd ? op::recv_act : op::recv_grad, w.mb, w.chunk,
+                           stage_of(prog.part_of(s, w.chunk) + (w.fwd ? -1 : 1)), false});
+        at[I(pick)] = -1;
+      }
+      while (next < n && at[I(next)] < 0) ++next;
+      const int last = prog.length[I(s)];
+      for (int i = first; i + 1 < last; ++i) prog.code[I(s)][I(i)].group_next = true;
+      if (last > first && j < n && v.order[I(s)][I(j)].weight) prog.code[I(s)][I(last - 1)].overlap = true;
+      if (j < n) {
+        const detail::work& w = v.order[I(s)][I(j)];
+        prog.push(s, instr{w.weight ? op::weight : w.fwd ? op::forward : op::backward, w.mb, w.chunk, -1, false});
+      }
+    }
+    prog.push(s, instr{op::reduce_grads, 0, 0, -1, false});
+    prog.push(s, instr{op::optimizer_step, 0, 0, -1, false});
+  }
+  return prog;
+}
+
 // Interleaved 1F1B with V chunks per stage (Megatron / Colossal-AI): chunk c of stage s
 // is pipeline part c·p + s; micro-batches advance through chunks in groups of p.
 template <int P, int M, int V>
@@ -186,11 +339,12 @@ constexpr program<P, schedule_capacity(M, V)> interleaved() {
 
 // Forward only, one micro-batch (evaluation): each stage runs its chunks in order,
 // receiving from the previous part and sending to the next.
-template <int P, int V>
+template <int P, int V, bool VShape = false>
 constexpr program<P, schedule_capacity(1, V)> forward_only() {
   program<P, schedule_capacity(1, V)> prog{};
   prog.micro_batches = 1;
   prog.chunks = V;
+  prog.v_shape = VShape;  // the training schedule's placement
   for (int s = 0; s < P; ++s) {
     std::array<detail::work, static_cast<std::size_t>(V)> order{};
     for (int c = 0; c < V; ++c) order[static_cast<std::size_t>(c)] = {true, 0, c, false};
@@ -205,9 +359,9 @@ constexpr program<P, schedule_capacity(1, V)> forward_only() {
 // output until sent), gout (its output's gradient, from arrival to the backward) and
 // gin (its input's gradient until sent). Walking a stage's program in order, each use
 // takes the lowest free slot of its pool and the last use frees it; the counts are
-// the buffers the stage allocates. With one stage, consecutive parts hand over in
-// place: a part's output goes straight into the next part's act slot, a gradient
-// into the previous part's gout slot.
+// the buffers the stage allocates. Consecutive parts on one stage (a single stage, or
+// the turn of a V) hand over in place: a part's output goes straight into the next
+// part's act slot, a gradient into the previous part's gout slot.
 enum class pool_kind : unsigned char { act, exit, gout, gin };
 inline constexpr int num_pools = 4;
 
@@ -253,9 +407,10 @@ constexpr slotted<P, Cap, Parts> assign_slots(const program<P, Cap>& in) {
     for (int& x : last_backward) x = -1;
     for (int i = 0; i < r.prog.length[static_cast<std::size_t>(s)]; ++i) {
       instr& x = r.prog.code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-      const int part = x.chunk * P + s;
+      const int part = r.prog.part_of(s, x.chunk);
       if (part < 0 || part >= Parts || x.mb < 0 || x.mb >= M) continue;  // reported by check_complete
-      const bool same_stage_next = P == 1 && part + 1 < Parts, same_stage_prev = P == 1 && part > 0;
+      const bool same_stage_next = part + 1 < Parts && r.prog.stage_of(part + 1) == s;
+      const bool same_stage_prev = part > 0 && r.prog.stage_of(part - 1) == s;
       switch (x.kind) {
         case op::recv_act: x.slot = alloc(pool_kind::act, part, x.mb); break;
         case op::forward:

@@ -67,13 +67,13 @@ constexpr sim_result simulate_costs(const program<P, Cap>& prog, const stage_cos
     return i + 1;
   };
   auto S = [](int s) { return static_cast<std::size_t>(s); };
-  // Pipeline part (chunk·P + stage) that produced the tensor a p2p operation carries:
-  // the two ends name it from their own chunk, so compare this instead.
-  auto producer = [](int s, const instr& x) {
-    const int virt = x.chunk * P + s;
-    if (x.kind == op::recv_act) return virt - 1;
-    if (x.kind == op::recv_grad) return virt + 1;
-    return virt;
+  // Pipeline part that produced the tensor a p2p operation carries: the two ends name it
+  // from their own chunk, so compare this instead.
+  auto producer = [&prog](int s, const instr& x) {
+    const int part = prog.part_of(s, x.chunk);
+    if (x.kind == op::recv_act) return part - 1;
+    if (x.kind == op::recv_grad) return part + 1;
+    return part;
   };
   for (;;) {
     bool progress = false, finished = true;
@@ -208,13 +208,19 @@ constexpr sim_result check_complete(const program<P, Cap>& prog) {
         r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
       }
       // data dependencies: the input activation (or output gradient) must have been
-      // received from the neighbouring stage before the compute that uses it
-      const int virt = x.chunk * P + s;
-      const bool needs_act = x.kind == op::forward && virt > 0 && (s + P - 1) % P != s;
-      const bool needs_grad = x.kind == op::backward && virt < P * v - 1 && (s + 1) % P != s;
-      if ((needs_act && !(state[static_cast<std::size_t>(key)] & 4)) ||
-          (needs_grad && !(state[static_cast<std::size_t>(key)] & 8))) {
-        r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r;
+      // received from the neighbouring stage before the compute that uses it, or, when
+      // the neighbouring part runs here, computed here before
+      const int part = prog.part_of(s, x.chunk), from = x.kind == op::forward ? part - 1 : part + 1;
+      if (from >= 0 && from < P * v) {
+        bool ok = true;
+        if (prog.stage_of(from) != s) {
+          ok = (state[static_cast<std::size_t>(key)] & (x.kind == op::forward ? 4 : 8)) != 0;
+        } else {
+          int other = 0;  // the neighbour's chunk on this stage
+          while (other < v && prog.part_of(s, other) != from) ++other;
+          ok = other < v && (state[static_cast<std::size_t>(x.mb * v + other)] & 3) >= want + 1;
+        }
+        if (!ok) { r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r; }
       }
       state[static_cast<std::size_t>(key)] = (state[static_cast<std::size_t>(key)] & ~3) | (want + 1);
     }

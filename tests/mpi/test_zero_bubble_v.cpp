@@ -1,0 +1,88 @@
+// ZeroBubbleV places two Pipeline parts on each stage in a V (stage s: parts s and
+// 2p − 1 − s; the first and the last part on stage 0, the turn between parts p − 1 and p
+// handed over in place on stage p − 1) and splits every backward into B and W. A plan
+// under it trains to the same losses and parameters as the model on one device (float64
+// within 1e-9, bytes per collective as planned), and to exactly the same bits as the same
+// parts under interleaved 1F1B (Interleaved<2>: the same devices, the other placement) —
+// each gradient sums the same micro-batches in the same order. A GPT in four parts over
+// two stages (with data and tensor parallelism on four ranks), the same in two parts on
+// one device (only the turn), and an MLP in eight parts over four stages.
+// mpi-ranks: 1 2 4
+#include "check_one_device.hpp"
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+#include "same_bits.hpp"
+#include "small_gpt.hpp"
+
+using namespace strata;
+
+namespace {
+
+auto& W() { return mpi_test::world(); }
+using namespace small_gpt;
+using MLPb = small_gpt::MLP;
+
+template <class Sched, template <int, class...> class Strategy = Replicate, int N = 1, class... Extra>
+using gpt4 = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Strategy<N, MLPb>,
+                           Strategy<N, Attn, MLPb>, Strategy<N, LayerNorm<D>, Linear<D, V>>>,
+                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>, Extra...>;
+template <class Sched>
+using gpt2 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLPb>,
+                           Replicate<1, Attn, MLPb, LayerNorm<D>, Linear<D, V>>>,
+                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<3>, Schedule<Sched>>;
+template <class Sched>
+using mlp8 = Plan<Pipeline<Replicate<1, Linear<12, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,
+                           Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,
+                           Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,
+                           Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 5, false>>>,
+                  Loss<SoftmaxCrossEntropy>, MicroBatch<3>, NumMicroBatch<8>, Schedule<Sched>>;
+
+using ZBV = ZeroBubbleV;
+using I2 = Interleaved<2>;
+
+// the V: stage s runs parts s and 2p − 1 − s
+static_assert(gpt4<ZBV>::stages == 2 && gpt4<ZBV>::stage_of_part(3) == 0 && gpt4<ZBV>::stage_of_part(2) == 1);
+static_assert(gpt4<ZBV>::part_of(1, 1) == 2 && gpt4<I2>::part_of(1, 1) == 3);
+static_assert(mlp8<ZBV>::stages == 4 && mlp8<ZBV>::stage_of_part(4) == 3 && mlp8<ZBV>::stage_of_part(7) == 0);
+static_assert(gpt4<ZBV>::valid && gpt4<ZBV>::deadlock_free && gpt4<ZBV>::split_backward);
+// with F = B = W per part the step is 6M + p − 1 units (the last stage waits p − 1
+// forwards, then never idles): bubble (p − 1) / (6M + p − 1)
+static_assert(gpt4<ZBV>::bubble == sched::fraction(1, 6 * 4 + 1));
+static_assert(mlp8<ZBV>::bubble == sched::fraction(3, 6 * 8 + 3));
+static_assert(gpt2<ZBV>::bubble == sched::fraction(0, 1));
+// at most 2p part-activations on a stage: 1F1B's p micro-batches of a whole stage
+static_assert(mlp8<ZBV>::peak_in_flight(0) <= 8 && mlp8<ZBV>::peak_in_flight(3) <= 8);
+
+template <class P>
+void check(const char* name, optimizer opt, double tol = 1e-9) {
+  mpi_test::check_one_device<P, double>("zero-bubble-v", name, opt, tol, 5);
+}
+
+template <class A, class B, class T = double>
+void same(const char* name, optimizer o = AdamW{.lr = 1e-2}) {
+  mpi_test::same_bits<A, B, T>("zero-bubble-v", name, o);
+}
+
+const Adam adam{.lr = 1e-2};
+const SGD sgd{.lr = 0.1, .momentum = 0.9};
+
+}  // namespace
+
+TEST_CASE("ZB-V equals one device") {
+  check<gpt2<ZBV>>("GPT two parts on one stage (the turn) ZB-V", adam);
+  check<gpt4<ZBV>>("GPT PP2 ZB-V, 4 parts (x DP2 on 4 ranks)", adam);
+  if (W().size() == 4) check<gpt4<ZBV, Split, 2>>("GPT PP2 x TP2 ZB-V", adam);
+  if (W().size() == 4) check<gpt4<ZBV, Replicate, 1, Zero<1>>>("GPT PP2 x DP2 ZeRO-1 ZB-V", adam);
+  if (W().size() == 4) check<mlp8<ZBV>>("MLP PP4 ZB-V, 8 parts", sgd);
+}
+
+TEST_CASE("ZB-V trains the same bits as interleaved 1F1B") {
+  same<gpt4<I2>, gpt4<ZBV>>("GPT PP2, 4 parts");
+  same<gpt4<I2>, gpt4<ZBV>, float>("GPT PP2, 4 parts, float");
+  same<gpt4<I2>, gpt4<ZBV>, bf16>("GPT PP2, 4 parts, bf16");
+  if (W().size() == 4) same<gpt4<I2, Split, 2>, gpt4<ZBV, Split, 2>>("GPT PP2 x TP2");
+  if (W().size() == 4) same<mlp8<I2>, mlp8<ZBV>>("MLP PP4, 8 parts", sgd);
+}

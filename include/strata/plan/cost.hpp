@@ -12,8 +12,9 @@
 // HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
 // twice; where the runtime adds each micro-batch's weight gradients to their accumulator in
 // a pass of its own (hardware::separate_grad_accumulation), that pass is charged per
-// micro-batch at the HBM rate. Collectives take the ring time of their size over the link they cross (NVLink
-// inside a node, the network between nodes) plus a latency per step. A stage's time per micro-batch is the sum over
+// micro-batch at the HBM rate. Collectives take the ring time of their size over the link they
+// cross (NVLink inside a node, the network between nodes, each at the fraction of its rate
+// published nccl-tests runs sustain) plus a latency per step. A stage's time per micro-batch is the sum over
 // its units plus the pipeline messages at its edges; the step is
 //   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
 //   M · slowest + (p − 1) · (slowest − 2 W)   (ZB-H1, W its weight-gradient passes)
@@ -29,6 +30,10 @@
 #include "strata/plan/partition.hpp"
 
 namespace strata::cost {
+
+// What a large NCCL transfer sustains over NVLink (inside a node) and a network adapter.
+constexpr double intra_rate(const hardware& hw) { return hw.intra_bytes_per_s * hw.intra_efficiency; }
+constexpr double inter_rate(const hardware& hw) { return hw.inter_bytes_per_s * hw.inter_efficiency; }
 
 // Ring time of a collective moving `bytes` (the larger local buffer) over n devices.
 constexpr double collective_s(collective k, double bytes, int n, double bw, double lat) {
@@ -172,7 +177,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   const double flops_rate = r.peak_flops * hw.gemm_efficiency, hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
   const int n = r.tensor;
   const bool intra = n <= hw.devices_per_node;
-  const double bw = intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double bw = intra ? intra_rate(hw) : inter_rate(hw);
   const double lat = intra ? hw.intra_latency_s : hw.inter_latency_s;
   for (std::size_t u = 0; u < N; ++u) {
     const int lo = first[u], hi = u + 1 == N ? Probe::num_layers : first[u + 1];
@@ -298,7 +303,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // pipeline neighbours are `tensor` ranks apart: some boundary crosses nodes unless the
   // whole replica sits in one node
   const bool pp_intra = c.tensor * p <= hw.devices_per_node;
-  const double pp_bw = pp_intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double pp_bw = pp_intra ? intra_rate(hw) : inter_rate(hw);
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
   const detail::unit_costs<N> mem = memory_at(pr, c);
@@ -308,8 +313,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // on g adapters at once, up to what NVLink carries inside the node.
   const int replica = c.tensor * c.pipeline;
   const int per_node = replica >= hw.devices_per_node ? 1 : hw.devices_per_node / replica;
-  const double across = hw.inter_bytes_per_s * (per_node < c.data ? per_node : c.data);
-  const double dbw = dp_intra ? hw.intra_bytes_per_s : across < hw.intra_bytes_per_s ? across : hw.intra_bytes_per_s;
+  const double across = inter_rate(hw) * (per_node < c.data ? per_node : c.data);
+  const double dbw = dp_intra ? intra_rate(hw) : across < intra_rate(hw) ? across : intra_rate(hw);
   const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   const bool zero3 = c.zero >= 3 && c.data > 1;
   double slow_gather = 0;

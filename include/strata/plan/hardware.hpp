@@ -34,6 +34,9 @@ struct hardware {
   int devices_per_node = 1;
   double intra_bytes_per_s = 0, intra_latency_s = 0;  // per device and direction, inside a node
   double inter_bytes_per_s = 0, inter_latency_s = 0;  // per device and direction, between nodes
+  // The fraction of those link rates a large NCCL transfer sustains: nccl-tests' bus
+  // bandwidth (busbw) over the link rate, from published runs.
+  double intra_efficiency = 1.0, inter_efficiency = 1.0;
   // The software the predicted run uses for attention; attention_dropout: dropout on the
   // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
   attention_kernels attention = attention_kernels::materialized;
@@ -69,15 +72,30 @@ namespace hw {
 inline constexpr double measured_gemm_efficiency = 0.806;
 inline constexpr double measured_hbm_efficiency = 0.90;
 
+// Published nccl-tests runs (the bus bandwidth of all_reduce_perf at 1 GiB and up):
+// - 8 × A100-SXM4-80GB on NVLink/NVSwitch: busbw about 200 GB/s of NVLink 3's 300 GB/s per
+//   direction (github.com/NVIDIA/nccl-tests/issues/149, 2023);
+// - 3 nodes of 8 × A100-SXM4-40GB, 4 HDR adapters per node (100 GB/s): busbw peaking at 96
+//   GB/s (github.com/NVIDIA/nccl-tests/issues/119, 2022);
+// - H100 NVLink 4: "with the protocol overhead (~20%) NCCL can get an effective NVLink
+//   bandwidth of 370GB/s" of the 450 line rate (NCCL's maintainer, nccl-tests issue 212,
+//   2024). The network figure is carried to the H100's NDR adapters (an argument, not a
+//   measurement).
+inline constexpr double a100_nvlink_efficiency = 200.0 / 300.0;
+inline constexpr double h100_nvlink_efficiency = 370.0 / 450.0;
+inline constexpr double infiniband_efficiency = 96.0 / 100.0;
+
 // An 8-GPU node: NVLink inside it, one network adapter per GPU between nodes; fp16 peak =
 // bf16 peak; ring-step latencies of 5 µs (NVLink), 10 µs (network).
 constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp32, double fp64, int sms, double hbm,
-                                  long long memory, double nvlink_each_way, double nic_each_way) {
+                                  long long memory, double nvlink_each_way, double nic_each_way,
+                                  double nvlink_efficiency) {
   return hardware{.name = name, .flops_fp64 = fp64, .flops_fp32 = fp32, .flops_bf16 = bf16, .flops_fp16 = bf16,
                   .gemm_efficiency = measured_gemm_efficiency, .sm_count = sms, .hbm_bytes_per_s = hbm,
                   .hbm_efficiency = measured_hbm_efficiency, .memory_bytes = memory, .devices_per_node = 8,
                   .intra_bytes_per_s = nvlink_each_way, .intra_latency_s = 5e-6,
-                  .inter_bytes_per_s = nic_each_way, .inter_latency_s = 10e-6};
+                  .inter_bytes_per_s = nic_each_way, .inter_latency_s = 10e-6,
+                  .intra_efficiency = nvlink_efficiency, .inter_efficiency = infiniband_efficiency};
 }
 
 // NVIDIA A100 SXM4 80 GB in a DGX A100 / Selene node (data sheet): 312 TFLOP/s dense
@@ -86,7 +104,8 @@ constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp3
 // InfiniBand per node, one adapter per GPU: 25 GB/s each way.
 struct A100_80GB {
   static constexpr hardware value =
-      eight_gpu_node("A100-SXM4-80GB", 312e12, 19.5e12, 19.5e12, 108, 2039e9, 80LL << 30, 300e9, 25e9);
+      eight_gpu_node("A100-SXM4-80GB", 312e12, 19.5e12, 19.5e12, 108, 2039e9, 80LL << 30, 300e9, 25e9,
+                     a100_nvlink_efficiency);
 };
 
 // NVIDIA H100 SXM5 80 GB (data sheet): 989 TFLOP/s dense bf16/fp16, 67 fp32, 67 fp64
@@ -94,7 +113,8 @@ struct A100_80GB {
 // 8 × 400 Gb/s NDR InfiniBand per node: 50 GB/s each way per GPU.
 struct H100_80GB {
   static constexpr hardware value =
-      eight_gpu_node("H100-SXM5-80GB", 989e12, 67e12, 67e12, 132, 3.35e12, 80LL << 30, 450e9, 50e9);
+      eight_gpu_node("H100-SXM5-80GB", 989e12, 67e12, 67e12, 132, 3.35e12, 80LL << 30, 450e9, 50e9,
+                     h100_nvlink_efficiency);
 };
 
 }  // namespace hw

@@ -162,8 +162,8 @@ constexpr program<P, schedule_capacity(M, 1, true)> zb_h1() {
 // which finishes micro-batches) while it holds fewer than 2P chunk-activations (1F1B's
 // peak on its first stage: P micro-batches of two chunks each), else the oldest ready W.
 // The last stage can start only after P − 1 chunk forwards, so no order beats
-// 6M + P − 1 units; this one reaches it for P ≤ 4 and every M ≥ P (and stays within
-// P − 4 units of it up to P = 10: static tests), against 1F1B's 6M + 6(P − 1).
+// 6M + P − 1 units; this one reaches it for P ≤ 4 and every M ≥ P, and stays within
+// P − 4 units of it for P = 5 to 8 (static tests), against 1F1B's 6M + 6(P − 1).
 namespace detail {
 template <int P, int M>
 struct v_orders {

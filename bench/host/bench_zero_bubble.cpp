@@ -1,7 +1,8 @@
 // ZB-H1 and ZB-V against 1F1B on the host: a GPT of four blocks (pre-LN causal
 // self-attention and GeLU MLP, D 256, 8 heads, context 64, float32, Adam) on two pipeline
 // stages on 2 MPI processes (one per core) — two parts for 1F1B and ZB-H1, four parts in a
-// V for ZB-V (stage 0: blocks 1 and 4, stage 1: blocks 2 and 3) — M = 2, 4 and 8
+// V for ZB-V (stage 0: blocks 1 and 4, stage 1: blocks 2 and 3), and the same four parts
+// under interleaved 1F1B (I2: as many messages as ZB-V, no split) — M = 2, 4 and 8
 // micro-batches of 2 sequences. Per schedule and M: the step time (best of alternating
 // passes) and the ratio to 1F1B, against two predictions: the closed forms' when a
 // forward, a B and a W cost the same, (3M + p − 1) / (3(M + p − 1)) for ZB-H1 and
@@ -32,10 +33,14 @@ template <class Sched, int M>
 using Gpt = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp, Attn, Mlp>,
                           Replicate<1, Attn, Mlp, Attn, Mlp, LayerNorm<D>, Linear<D, V>>>,
                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<Sched>>;
-template <int M>
-using GptV = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp>, Replicate<1, Attn, Mlp>,
+template <class Sched, int M>
+using Gpt4 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, Mlp>, Replicate<1, Attn, Mlp>,
                            Replicate<1, Attn, Mlp>, Replicate<1, Attn, Mlp, LayerNorm<D>, Linear<D, V>>>,
-                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<ZeroBubbleV>>;
+                  Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M>, Schedule<Sched>>;
+template <int M>
+using GptV = Gpt4<ZeroBubbleV, M>;
+template <int M>
+using GptI = Gpt4<Interleaved<2>, M>;  // the same four parts, placed c·p + s, one backward each
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -84,24 +89,31 @@ double simulated_ms(W& w, const result& r, std::array<double, 6>& all) {
 
 template <int M, class W>
 void compare(W& w, int steps) {
-  result one, zb, zv;
-  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits all three
+  result one, zb, zv, zi;
+  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits all four
     run<Gpt<PreferBackward, M>>(w, steps, one);
     run<Gpt<ZeroBubbleH1, M>>(w, steps, zb);
     run<GptV<M>>(w, steps, zv);
+    run<GptI<M>>(w, steps, zi);
   }
   const int p = 2;
   const double closed = double(3 * M + p - 1) / double(3 * (M + p - 1));
   const double closed_v = double(6 * M + p - 1) / double(6 * (M + p - 1));
-  std::array<double, 6> c1{}, cz{}, cv{};
+  const double closed_i = double(2 * M + p - 1) / double(2 * (M + p - 1));  // (M + (p − 1)/2) / (M + p − 1)
+  std::array<double, 6> c1{}, cz{}, cv{}, ci{};
   const double sim_one = simulated_ms<Gpt<PreferBackward, M>>(w, one, c1);
   const double sim_zb = simulated_ms<Gpt<ZeroBubbleH1, M>>(w, zb, cz);
   const double sim_zv = simulated_ms<GptV<M>>(w, zv, cv);
+  const double sim_zi = simulated_ms<GptI<M>>(w, zi, ci);
   if (w.rank() == 0) {
     std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "ZB-H1", one.ms, zb.ms,
                 zb.ms / one.ms, closed, sim_one, sim_zb, sim_zb / sim_one, one.params == zb.params ? "yes" : "NO");
     std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "ZB-V", one.ms, zv.ms,
                 zv.ms / one.ms, closed_v, sim_one, sim_zv, sim_zv / sim_one, one.params == zv.params ? "yes" : "NO");
+    std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "I2", one.ms, zi.ms,
+                zi.ms / one.ms, closed_i, sim_one, sim_zi, sim_zi / sim_one, one.params == zi.params ? "yes" : "NO");
+    std::printf("      measured / simulated step: 1F1B %.3f, ZB-H1 %.3f, ZB-V %.3f, I2 %.3f\n", one.ms / sim_one,
+                zb.ms / sim_zb, zv.ms / sim_zv, zi.ms / sim_zi);
     std::printf("      measured ms per micro-batch: 1F1B F %.2f/%.2f, B+W %.2f/%.2f; ZB-H1 F %.2f/%.2f, B %.2f/%.2f, "
                 "W %.2f/%.2f; ZB-V per part F %.2f/%.2f, B %.2f/%.2f, W %.2f/%.2f (stage 0/1)\n",
                 c1[0], c1[3], c1[1], c1[4], cz[0], cz[3], cz[1], cz[4], cz[2], cz[5], cv[0], cv[3], cv[1], cv[4], cv[2],

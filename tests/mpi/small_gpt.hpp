@@ -21,6 +21,13 @@ using staged = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D
                              Strategy<N, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
                     Input<S>, CE, Extra...>;
 
+// the same in four pipeline parts: the embeddings and the first attention, the first MLP,
+// the second block, the head
+template <template <int, class...> class Strategy, int N, class... Extra>
+using quartered = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Strategy<N, MLP>,
+                                Strategy<N, Attn, MLP>, Strategy<N, LayerNorm<D>, Linear<D, V>>>,
+                       Input<S>, CE, Extra...>;
+
 // four TaskGraphs on the same devices (the embeddings, a block, a block, the head): what
 // ZeRO-3 gathers and frees one at a time
 template <template <int, class...> class Strategy, int N, class... Extra>

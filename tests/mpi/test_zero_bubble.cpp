@@ -25,16 +25,11 @@ namespace {
 
 auto& W() { return mpi_test::world(); }
 using namespace small_gpt;
-using MLPb = small_gpt::MLP;
 
 template <class Sched, template <int, class...> class Strategy = Replicate, int N = 1, class... Extra>
-using gpt2 = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLPb>,
-                           Strategy<N, Attn, MLPb, LayerNorm<D>, Linear<D, V>>>,
-                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>, Extra...>;
+using gpt2 = staged<Strategy, N, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>, Extra...>;
 template <class Sched>
-using gpt4 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Replicate<1, MLPb>,
-                           Replicate<1, Attn, MLPb>, Replicate<1, LayerNorm<D>, Linear<D, V>>>,
-                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<6>, Schedule<Sched>>;
+using gpt4 = quartered<Replicate, 1, MicroBatch<2>, NumMicroBatch<6>, Schedule<Sched>>;
 template <class Sched>
 using mlp4 = Plan<Pipeline<Replicate<1, Linear<12, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,
                            Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 5, false>>>,

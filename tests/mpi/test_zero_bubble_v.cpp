@@ -23,16 +23,11 @@ namespace {
 
 auto& W() { return mpi_test::world(); }
 using namespace small_gpt;
-using MLPb = small_gpt::MLP;
 
 template <class Sched, template <int, class...> class Strategy = Replicate, int N = 1, class... Extra>
-using gpt4 = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Strategy<N, MLPb>,
-                           Strategy<N, Attn, MLPb>, Strategy<N, LayerNorm<D>, Linear<D, V>>>,
-                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>, Extra...>;
+using gpt4 = quartered<Strategy, N, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>, Extra...>;
 template <class Sched>
-using gpt2 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLPb>,
-                           Replicate<1, Attn, MLPb, LayerNorm<D>, Linear<D, V>>>,
-                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<3>, Schedule<Sched>>;
+using gpt2 = staged<Replicate, 1, MicroBatch<2>, NumMicroBatch<3>, Schedule<Sched>>;
 template <class Sched>
 using mlp8 = Plan<Pipeline<Replicate<1, Linear<12, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,
                            Replicate<1, Linear<32, 32>, ReLU>, Replicate<1, Linear<32, 32>, GeLU>,

@@ -235,6 +235,7 @@ struct parallel_config {
   // masters too, each unit a TaskGraph of its own whose weights are gathered per pass
   int zero = 0;
   constexpr int devices() const { return tensor * pipeline * data; }
+  constexpr bool shards_weights() const { return zero >= 3 && data > 1; }  // ZeRO-3 over a real group
 };
 
 struct step_estimate {
@@ -276,7 +277,7 @@ constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_c
   for (std::size_t k = 0; k < N; ++k) {
     u.act[k] = sc(u.act[k]), u.ping[k] = sc(u.ping[k]), u.scratch[k] = sc(u.scratch[k]);
     u.recompute[k] = sc(u.recompute[k]), u.entry[k] = sc(u.entry[k]), u.exit[k] = sc(u.exit[k]);
-    if (c.zero >= 3 && c.data > 1) {
+    if (c.shards_weights()) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
       // moments; the staging and gradient slots are per stage (estimate)
       u.state[k] = static_cast<long long>(pr.units[k].local_params * 4 * pr.master_bytes / c.data);
@@ -316,7 +317,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const double across = inter_rate(hw) * (per_node < c.data ? per_node : c.data);
   const double dbw = dp_intra ? intra_rate(hw) : across < intra_rate(hw) ? across : intra_rate(hw);
   const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
-  const bool zero3 = c.zero >= 3 && c.data > 1;
+  const bool zero3 = c.shards_weights();
   double slow_gather = 0;
   for (int s = 0; s < p; ++s) {
     double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0;

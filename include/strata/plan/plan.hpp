@@ -219,11 +219,9 @@ struct Plan {
   static constexpr bool v_shape = schedule == schedule_kind::zb_v;
   static constexpr int part_devices = num_taskgraphs > 0 ? detail::max1(taskgraphs[0].devices) : 1;
   static constexpr int devices_per_replica = stages * part_devices;
-  static constexpr int stage_of_part(int part) { return v_shape && part >= stages ? 2 * stages - 1 - part : part % stages; }
+  static constexpr int stage_of_part(int part) { return sched::placed_stage(stages, v_shape, part); }
   static constexpr int chunk_of_part(int part) { return part / stages; }
-  static constexpr int part_of(int stage, int chunk) {
-    return v_shape && chunk == 1 ? 2 * stages - 1 - stage : chunk * stages + stage;
-  }
+  static constexpr int part_of(int stage, int chunk) { return sched::placed_part(stages, v_shape, stage, chunk); }
 
  private:
   // ---- structural rules ---------------------------------------------------------------------

@@ -55,6 +55,16 @@ struct instr {
   bool last = false;  // B (W when split): the part's final backward of the step (gradient buckets go out)
 };
 
+// Where pipeline parts run on `stages` stages: chunk c of stage s is part c·stages + s
+// (interleaved), or with the V placement (ZB-V, two chunks) part s and part
+// 2·stages − 1 − s. A part's chunk is part / stages either way.
+constexpr int placed_part(int stages, bool v_shape, int s, int chunk) {
+  return v_shape && chunk == 1 ? 2 * stages - 1 - s : chunk * stages + s;
+}
+constexpr int placed_stage(int stages, bool v_shape, int part) {
+  return v_shape && part >= stages ? 2 * stages - 1 - part : part % stages;
+}
+
 // Per stage: F and B (and W) of every (micro-batch, chunk), at most four messages each,
 // the reduction and the update.
 constexpr int schedule_capacity(int m, int v, bool split = false) { return (split ? 7 : 6) * m * v + 4; }
@@ -70,12 +80,10 @@ struct program {
   // Zero-bubble schedules split each backward: B computes the input gradient, a later W
   // the weight gradients; the micro-batch's stash lives until its W.
   bool split_backward = false;
-  // Where each pipeline part runs: chunk c of stage s is part c·P + s (interleaved), or
-  // with the V placement (ZB-V, two chunks) part s and part 2P − 1 − s.
-  bool v_shape = false;
+  bool v_shape = false;  // the V placement (placed_part)
 
-  constexpr int part_of(int s, int chunk) const { return v_shape && chunk == 1 ? 2 * P - 1 - s : chunk * P + s; }
-  constexpr int stage_of(int part) const { return v_shape && part >= P ? 2 * P - 1 - part : part % P; }
+  constexpr int part_of(int s, int chunk) const { return placed_part(P, v_shape, s, chunk); }
+  constexpr int stage_of(int part) const { return placed_stage(P, v_shape, part); }
 
   constexpr const instr& at(int s, int i) const {
     return code[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];

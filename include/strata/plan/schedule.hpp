@@ -25,27 +25,25 @@ struct work {
 // boundary and the receives of every op up to the next one (Megatron's
 // send_forward_recv_backward / batched isend-irecv), which is what lets 1F1B and the
 // interleaved schedule make progress under rendezvous send/recv.
+// The message compute `w` on stage s sends (its output, or its input's gradient) or
+// receives (its input, or its output's gradient), if any: none for a W, at the model's
+// ends, or when the neighbouring part runs on s too (one stage, or the turn of a V: a
+// hand-over in place).
+template <int P, int Cap>
+constexpr bool message_of(const program<P, Cap>& prog, int s, const work& w, bool send, instr& x) {
+  if (w.weight) return false;
+  const int other = prog.part_of(s, w.chunk) + (w.fwd == send ? 1 : -1);
+  if (other < 0 || other >= P * prog.chunks || prog.stage_of(other) == s) return false;
+  const op kind = send ? (w.fwd ? op::send_act : op::send_grad) : (w.fwd ? op::recv_act : op::recv_grad);
+  x = instr{kind, w.mb, w.chunk, prog.stage_of(other), false};
+  return true;
+}
+
 template <int P, int Cap, std::size_t W>
 constexpr void emit_stage(program<P, Cap>& prog, int s, const std::array<work, W>& order, int count,
                           bool training = true) {
-  const int last_part = P * prog.chunks - 1;
-  // the stage of part k's neighbour, or −1 when there is none or it runs here (a local
-  // hand-over: one stage, or the turn of a V)
-  auto neighbour = [&](int part) { return part < 0 || part > last_part || prog.stage_of(part) == s ? -1 : prog.stage_of(part); };
-  auto recv_of = [&](const work& w, instr& x) {
-    if (w.weight) return false;
-    const int part = prog.part_of(s, w.chunk), from = neighbour(w.fwd ? part - 1 : part + 1);
-    if (from < 0) return false;
-    x = instr{w.fwd ? op::recv_act : op::recv_grad, w.mb, w.chunk, from, false};
-    return true;
-  };
-  auto send_of = [&](const work& w, instr& x) {
-    if (w.weight) return false;
-    const int part = prog.part_of(s, w.chunk), to = neighbour(w.fwd ? part + 1 : part - 1);
-    if (to < 0) return false;
-    x = instr{w.fwd ? op::send_act : op::send_grad, w.mb, w.chunk, to, false};
-    return true;
-  };
+  auto recv_of = [&](const work& w, instr& x) { return message_of(prog, s, w, false, x); };
+  auto send_of = [&](const work& w, instr& x) { return message_of(prog, s, w, true, x); };
   int i = 0, last_boundary_end = 0;  // computes [last_boundary_end, i) have their sends pending
   auto boundary = [&](int from_send, int to_send, int from_recv, int to_recv) {
     const int start = prog.length[static_cast<std::size_t>(s)];
@@ -257,37 +255,29 @@ constexpr program<P, schedule_capacity(M, 2, true)> zb_v() {
       while (j < n && start_of(j) < sent) ++j;
       return j;
     };
-    auto stage_of = [&](int part) { return prog.stage_of(part); };
-    // each op's incoming message: when it is sent and the boundary that receives it
+    // each op's incoming message, when it is sent and the boundary that receives it
+    std::array<instr, I(6 * M)> recv{};
     std::array<long long, I(6 * M)> sent{};
     std::array<int, I(6 * M)> at{};
     for (int k = 0; k < n; ++k) {
       const detail::work& w = v.order[I(s)][I(k)];
-      const int from = prog.part_of(s, w.chunk) + (w.fwd ? -1 : 1);
       at[I(k)] = -1;
-      if (w.weight || from < 0 || from >= 2 * P || stage_of(from) == s) continue;
+      if (!detail::message_of(prog, s, w, false, recv[I(k)])) continue;
+      const int from = prog.part_of(s, w.chunk) + (w.fwd ? -1 : 1);
       sent[I(k)] = w.fwd ? v.f_end[I(from)][I(w.mb)] : v.b_end[I(from)][I(w.mb)];
       at[I(k)] = boundary_of(sent[I(k)]);
     }
     for (int j = 0, next = 0; j <= n; ++j) {
       const int first = prog.length[I(s)];
-      if (j > 0) {  // the send of op j − 1
-        const detail::work& w = v.order[I(s)][I(j - 1)];
-        const int part = prog.part_of(s, w.chunk);
-        if (!w.weight && w.fwd && part + 1 < 2 * P && stage_of(part + 1) != s)
-          prog.push(s, instr{op::send_act, w.mb, w.chunk, stage_of(part + 1), false});
-        if (!w.weight && !w.fwd && part > 0 && stage_of(part - 1) != s)
-          prog.push(s, instr{op::send_grad, w.mb, w.chunk, stage_of(part - 1), false});
-      }
+      if (instr x{}; j > 0 && detail::message_of(prog, s, v.order[I(s)][I(j - 1)], true, x))
+        prog.push(s, x);  // the send of op j − 1
       // the receives this boundary takes, earliest sent first (ops at or after j only)
       for (;;) {
         int pick = -1;
         for (int k = next; k < n; ++k)
           if (at[I(k)] == j && (pick < 0 || sent[I(k)] < sent[I(pick)])) pick = k;
         if (pick < 0) break;
-        const detail::work& w = v.order[I(s)][I(pick)];
-        prog.push(s, instr{w.fwd ? op::recv_act : op::recv_grad, w.mb, w.chunk,
-                           stage_of(prog.part_of(s, w.chunk) + (w.fwd ? -1 : 1)), false});
+        prog.push(s, recv[I(pick)]);
         at[I(pick)] = -1;
       }
       while (next < n && at[I(next)] < 0) ++next;

@@ -215,10 +215,8 @@ constexpr sim_result check_complete(const program<P, Cap>& prog) {
         bool ok = true;
         if (prog.stage_of(from) != s) {
           ok = (state[static_cast<std::size_t>(key)] & (x.kind == op::forward ? 4 : 8)) != 0;
-        } else {
-          int other = 0;  // the neighbour's chunk on this stage
-          while (other < v && prog.part_of(s, other) != from) ++other;
-          ok = other < v && (state[static_cast<std::size_t>(x.mb * v + other)] & 3) >= want + 1;
+        } else {  // its chunk here is from / P
+          ok = (state[static_cast<std::size_t>(x.mb * v + from / P)] & 3) >= want + 1;
         }
         if (!ok) { r.status = verdict::incomplete; r.stage = s; r.instruction = i; return r; }
       }

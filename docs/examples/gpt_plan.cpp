@@ -75,14 +75,15 @@ static_assert(Blocks::recompute_region[1] == -1 && Blocks::recompute_region[begi
               Blocks::recompute_region[22] == -1);
 // a region stops before the loss (and before a pipeline part's last layer)
 static_assert(Whole::recompute_region[23] == 0 && Whole::recompute_region[24] == -1);
-// each recomputed layer's forward runs again in the backward: 2 x (4 + 6) recompute steps
+// each recomputed layer's forward runs again in the backward: 2 x (4 + 6) layers, of which
+// each ResidualBegin is a view of its input (nothing to run): 2 x (3 + 5) recompute steps
 constexpr int recompute_steps() {
   const auto& T = Blocks::lowering::tables;
   int n = 0;
-  for (int k = 0; k < T.num_steps; ++k) n += T.steps[k].kind == lower::step_kind::recompute;
+  for (int k = 0; k < T.num_steps; ++k) n += T.steps[k].kind == lower::act::recompute;
   return n;
 }
-static_assert(recompute_steps() == 2 * (4 + 6));
+static_assert(recompute_steps() == 2 * (3 + 5));
 // What a micro-batch keeps until its backward shrinks; the activation arena too (it now
 // holds one region's activations, shared by every region of the stage).
 static_assert(Blocks::stash_bytes(0) * 5 < SP::stash_bytes(0));

@@ -25,7 +25,7 @@ static_assert(messages_pair<PP>() && messages_pair<IL>());
 // Part 0 of PP ends with a row-parallel Linear: it sends partial sums (4 × 16 per device),
 // part 1 all-reduces them in place as its first step.
 static_assert(PP::lowering::tables.parts[0].exit.elems == 4 * 16);
-static_assert(PP::lowering::tables.steps[PP::lowering::tables.parts[1].fwd_begin].kind == lower::step_kind::convert);
+static_assert(PP::lowering::tables.steps[PP::lowering::tables.parts[1].fwd_begin].kind == lower::act::convert);
 
 // Every slot a stage uses is counted: 1F1B keeps p − s micro-batches in flight on stage s.
 static_assert(IL::lowering::slots(sched::pool_kind::act, 0) == 4);

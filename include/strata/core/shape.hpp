@@ -18,6 +18,8 @@ struct shape_t {
     return n;
   }
   constexpr int last() const { return rank > 0 ? dim[static_cast<std::size_t>(rank - 1)] : 0; }
+  // Rows of one sample as layers see it: every axis but the last (the features).
+  constexpr long long rows() const { return numel() / (last() > 0 ? last() : 1); }
   constexpr shape_t with_last(int d) const {
     shape_t s = *this;
     if (s.rank == 0) s.rank = 1;

@@ -13,12 +13,8 @@
 
 namespace strata::exec {
 
-// Which slot of each pool an instruction uses (see sched::assign_slots): its own part's
-// act and gout slots, and the slot its output goes to (exit, gin, or with one stage the
-// neighbouring part's act or gout).
-struct slot_set {
-  int act = 0, gout = 0, out = 0;
-};
+// Which slot of each pool an action uses (lower::slot_set).
+using slot_set = lower::slot_set;
 
 template <class P, class Backend, class T>
 class activation_arena {

@@ -1,5 +1,5 @@
 #pragma once
-// ZeRO's partition of the update (Zero<1>): which ranges of a stage's flat parameter
+// ZeRO's partition of the update (Zero<1..3>): which ranges of a stage's flat parameter
 // group a device updates, and where their optimizer state lives.
 //
 // A gradient bucket of `count` elements, reduced over a group of R devices, is cut into
@@ -8,6 +8,8 @@
 // all-reduced; device r updates chunk r and the tail, then the chunks are all-gathered.
 // Every device updates the tail from the same values, so its copies stay identical.
 // Without ZeRO, the whole group is one range and the state mirrors the parameters.
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <vector>
 
@@ -89,7 +91,7 @@ std::vector<segment> segments(int stage, int g, rank_coord me, int R, int r) {
   std::vector<segment> out;
   const long long total = L::tables.group_elems[static_cast<std::size_t>(stage)][static_cast<std::size_t>(g)];
   const auto base = [&](const detail::tensor_range& t) { return g == 1 || t.first; };
-  if (P::zero == 0) {
+  if (!L::params.partitioned) {
     detail::add_piece(out, ts, 0, total, 0, false,
                       [&](const detail::tensor_range& t) { return me.data == 0 && t.first; });
     return out;
@@ -108,5 +110,46 @@ std::vector<segment> segments(int stage, int g, rank_coord me, int R, int r) {
   }
   return out;
 }
+
+// A stage's update split over each group's reduction devices: group g over size[g]
+// devices, this one at rank[g] (1 and 0: no partition) — its segments, the optimizer
+// state they need, and where its chunk of each bucket (and the tail after it) lies in
+// the segments' layout (the order segments() walks them).
+template <class P>
+class partition {
+  using L = lower::lowered<P>;
+  static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+
+ public:
+  partition(int stage, rank_coord me, std::array<int, 2> size, std::array<int, 2> rank)
+      : size_(size), rank_(rank) {
+    for (int g = 0; g < 2; ++g) {
+      segs_[idx(g)] = segments<P>(stage, g, me, size[idx(g)], rank[idx(g)]);
+      long long state = 0;
+      for (const segment& s : segs_[idx(g)]) state = std::max(state, s.state + s.count);
+      state_[idx(g)] = state;
+    }
+    std::array<long long, 2> at{};
+    for (int b = 0; b < L::tables.num_buckets[idx(stage)]; ++b) {
+      const lower::bucket& bk = L::tables.buckets[idx(stage)][idx(b)];
+      chunk_at_[idx(b)] = at[idx(bk.group)];
+      at[idx(bk.group)] += bk.count / size[idx(bk.group)] + bk.count % size[idx(bk.group)];
+    }
+  }
+  const std::vector<segment>& segments_of(int g) const { return segs_[idx(g)]; }
+  int size(int g) const { return size_[idx(g)]; }
+  int rank(int g) const { return rank_[idx(g)]; }
+  // Elements of each optimizer-state array (and, sharded, of the gradients and masters).
+  long long state_elems(int g) const { return state_[idx(g)]; }
+  long long total() const { return state_[0] + state_[1]; }
+  // Where this device's chunk of bucket b starts in the segments' layout.
+  long long chunk_at(int b) const { return chunk_at_[idx(b)]; }
+
+ private:
+  std::array<std::vector<segment>, 2> segs_;
+  std::array<int, 2> size_{1, 1}, rank_{0, 0};
+  std::array<long long, 2> state_{};
+  std::array<long long, idx(L::max_buckets)> chunk_at_{};
+};
 
 }  // namespace strata::exec::zero

@@ -26,7 +26,7 @@ struct SoftmaxCrossEntropy {
       c.feat_div = q.n;
       c.flops_div = q.n;
       // per row: the max, the sum of exponentials and the target logit
-      const long long rows = q.micro_batch * q.in.numel() / (q.in.last() > 0 ? q.in.last() : 1);
+      const long long rows = q.micro_batch * q.in.rows();
       c.add(collective::all_reduce, group_axis::part, pass::forward, rows, 3, /*stats=*/true);
     } else {
       c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : sbp::broadcast;

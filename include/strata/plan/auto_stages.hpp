@@ -150,7 +150,7 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       }
       // a zero-bubble schedule keeps the output's gradient (at most) and B's leftovers until W
       if (!call.dy_keep.empty()) c.act[x] += out_elems * eb + call.keep.elems * eb;
-      c.cost[x] += flops * Probe::micro_batch * Probe::num_micro_batch;
+      c.cost[x] += flops * Probe::replica_batch;
       c.state[x] += lp.local_param_elems * per_param;
       const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
       const long long scratch = call.needs.scratch_values * eb + call.needs.scratch_stats * sb;

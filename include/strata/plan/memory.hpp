@@ -21,14 +21,7 @@ namespace strata::detail {
 // The largest TaskGraph's parameter elements on a device of `stage`: a staging slot.
 template <class P>
 constexpr long long staging_elems(int stage) {
-  long long most = 0;
-  for (int tg = 0; tg < P::num_taskgraphs; ++tg) {
-    long long n = 0;
-    for (const auto& lp : P::layer_plans)
-      if (lp.taskgraph == tg && P::stage_of_part(lp.part) == stage) n += lp.local_param_elems;
-    most = n > most ? n : most;
-  }
-  return most;
+  return lower::lowered<P>::largest_taskgraph(stage);
 }
 
 // Optimizer-state elements per moment on a device of `stage`: every parameter, or under
@@ -61,19 +54,10 @@ constexpr long long parameter_bytes(int stage, int dp) {
   return (off ? 0 : n * mb) + 2 * slot * eb + ((off || P::zero >= 3) && P::mixed_precision ? slot * mb : 0);
 }
 
-// Zero<2/3>'s gradient slots on a device of `stage`: two, so that one TaskGraph's
-// reductions overlap the next one's backward, or one when only one TaskGraph there has
-// parameters (nothing to overlap).
+// Zero<2/3>'s gradient slots on a device of `stage` (lower::lowered::gradient_slots).
 template <class P>
 constexpr int gradient_slots(int stage) {
-  int with_params = 0;
-  for (int tg = 0; tg < P::num_taskgraphs; ++tg) {
-    long long n = 0;
-    for (const auto& lp : P::layer_plans)
-      if (lp.taskgraph == tg && P::stage_of_part(lp.part) == stage) n += lp.local_param_elems;
-    with_params += n > 0;
-  }
-  return with_params > 1 ? 2 : 1;
+  return lower::lowered<P>::gradient_slots(stage);
 }
 
 // Gradients, in master precision: whole, or under Zero<2/3> this device's chunks plus the

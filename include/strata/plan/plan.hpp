@@ -475,7 +475,7 @@ struct Plan {
   // ---- placement ------------------------------------------------------------------------------
   static constexpr int data_parallel(int world) { return world / devices_per_replica; }
   static constexpr int data_parallel() requires(fixed_world > 0) { return fixed_world / devices_per_replica; }
-  static constexpr int global_batch(int world) { return data_parallel(world) * micro_batch * num_micro_batch; }
+  static constexpr int global_batch(int world) { return data_parallel(world) * replica_batch; }
 
   // ---- what a data loader needs ------------------------------------------------------------
   // A replica's step: replica_batch samples, each input_elems values (input_shape, row-major;
@@ -496,7 +496,7 @@ struct Plan {
     if constexpr (num_layers == 0) return 0LL;
     else {
       const shape_t in = layer_plans[detail::idx(num_layers - 1)].in;
-      return in.last() > 0 ? in.numel() / in.last() : 0LL;
+      return in.last() > 0 ? in.rows() : 0LL;
     }
   }();
   static constexpr long long classes = [] {
@@ -644,7 +644,7 @@ struct Plan {
   static constexpr long long flops_per_replica_step() {
     long long f = 0;
     for (const auto& lp : layer_plans) f += lp.desc.forward_flops(lp.in) + lp.desc.backward_flops(lp.in);
-    return f * micro_batch * num_micro_batch;
+    return f * replica_batch;
   }
   static constexpr long long flops_per_step(int world) { return flops_per_replica_step() * data_parallel(world); }
   // FLOPs one device of `stage` executes per step.
@@ -652,7 +652,7 @@ struct Plan {
     long long f = 0;
     for (const auto& lp : layer_plans)
       if (stage_of_part(lp.part) == stage) f += lp.local_flops_per_sample;
-    return f * micro_batch * num_micro_batch;
+    return f * replica_batch;
   }
 
   // Every collective a device of `stage` takes part in per step, with its bytes (the

@@ -1,6 +1,6 @@
 #pragma once
 // The lowered program in words, for the plan report and for error messages: one line
-// per stage (its actions in order) and per part (its forward and backward steps).
+// per stage (its schedule in order) and per part (its forward, backward and W steps).
 //   F3 s1        forward of micro-batch 3 (stash slot 1); F3.c1: of chunk 1 (interleaved)
 //   B3 s1        backward of micro-batch 3
 //   send-act mb3, recv-grad mb3, ...   pipeline messages; "+" joins a group posted together
@@ -52,30 +52,30 @@ std::string program_text(int stage) {
 template <class P>
 std::string step_text(const lower::step& st) {
   using L = lower::lowered<P>;
+  const std::string name(lower::to_string(st.kind));
   switch (st.kind) {
-    case lower::step_kind::load: return "load";
-    case lower::step_kind::forward:
-    case lower::step_kind::backward:
-    case lower::step_kind::recompute:
-      return std::string(lower::to_string(st.kind)) + " L" + std::to_string(st.index) + " " +
-             std::string(P::layer_plans[static_cast<std::size_t>(st.index)].desc.name);
-    case lower::step_kind::convert: {
+    case lower::act::load: return name;
+    case lower::act::convert: {
       const lower::conversion& c = L::tables.convs[static_cast<std::size_t>(st.index)];
       return "convert " + std::string(to_string(c.from)) + "->" + std::string(to_string(c.to)) +
              (c.coll == collective::none ? std::string(" (slice)") : " (" + std::string(to_string(c.coll)) + ")");
     }
-    case lower::step_kind::bucket: return "reduce-bucket " + std::to_string(st.index);
+    case lower::act::reduce_bucket: return name + " " + std::to_string(st.index);
+    case lower::act::copy: return name;
+    default:
+      return name + " L" + std::to_string(st.index) + " " +
+             std::string(P::layer_plans[static_cast<std::size_t>(st.index)].desc.name);
   }
-  return "?";
 }
 
-// A part's forward or backward steps.
+// A part's forward, backward (B when split) or W steps.
 template <class P>
-std::string part_text(int part, bool forward) {
+std::string part_text(int part, bool forward, bool weights = false) {
   using L = lower::lowered<P>;
   const lower::part_plan& pp = L::tables.parts[static_cast<std::size_t>(part)];
   std::string o;
-  const int b = forward ? pp.fwd_begin : pp.bwd_begin, e = forward ? pp.fwd_end : pp.bwd_end;
+  const int b = forward ? pp.fwd_begin : weights ? pp.wgt_begin : pp.bwd_begin;
+  const int e = forward ? pp.fwd_end : weights ? pp.wgt_end : pp.bwd_end;
   for (int k = b; k < e; ++k) {
     if (k > b) o += " | ";
     o += step_text<P>(L::tables.steps[static_cast<std::size_t>(k)]);

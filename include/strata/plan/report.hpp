@@ -139,6 +139,7 @@ std::string report(int world = 0) {
   for (int p = 0; p < P::num_parts; ++p) {
     o += "  part " + std::to_string(p) + " forward: " + part_text<P>(p, true) + "\n";
     o += "  part " + std::to_string(p) + " backward: " + part_text<P>(p, false) + "\n";
+    if (P::split_backward) o += "  part " + std::to_string(p) + " W: " + part_text<P>(p, false, true) + "\n";
   }
   o += "activation buffers per device (the lowered buffer plan, allocated once)\n";
   for (int s = 0; s < P::stages; ++s)

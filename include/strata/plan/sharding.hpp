@@ -337,8 +337,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         }
         if (c.violated != shard_rule::ok) fail(c.violated, li, c.violated_value, n);
         // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices
-        if (c.need == sbp::split_batch && (ctx.micro_batch * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1))) % n != 0)
-          fail(shard_rule::split_rows, li, static_cast<int>(ctx.micro_batch * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1))), n);
+        if (c.need == sbp::split_batch && (ctx.micro_batch * lp.in.rows()) % n != 0)
+          fail(shard_rule::split_rows, li, static_cast<int>(ctx.micro_batch * lp.in.rows()), n);
         for (int pi = 0; pi < d.num_params; ++pi)
           local[static_cast<std::size_t>(pi)] =
               cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
@@ -383,7 +383,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       // The devices that hold the other features of this layer's rows (N-D modes).
       const group_axis features_axis = turned ? group_axis::mesh_depth : group_axis::mesh_row;
       const bool dx = need_dx[static_cast<std::size_t>(li)];
-      const long long rows_here = ctx.micro_batch / mesh.rows * (lp.in.numel() / (lp.in.last() > 0 ? lp.in.last() : 1));
+      const long long rows_here = ctx.micro_batch / mesh.rows * lp.in.rows();
       if (nd && d.role == layer_role::layernorm) {
         // Σx and Σx² of rows whose features are spread over the mesh row; backward, Σg and
         // Σg·x̂ (only for the input's gradient: dγ and dβ need the forward's statistics only)

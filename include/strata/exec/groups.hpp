@@ -1,0 +1,59 @@
+#pragma once
+// The communicators of one device: its pipeline part's devices, its data-parallel group,
+// the part × data group, and a 2D/2.5D/3D mesh's groups (exec/mesh_groups.hpp) — split
+// once from the world, in the same order on every rank, named for the watchdog's
+// messages where the communicator takes names — and the one for each planner group axis.
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "strata/core/communicator.hpp"
+#include "strata/core/sbp.hpp"
+#include "strata/exec/mesh_groups.hpp"
+#include "strata/plan/plan.hpp"
+
+namespace strata::exec {
+
+template <class P, class Comm>
+class device_groups {
+ public:
+  device_groups(Comm& world, rank_coord me) {
+    const int n = P::part_devices;
+    std::string base = "world";
+    if constexpr (requires { world.name(); }) base = std::string(world.name());
+    part_.emplace(comm::split_named(world, me.data * P::stages + me.stage, me.index, base + ".part"));
+    data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
+    part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
+    mesh_.form(world, base);
+  }
+
+  Comm& part() { return *part_; }
+  // The reduction group of parameter group g: 0 the data-parallel group, 1 part × data.
+  Comm& group(int g) { return g == 0 ? *data_ : *part_data_; }
+  // The communicator of a planner group (plan/sharding.hpp's group_axis).
+  Comm& axis(group_axis a) {
+    switch (a) {
+      case group_axis::data: return *data_;
+      case group_axis::part_data: return *part_data_;
+      case group_axis::part:
+      case group_axis::pipeline: return *part_;
+      default: break;
+    }
+    if (Comm* c = mesh_.of(a)) return *c;
+    throw std::logic_error("strata: the plan names the " + std::string(to_string(a)) +
+                           " group, which this device did not form");
+  }
+  // Every group gradients are reduced over: the two parameter groups and the mesh's.
+  template <class F>
+  void each_reduction_group(F&& f) {
+    f(*data_);
+    f(*part_data_);
+    mesh_.each_reduction_group(f);
+  }
+
+ private:
+  std::optional<Comm> part_, data_, part_data_;
+  mesh_groups<P, Comm> mesh_;
+};
+
+}  // namespace strata::exec

@@ -1,6 +1,6 @@
 // strata-header: mpi
 #pragma once
-// The MPI communicator's watchdog (used by comm/mpi.hpp): bounded waits.
+// The MPI communicator's watchdog: bounded waits, and the message that ends the job.
 //
 // A blocking MPI call whose peer is stopped, hangs or never reaches the matching
 // call blocks for ever, and there is no portable way to interrupt it. So
@@ -22,15 +22,13 @@
 // does itself (Open MPI yields the CPU between polls when oversubscribed), so the
 // CPU use and latency are those of the blocking calls.
 
-#include "strata/comm/mpi_types.hpp"  // <mpi.h> without the C++ bindings
+#include "strata/comm/mpi/types.hpp"  // <mpi.h> without the C++ bindings
+#include "strata/comm/timeout.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,20 +39,8 @@ namespace strata::comm::detail {
 // STRATA_MPI_TIMEOUT_S: seconds (fractions allowed) >= 0; unset or empty: 300 s;
 // 0: no watchdog.
 inline std::chrono::milliseconds mpi_timeout_from_env() {
-  const char* s = std::getenv("STRATA_MPI_TIMEOUT_S");
-  if (s == nullptr || *s == '\0') return std::chrono::seconds(300);
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (end == s || *end != '\0' || !std::isfinite(v) || v < 0.0 || v > 1e8)
-    throw comm_error(std::string("strata::comm: STRATA_MPI_TIMEOUT_S='") + s +
-                     "' is not a number of seconds >= 0 (0 turns the MPI watchdog off)");
-  return std::chrono::milliseconds(static_cast<long long>(std::ceil(v * 1000.0)));
-}
-
-inline std::string mpi_seconds(std::chrono::milliseconds t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(t.count()) / 1000.0);
-  return buf;
+  return timeout_from_env("STRATA_MPI_TIMEOUT_S", /*zero_off=*/true,
+                          "a number of seconds >= 0 (0 turns the MPI watchdog off)");
 }
 
 // What the watchdog says about the operation it waits for. Filled on every call
@@ -193,7 +179,7 @@ inline std::string mpi_watchdog_message(const mpi_op_info& op, MPI_Comm comm, st
                                         std::chrono::milliseconds timeout, int n, MPI_Request* reqs) {
   const std::vector<bool> pending = op.what == mpi_op_info::kind::group ? mpi_pending(n, reqs) : std::vector<bool>{};
   return "MPI watchdog: " + mpi_describe(op, comm, pending) + " on " + std::string(where) +
-         " has not completed after " + mpi_seconds(timeout) +
+         " has not completed after " + seconds_text(timeout) +
          "; a peer rank is stuck or dead, or the ranks called different operations: ending every rank";
 }
 

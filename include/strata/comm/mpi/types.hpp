@@ -1,7 +1,7 @@
 // strata-header: mpi
 #pragma once
 // MPI datatypes of the communicator's element types and the reductions MPI lacks
-// (used by comm/mpi.hpp).
+// (used by every part of the MPI communicator, comm/mpi/*.hpp).
 //
 // bf16, f16: MPI has no bfloat16 or binary16 datatype. Their buffers travel as
 // MPI_UINT16_T (bit-exact; counts and MPI_Get_count stay in elements), and

@@ -1,6 +1,7 @@
 // strata-header: cuda-only nccl
 #pragma once
-// The NCCL communicator's watchdog and owned state (used by comm/nccl.hpp).
+// The NCCL communicator's watchdog and the state a communicator owns (comm/nccl/handle.hpp
+// holds it).
 //
 // Failure model (the watchdog):
 //  * Communicators are created non-blocking (ncclConfig_t::blocking = 0), so
@@ -30,92 +31,26 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "strata/comm/naming.hpp"
+#include "strata/comm/nccl/types.hpp"
+#include "strata/comm/timeout.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <climits>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <exception>
-#include <initializer_list>
 #include <memory>
-#include <optional>
 #include <source_location>
-#include <span>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
-
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
-#error "strata/comm/nccl.hpp needs NCCL >= 2.18 (non-blocking ncclCommSplit)"
-#endif
-
-namespace strata::comm {
-
-namespace detail {
-
-// strata::bf16 is passed to NCCL as ncclBfloat16 and strata::f16 as ncclFloat16:
-// they have the layouts of CUDA's __nv_bfloat16 (the high 16 bits of an IEEE
-// float) and __half (IEEE binary16), so every collective and p2p op takes their
-// buffers unchanged; NCCL reduces them with its own 16-bit kernels (sum, max, min).
-static_assert(sizeof(bf16) == 2 && alignof(bf16) == 2 && sizeof(f16) == 2 && alignof(f16) == 2);
-
-inline ncclDataType_t nccl_type(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return ncclFloat32;
-    case dtype::f64: return ncclFloat64;
-    case dtype::i32: return ncclInt32;
-    case dtype::i64: return ncclInt64;
-    case dtype::bf16: return ncclBfloat16;  // same bits as strata::bf16
-    case dtype::f16: return ncclFloat16;    // same bits as strata::f16
-  }
-  return ncclFloat32;
-}
-
-inline ncclRedOp_t nccl_op(reduce_op op) noexcept {
-  switch (op) {
-    case reduce_op::sum: return ncclSum;
-    case reduce_op::max: return ncclMax;
-    case reduce_op::min: return ncclMin;
-  }
-  return ncclSum;
-}
-
-// "file:line", shortened to the part after include/ for library frames.
-inline std::string nccl_site(const std::source_location& w) {
-  std::string_view f = w.file_name();
-  if (auto p = f.rfind("include/"); p != std::string_view::npos) f.remove_prefix(p + 8);
-  return std::string(f) + ":" + std::to_string(w.line());
-}
-
-inline std::string nccl_seconds(std::chrono::milliseconds t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(t.count()) / 1000.0);
-  return buf;
-}
-
-inline std::string cuda_error_text(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
-}
-
-inline std::string nccl_error_text(ncclResult_t r) {
-  std::string s = ncclGetErrorString(r);
-  // ncclGetLastError ignores its argument and holds the last WARN text, which
-  // is usually the only place the real cause (e.g. peer address) appears.
-  const char* last = ncclGetLastError(nullptr);
-  if (last != nullptr && *last != '\0') s += " [NCCL: " + std::string(last) + "]";
-  return s;
-}
+namespace strata::comm::detail {
 
 // Polling that reacts within microseconds to the common fast completion but
 // backs off to sleeping so a long wait does not burn a core other ranks need.
@@ -183,41 +118,6 @@ inline std::string nccl_describe(const nccl_op_info& o) {
   return s;
 }
 
-// Restores the caller's current device: the communicator's CUDA calls must
-// run on its device, the caller's thread may be on another one.
-class device_scope {
- public:
-  struct quiet_t {};
-  // Operations: a failure to switch is reported with the communicator's name.
-  device_scope(int device, std::string_view who,
-               const std::source_location at = std::source_location::current()) {
-    cudaError_t e = cudaGetDevice(&prev_);
-    if (e == cudaSuccess && prev_ != device) e = cudaSetDevice(device);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw comm_error("strata::comm: cudaSetDevice(" + std::to_string(device) + ") failed at " +
-                       nccl_site(at) + " on communicator '" + std::string(who) + "': " + cuda_error_text(e));
-    }
-    if (prev_ == device) prev_ = -1;
-  }
-  // Teardown and abort paths: best effort, never throws.
-  device_scope(int device, quiet_t) noexcept {
-    if (device >= 0 && cudaGetDevice(&prev_) == cudaSuccess && prev_ != device &&
-        cudaSetDevice(device) == cudaSuccess)
-      return;
-    prev_ = -1;
-    (void)cudaGetLastError();
-  }
-  device_scope(const device_scope&) = delete;
-  device_scope& operator=(const device_scope&) = delete;
-  ~device_scope() {
-    if (prev_ >= 0) (void)cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = -1;
-};
-
 // Everything a communicator owns, behind a pointer so moves are trivially
 // correct and name() views stay valid.
 struct nccl_state {
@@ -258,10 +158,7 @@ struct nccl_state {
     (void)cudaGetLastError();  // errors at teardown (e.g. after exit) are not ours to report
   }
 
-  std::string where() const {
-    return "communicator '" + name + "' (rank " + std::to_string(rank) + " of " +
-           std::to_string(size) + ", CUDA device " + std::to_string(device) + ")";
-  }
+  std::string where() const { return where_text(name, rank, size, "CUDA device " + std::to_string(device)); }
 
   // Drops finished operations from the front (they complete in stream order).
   cudaError_t retire(bool& progressed) {
@@ -365,7 +262,7 @@ struct nccl_state {
         std::string msg = std::string("strata::comm: NCCL watchdog on ") + where() + ": " + call +
                           " (at " + nccl_site(at) + ")";
         if (op != nullptr) msg += " for " + nccl_describe(*op);
-        msg += " was still in progress after " + nccl_seconds(timeout) +
+        msg += " was still in progress after " + seconds_text(timeout) +
                ". Called ncclCommAbort; this communicator is now unusable. Usual causes: a peer "
                "rank died or never reached the matching call";
         if (op != nullptr) last = *op;
@@ -440,7 +337,7 @@ struct nccl_state {
       if (st != ncclSuccess && st != ncclInProgress)
         watchdog_fail("NCCL reported " + nccl_error_text(st), at);
       if (now - last_progress > timeout)
-        watchdog_fail("no operation completed within " + nccl_seconds(timeout), at);
+        watchdog_fail("no operation completed within " + seconds_text(timeout), at);
       b.pause();
     }
   }
@@ -478,6 +375,4 @@ struct nccl_state {
   }
 };
 
-}  // namespace detail
-
-}  // namespace strata::comm
+}  // namespace strata::comm::detail

@@ -1,0 +1,56 @@
+// strata-header: mpi
+#pragma once
+// Ending every rank of an MPI job from one rank: fail_all (what the watchdog and
+// world::abort call) and the std::terminate handler that turns an exception escaping
+// main on one rank into the same.
+#include "strata/comm/mpi/types.hpp"  // <mpi.h> without the C++ bindings
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <string_view>
+
+namespace strata::comm {
+
+// Prints "[strata] rank R: message" and takes every rank down with MPI_Abort.
+// For a rank that finds bad input on its own: throwing there would leave the
+// other ranks blocked in their next collective forever.
+[[noreturn]] inline void fail_all(std::string_view message) noexcept {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  const bool live = init && !fin;
+  int rank = 0;
+  if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "[strata] rank %d: %.*s\n", rank, static_cast<int>(message.size()),
+               message.data());
+  std::fflush(stderr);
+  if (live) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // MPI_Abort does not return; this covers "no MPI running"
+}
+
+// Installs a std::terminate handler that names the exception escaping main and ends
+// every rank (fail_all): an uncaught exception on one rank must not leave the others
+// inside a collective. Installed once, by strata::init.
+inline void end_job_on_terminate() noexcept {
+  static const bool installed = [] {
+    std::set_terminate([]() noexcept {
+      std::string what = "terminate called without an active exception";
+      if (const std::exception_ptr e = std::current_exception()) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          what = std::string("uncaught exception: ") + x.what();
+        } catch (...) {
+          what = "uncaught exception of a type not derived from std::exception";
+        }
+      }
+      fail_all(what + " (ending every rank)");
+    });
+    return true;
+  }();
+  (void)installed;
+}
+
+}  // namespace strata::comm

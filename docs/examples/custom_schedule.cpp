@@ -1,13 +1,18 @@
-// Every schedule, and schedules of your own. The three built-in ones are also the
-// building blocks of custom schedules: sched::gpipe<stages, M>(), sched::one_f_one_b<stages,
-// M>() and sched::interleaved<stages, M, V>(). A custom schedule is any type with
-// kind = schedule_kind::custom, its chunks per stage, and build<stages, M, V>() returning a
-// sched::program; the plan proves it complete and deadlock-free like a built-in one, and
-// then it trains: the executor runs whatever program the plan holds (checked below under
-// mpiexec -n 2 against the same layers on one device).
+// Every schedule, and schedules of your own. A schedule is a tag type carrying its builder,
+// its name and its traits; the plan reads a built-in tag (PreferForward, PreferBackward,
+// Interleaved<V>, ZeroBubbleH1, ZeroBubbleV) the same way as yours. Yours needs only a
+// static build<stages, M, chunks>() returning a sched::program, and a name; its other
+// traits — chunks per stage, a split backward, the V placement, its rules — default to one
+// plain chunk (plan/schedule_traits.hpp). The built-in builders are building blocks:
+// sched::gpipe<stages, M>(), sched::one_f_one_b<stages, M>(), sched::interleaved<stages,
+// M, V>(), sched::zb_h1<stages, M>(), sched::zb_v<stages, M>(). The plan proves a custom
+// schedule complete and deadlock-free like a built-in one, and then it trains: the
+// executor runs whatever program the plan holds (checked below under mpiexec -n 2 against
+// the same layers on one device).
 // mpi-ranks: 1 2
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
@@ -24,8 +29,8 @@ using With = Plan<Net, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<M
 
 // The built-in schedules: GPipe keeps every micro-batch's activations, 1F1B at most
 // `stages` of them; both leave the same bubble, (p - 1) / (m + p - 1).
-static_assert(With<PreferForward>::schedule == schedule_kind::gpipe);
-static_assert(With<PreferBackward>::schedule == schedule_kind::one_f_one_b);
+static_assert(With<PreferForward>::schedule_name == "GPipe (PreferForward)");
+static_assert(With<PreferBackward>::schedule_name == "1F1B (PreferBackward)");
 static_assert(With<PreferForward>::peak_in_flight(0) == 8 && With<PreferBackward>::peak_in_flight(0) == 4);
 static_assert(With<PreferForward>::bubble == sched::fraction{3, 11} && With<PreferBackward>::bubble == sched::fraction{3, 11});
 // Interleaved<2>: the four parts become two chunks on each of two stages.
@@ -35,8 +40,7 @@ static_assert(I::stages == 2 && I::chunks == 2 && I::deadlock_free);
 // A custom schedule from the building blocks: GPipe while the micro-batches are few (the
 // same bubble, no warm-up bookkeeping), 1F1B once memory matters.
 struct Adaptive {
-  static constexpr schedule_kind kind = schedule_kind::custom;
-  static constexpr int chunks = 1;
+  static constexpr std::string_view name = "Adaptive (GPipe, or 1F1B past `stages` micro-batches)";
   template <int Stages, int M, int V>
   static constexpr auto build() {
     if constexpr (M <= Stages) return sched::gpipe<Stages, M>();
@@ -44,14 +48,14 @@ struct Adaptive {
   }
 };
 static_assert(With<Adaptive, 2>::deadlock_free && With<Adaptive, 2>::peak_in_flight(0) == 2);
+static_assert(With<Adaptive, 2>::schedule_name == Adaptive::name && With<Adaptive, 2>::chunks == 1);
 static_assert(With<Adaptive, 16>::deadlock_free && With<Adaptive, 16>::peak_in_flight(0) == 4);
 
 // A program written instruction by instruction: two stages, one micro-batch. Stage 0
 // runs forward, sends the activation, waits for the gradient and runs backward; stage 1
 // receives, runs forward and backward, and sends the gradient back.
 struct ByHand {
-  static constexpr schedule_kind kind = schedule_kind::custom;
-  static constexpr int chunks = 1;
+  static constexpr std::string_view name = "ByHand";
   template <int Stages, int M, int V>
   static constexpr auto build() {
     static_assert(Stages == 2 && M == 1, "ByHand is written for 2 stages and 1 micro-batch");

@@ -1,6 +1,8 @@
 // Why the schedules group their sends and receives, and how a plan proves it.
 // Two stages, two micro-batches, 1F1B order. Under rendezvous send/recv (a send
 // finishes only when the peer posts the receive) the obvious program deadlocks.
+#include <string_view>
+
 #include <strata/strata.hpp>
 
 using namespace strata;
@@ -48,11 +50,10 @@ static_assert(P::deadlock_free);
 static_assert(P::program.at(0, 3).kind == op::send_act && P::program.at(0, 3).group_next);
 static_assert(P::program.at(0, 4).kind == op::recv_grad);
 
-// A custom schedule: any type with kind = custom and a build<stages, M, chunks>()
-// returning a sched::program. The plan checks it like a built-in one.
+// A custom schedule: a tag with a name and a build<stages, M, chunks>() returning a
+// sched::program. The plan checks it like a built-in one.
 struct MyGPipe {
-  static constexpr schedule_kind kind = schedule_kind::custom;
-  static constexpr int chunks = 1;
+  static constexpr std::string_view name = "MyGPipe";
   template <int Stages, int M, int V>
   static constexpr auto build() {
     return sched::gpipe<Stages, M>();

@@ -11,7 +11,7 @@ using Net = Replicate<1, Linear<16, 8>, ReLU, Linear<8, 4>>;
 // Defaults.
 using D = Plan<Net, Loss<SoftmaxCrossEntropy>>;
 static_assert(D::micro_batch == 1 && D::num_micro_batch == 1);
-static_assert(D::schedule == schedule_kind::one_f_one_b);  // PreferBackward, as in EPL
+static_assert(std::is_same_v<D::schedule_t, PreferBackward>);  // 1F1B, as in EPL
 static_assert(D::chunks == 1);
 static_assert(D::fixed_world == 0);                        // world read at run time
 static_assert(D::input_shape == shape_v<16>);              // from Linear<16, 8>
@@ -27,7 +27,7 @@ using All = Plan<Linear<16, 4>,  // a bare layer: takes the Default strategy
                  Input<16>, World<8>, Loss<SoftmaxCrossEntropy>, Schedule<PreferForward>, NumMicroBatch<4>,
                  MicroBatch<32>>;
 static_assert(All::micro_batch == 32 && All::num_micro_batch == 4);
-static_assert(All::schedule == schedule_kind::gpipe);
+static_assert(std::is_same_v<All::schedule_t, PreferForward>);
 static_assert(All::devices_per_replica == 2 && All::data_parallel() == 4);
 static_assert(All::global_batch(8) == 4 * 32 * 4);
 static_assert(All::gradient_reduce == reduce_method::sum && All::buckets == 2 && All::element_bytes == 8);

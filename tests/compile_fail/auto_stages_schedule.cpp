@@ -1,7 +1,7 @@
-// Rule auto-stages-schedule: AutoStages<K> plans 1F1B or GPipe; Interleaved<2> (schedule
-// kind 2) is not cut automatically yet.
+// Rule auto-stages-schedule: AutoStages<K> cuts one part per stage; Interleaved<2> runs two
+// chunks per stage and is not cut automatically yet.
 // expected-error: strata rule \[auto-stages-schedule\]
-// expected-error: auto_stages_schedule<(2>|ScheduleKind> \[with ScheduleKind=2\])
+// expected-error: auto_stages_schedule<(2>|Chunks> \[with Chunks=2\])
 #include <strata/strata.hpp>
 
 using namespace strata;

@@ -6,14 +6,14 @@
 // expected-error: strata rule \[deadlock-free\]
 // expected-error: deadlock_free<(0, 1>|Stage, Instruction> \[with Stage=0, Instruction=1\])
 #include <cstddef>
+#include <string_view>
 
 #include <strata/strata.hpp>
 
 using namespace strata;
 
 struct SwappedOneFOneB {
-  static constexpr schedule_kind kind = schedule_kind::custom;
-  static constexpr int chunks = 1;
+  static constexpr std::string_view name = "1F1B, stage 0's first send and receive swapped";
   template <int P, int M, int V>
   static constexpr auto build() {
     auto prog = sched::one_f_one_b<P, M>();

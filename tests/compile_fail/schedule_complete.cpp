@@ -4,14 +4,14 @@
 // expected-error: strata rule \[schedule-complete\]
 // expected-error: schedule_complete<(1, 17>|Stage, Instruction> \[with Stage=1, Instruction=17\])
 #include <cstddef>
+#include <string_view>
 
 #include <strata/strata.hpp>
 
 using namespace strata;
 
 struct DroppedBackward {
-  static constexpr schedule_kind kind = schedule_kind::custom;
-  static constexpr int chunks = 1;
+  static constexpr std::string_view name = "1F1B without one backward";
   template <int P, int M, int V>
   static constexpr auto build() {
     auto prog = sched::one_f_one_b<P, M>();

@@ -74,7 +74,7 @@ static_assert(near(pp2_e.mfu, pp2_e.model_flops / (pp2_e.step_s * 2 * 312e12)));
 // passes: each Linear's wgrad GEMM (dW = Xᵀ dY)
 static_assert(near(lin_profile.units[0].weight_s, lin_wgrad));
 constexpr cost::parallel_config pp2_zb{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8,
-                                       .zero_bubble = true};
+                                       .schedule = cost::price_of<ZeroBubbleH1>};
 constexpr cost::step_estimate zb_e = cost::estimate<4, 2>(lin_profile, halves, pp2_zb, A100);
 constexpr int slow_stage = stage_time(1) > stage_time(0) ? 1 : 0;
 constexpr double slow_w = 2 * (lin_profile.units[2 * slow_stage].weight_s + lin_profile.units[2 * slow_stage + 1].weight_s);
@@ -85,7 +85,7 @@ static_assert(zb_e.memory_bytes > pp2_e.memory_bytes);
 // Interleaved 1F1B over 4 parts on 2 stages (stage s runs units s and s + 2): the step is
 // (M + (p − 1) / V) · the slowest stage + update, the stage counting both its parts' edges.
 constexpr cost::parallel_config pp2_i2{.tensor = 1, .pipeline = 2, .data = 1, .micro_batch = 2, .micro_batches = 8,
-                                       .chunks = 2};
+                                       .schedule = cost::price_of<Interleaved<2>>};
 constexpr cost::step_estimate i2_e = cost::estimate<4, 4>(lin_profile, std::array<int, 5>{0, 1, 2, 3, 4}, pp2_i2, A100);
 constexpr double i2_stage_time(int s) {
   double t = 0;

@@ -460,11 +460,14 @@ struct auto_stages_model {
                        "a Pipeline or Colocate is already placed");
 };
 
-template <int ScheduleKind>
+// AutoStages<K> cuts K parts, one per stage.
+template <int Chunks>
 struct auto_stages_schedule {
-  static constexpr bool value = ScheduleKind == 0 || ScheduleKind == 1 || ScheduleKind == 4;
-  static_assert(value, "strata rule [auto-stages-schedule]: AutoStages<K> plans Schedule<PreferForward>, "
-                       "Schedule<PreferBackward> or Schedule<ZeroBubbleH1> (auto_stages_schedule<schedule kind>)");
+  static constexpr bool value = Chunks == 1;
+  static_assert(value, "strata rule [auto-stages-schedule]: AutoStages<K> cuts one part per stage, so it plans a "
+                       "schedule of one chunk per stage (Schedule<PreferForward>, Schedule<PreferBackward>, "
+                       "Schedule<ZeroBubbleH1> or a user schedule of one chunk), not Interleaved<V> or ZeroBubbleV "
+                       "(auto_stages_schedule<chunks per stage>)");
 };
 
 template <bool Found, int Devices, long long BudgetMiB>

@@ -78,13 +78,18 @@ template <template <class...> class Part, class List, int B, int E>
 using slice_t = decltype(slice_part<Part, List, B>(std::make_index_sequence<static_cast<std::size_t>(E - B)>{}));
 
 // The plan's options without AutoStages, MemoryBudget and the schedule: the probe's. A
-// zero-bubble schedule stays: its stash keeps output gradients for W, which the
-// probe's per-unit memory must count.
+// one-chunk schedule that splits backwards (ZB-H1) stays: its stash keeps output
+// gradients for W, which the probe's per-unit memory must count.
 template <class O>
 constexpr bool probe_drops() {
-  if constexpr (option_is<O>(option_kind::auto_stages) || option_is<O>(option_kind::memory_budget)) return true;
-  else if constexpr (option_is<O>(option_kind::schedule)) return O::type::kind != schedule_kind::zb_h1;
-  else return false;
+  if constexpr (option_is<O>(option_kind::auto_stages) || option_is<O>(option_kind::memory_budget)) {
+    return true;
+  } else if constexpr (option_is<O>(option_kind::schedule)) {
+    using info = sched::schedule_traits<typename O::type>;
+    return !info::split_backward || info::chunks != 1;
+  } else {
+    return false;
+  }
 }
 template <class O>
 using probe_option_t = std::conditional_t<probe_drops<O>(), type_list<>, type_list<O>>;
@@ -167,18 +172,16 @@ template <class Net, class... Options>
 struct auto_stages {
   static constexpr int K = pick_t<option_kind::auto_stages, AutoStages<0>, Options...>::value;
   static constexpr long long budget = pick_t<option_kind::memory_budget, MemoryBudget<0>, Options...>::bytes;
-  static constexpr schedule_kind schedule =
-      pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type::kind;
+  using schedule =
+      sched::schedule_traits<typename pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type>;
   using model = auto_model<Net>;
   using units = typename model::units;
   static constexpr int num_units = units::size;
 
   static_assert(rule::auto_stages_model<model::unannotated>::value);
   static_assert(rule::auto_stages_count<K, num_units>::value);
-  static_assert(rule::auto_stages_schedule<static_cast<int>(schedule)>::value);
-  static constexpr bool ok = model::unannotated && K >= 1 && K <= num_units &&
-                             (schedule == schedule_kind::gpipe || schedule == schedule_kind::one_f_one_b ||
-                              schedule == schedule_kind::zb_h1);
+  static_assert(rule::auto_stages_schedule<schedule::chunks>::value);
+  static constexpr bool ok = model::unannotated && K >= 1 && K <= num_units && schedule::chunks == 1;
   static constexpr int stages = ok ? K : 1;
   static constexpr std::size_t NU = static_cast<std::size_t>(num_units > 0 ? num_units : 1);
 
@@ -195,16 +198,14 @@ struct auto_stages {
 
   static constexpr unit_costs<NU> costs = unit_costs_of<probe, NU>(first, num_units);
 
-  // micro-batches each stage keeps in flight under the plan's schedule
+  // micro-batches each stage keeps in flight under the plan's schedule (its program on K
+  // stages; none counted when a rule above has spoken)
   static constexpr auto in_flight = [] {
     std::array<long long, static_cast<std::size_t>(stages)> f{};
-    constexpr int M = probe::num_micro_batch;
-    const auto prog = [] {
-      if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, M>();
-      else if constexpr (schedule == schedule_kind::zb_h1) return sched::zb_h1<stages, M>();
-      else return sched::one_f_one_b<stages, M>();
-    }();
-    for (int s = 0; s < stages; ++s) f[static_cast<std::size_t>(s)] = sched::peak_in_flight(prog, s);
+    if constexpr (ok) {
+      const auto prog = schedule::template build<stages, probe::num_micro_batch>();
+      for (int s = 0; s < stages; ++s) f[static_cast<std::size_t>(s)] = sched::peak_in_flight(prog, s);
+    }
     return f;
   }();
 

@@ -16,18 +16,22 @@
 // cross (NVLink inside a node, the network between nodes, each at the fraction of its rate
 // published nccl-tests runs sustain) plus a latency per step. A stage's time per micro-batch is the sum over
 // its units plus the pipeline messages at its edges; the step is
-//   (M + (p − 1) / V) · slowest stage   (1F1B, GPipe, interleaved with V chunks)
-//   M · slowest + (p − 1) · (slowest − 2 W)   (ZB-H1, W its weight-gradient passes)
+//   M · slowest stage + the schedule's bubble (its tag's bubble():
+//     (p − 1) / V · slowest for 1F1B, GPipe, interleaved with V chunks;
+//     (p − 1) · (slowest − 2 W) for ZB-H1, W its weight-gradient passes)
 //   + the data-parallel gradient all-reduce (not overlapped) + the optimizer update
 // (ZeRO-3: each unit's weights all-gathered twice per micro-batch, inside the stage's time)
 // and MFU = model FLOPs (forward + backward, no recomputation) / (step · devices · peak).
 #include <array>
+#include <concepts>
 #include <cstddef>
 
 #include "strata/core/sbp.hpp"
 #include "strata/plan/auto_stages.hpp"
 #include "strata/plan/hardware.hpp"
 #include "strata/plan/partition.hpp"
+#include "strata/plan/schedule_traits.hpp"
+#include "strata/plan/schedules/one_f_one_b.hpp"
 
 namespace strata::cost {
 
@@ -224,13 +228,31 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   return r;
 }
 
+// A schedule tag the model can price: its traits (plan/schedule_traits.hpp) and the
+// bound on micro-batches in flight and the bubble it declares.
+template <class S>
+concept priced_schedule = requires(int n, double t) {
+  { S::in_flight(n, n, n) } -> std::convertible_to<long long>;
+  { S::bubble(n, t, t) } -> std::convertible_to<double>;
+};
+
+// What the model reads of a schedule, as a value (a configuration is one); 1F1B's unless
+// given.
+struct schedule_price {
+  int chunks = 1;               // parts per stage
+  bool split_backward = false;  // B and W: the stash keeps what B leaves W
+  long long (*in_flight)(int p, int m, int s) = &PreferBackward::in_flight;
+  double (*bubble)(int p, double stage_s, double weight_s) = &PreferBackward::bubble;
+};
+template <priced_schedule S>
+inline constexpr schedule_price price_of{sched::schedule_traits<S>::chunks, sched::schedule_traits<S>::split_backward,
+                                         &S::in_flight, &S::bubble};
+
 // How the probe's units are run: degrees, batch, schedule, ZeRO.
 struct parallel_config {
   int tensor = 1, pipeline = 1, data = 1;
   int micro_batch = 1, micro_batches = 1;
-  int chunks = 1;         // V of Interleaved<V> (1: 1F1B or GPipe)
-  bool gpipe = false;     // all micro-batches in flight
-  bool zero_bubble = false;  // ZB-H1: backward split into B and W (no recomputation)
+  schedule_price schedule = price_of<PreferBackward>;
   // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`; 3 the
   // masters too, each unit a TaskGraph of its own whose weights are gathered per pass
   int zero = 0;
@@ -253,18 +275,9 @@ struct step_estimate {
   int slowest_stage = 0;
 };
 
-// Micro-batches each part of stage s keeps in flight: all of them (GPipe), 1F1B's warm-up
-// depth, ZB-H1's p, or with V chunks a bound: the interleaved schedule's peak of
-// 2(p − s − 1) + (V − 1)·p + 1 chunk-micro-batches, any of which may be this part's.
+// Micro-batches each part of stage s keeps in flight: the schedule's bound.
 constexpr long long in_flight(const parallel_config& c, int s) {
-  const int p = c.pipeline, m = c.micro_batches;
-  if (c.gpipe) return m;
-  // W's deferred: every stage holds up to p, and past the first the activation whose
-  // receive is posted before the W's it overlaps
-  if (c.zero_bubble) return m < p + (s > 0) ? m : p + (s > 0);
-  if (c.chunks <= 1) return m < p - s ? m : p - s;
-  const long long chunk_mbs = 2LL * (p - s - 1) + static_cast<long long>(c.chunks - 1) * p + 1;
-  return chunk_mbs < m ? chunk_mbs : m;
+  return c.schedule.in_flight(c.pipeline, c.micro_batches, s);
 }
 
 // The per-unit memory at micro-batch b (the probe's scaled) and ZeRO level z over `data`
@@ -300,7 +313,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
                                  const hardware& hw) {
   step_estimate e{};
   const double scale = static_cast<double>(c.micro_batch) / pr.micro_batch;
-  const int parts = static_cast<int>(K), chunks = c.chunks > 1 ? c.chunks : 1, p = parts / chunks;
+  const int parts = static_cast<int>(K), chunks = c.schedule.chunks > 1 ? c.schedule.chunks : 1, p = parts / chunks;
   // pipeline neighbours are `tensor` ranks apart: some boundary crosses nodes unless the
   // whole replica sits in one node
   const bool pp_intra = c.tensor * p <= hw.devices_per_node;
@@ -348,7 +361,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
               collective_s(collective::send_recv, in, 2, pp_bw, pp_lat);
       }
       bytes += detail::stage_memory(mem, first, end, in_flight(c, s)) +
-               (c.zero_bubble ? static_cast<long long>(keep) * in_flight(c, s) : 0);
+               (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     }
     // Zero<3>: each unit's weights all-gathered (in master precision) before its forward and
     // again before its backward (a recomputed forward reuses the backward's slot), inside
@@ -372,8 +385,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   e.accumulate_s = m * slow_acc;
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
-  // ZB-H1 (Qi et al. 2023): the W's fill the cool-down; per stage (p − 1)(F + B − W)
-  e.bubble_s = c.zero_bubble ? (p - 1) * (slowest - 2 * slow_weight) : (p - 1) * slowest / chunks;
+  e.bubble_s = c.schedule.bubble(p, slowest, slow_weight);
   // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
   // reduce-scatter after every micro-batch's backward (plan/communication.hpp); under

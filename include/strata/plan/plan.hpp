@@ -4,6 +4,7 @@
 // budgets — and lowered (plan/lower.hpp) into the action lists and buffer plan an
 // executor for any backend runs.
 #include <array>
+#include <string_view>
 #include <type_traits>
 
 #include "strata/core/diagnosis.hpp"
@@ -132,8 +133,10 @@ struct Plan {
   static constexpr int num_micro_batch = detail::pick_t<option_kind::num_micro_batch, NumMicroBatch<1>, Options...>::value;
   static_assert(rule::micro_batch_positive<micro_batch>::value);
   static_assert(rule::num_micro_batch_positive<num_micro_batch>::value);
-  static constexpr schedule_kind schedule = schedule_t::kind;
-  static constexpr int chunks = schedule_t::chunks;
+  // The schedule's builder, name and traits, read the same way for every tag (plan/schedule_traits.hpp).
+  using schedule_info = sched::schedule_traits<schedule_t>;
+  static constexpr std::string_view schedule_name = schedule_info::name;
+  static constexpr int chunks = schedule_info::chunks;
   static_assert(rule::interleave_chunks_positive<chunks>::value);
   static_assert(rule::buckets_positive<detail::pick_t<option_kind::buckets, Buckets<5>, Options...>::value>::value);
   static constexpr int fixed_world = detail::pick_t<option_kind::world, World<0>, Options...>::value;
@@ -214,9 +217,9 @@ struct Plan {
           item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
   // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
-  // ZeroBubbleV places the second chunk in reverse (a V): stage s runs parts s and 2·stages − 1 − s.
+  // a V placement (ZeroBubbleV) puts the second chunk in reverse: stage s runs parts s and 2·stages − 1 − s.
   static constexpr int stages = detail::max1(num_parts / detail::max1(chunks));
-  static constexpr bool v_shape = schedule == schedule_kind::zb_v;
+  static constexpr bool v_shape = schedule_info::v_shape;
   static constexpr int part_devices = num_taskgraphs > 0 ? detail::max1(taskgraphs[0].devices) : 1;
   static constexpr int devices_per_replica = stages * part_devices;
   static constexpr int stage_of_part(int part) { return sched::placed_stage(stages, v_shape, part); }
@@ -263,12 +266,7 @@ struct Plan {
         if (mode != tensor_mode::d1 && zero > 0) return detail::diagnosis{tensor_zero, static_cast<int>(mode), zero};
       }
     }
-    if (v_shape) {
-      if (num_parts < 2 || num_parts % 2 != 0) return detail::diagnosis{zero_bubble_v_parts, num_parts};
-    } else if (chunks > 1) {
-      if (num_parts % chunks != 0) return detail::diagnosis{interleave_parts, num_parts, chunks};
-      if (num_micro_batch % stages != 0) return detail::diagnosis{interleave_micro_batches, num_micro_batch, stages};
-    }
+    if (const detail::diagnosis d = schedule_info::check(num_parts, stages, num_micro_batch); !d.ok()) return d;
     if (fixed_world != 0 && (fixed_world < devices_per_replica || fixed_world % devices_per_replica != 0))
       return detail::diagnosis{world, fixed_world, devices_per_replica};
     return detail::diagnosis{};
@@ -437,15 +435,7 @@ struct Plan {
   static constexpr int recompute_regions = recompute_plan_.regions;
 
   // ---- schedule -------------------------------------------------------------------------------
-  static constexpr auto program = [] {
-    if constexpr (schedule == schedule_kind::gpipe) return sched::gpipe<stages, num_micro_batch>();
-    else if constexpr (schedule == schedule_kind::one_f_one_b) return sched::one_f_one_b<stages, num_micro_batch>();
-    else if constexpr (schedule == schedule_kind::interleaved)
-      return sched::interleaved<stages, num_micro_batch, detail::max1(chunks)>();
-    else if constexpr (schedule == schedule_kind::zb_h1) return sched::zb_h1<stages, num_micro_batch>();
-    else if constexpr (schedule == schedule_kind::zb_v) return sched::zb_v<stages, num_micro_batch>();
-    else return schedule_t::template build<stages, num_micro_batch, chunks>();
-  }();
+  static constexpr auto program = schedule_info::template build<stages, num_micro_batch>();
   // The schedule lowered with its buffer slots (sched::assign_slots): the action list the
   // executor runs, and the one the checks below prove.
   static constexpr auto lowered_program = sched::assign_slots<num_parts, num_micro_batch>(program);
@@ -457,7 +447,7 @@ struct Plan {
  private:
   static constexpr detail::diagnosis schedule_diag = [] {
     using enum detail::rule_id;
-    if (split_backward && (recompute_regions > 0 || zero >= 2 || staged_weights))
+    if (split_backward && !sched::split_backward_allows(recompute_regions, zero, staged_weights))
       return detail::diagnosis{zero_bubble, recompute_regions, zero, staged_weights ? 1 : 0};
     if (completeness.status != sched::verdict::ok)
       return detail::diagnosis{schedule_complete, completeness.stage, completeness.instruction};

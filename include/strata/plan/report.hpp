@@ -35,17 +35,6 @@ inline const char* sv(std::string_view s) {
   // string_views in this library all point at string literals (NUL-terminated)
   return s.data();
 }
-constexpr std::string_view schedule_name(schedule_kind k) {
-  switch (k) {
-    case schedule_kind::gpipe: return "GPipe (PreferForward)";
-    case schedule_kind::one_f_one_b: return "1F1B (PreferBackward)";
-    case schedule_kind::interleaved: return "interleaved 1F1B";
-    case schedule_kind::custom: return "custom";
-    case schedule_kind::zb_h1: return "ZB-H1 (ZeroBubbleH1)";
-    case schedule_kind::zb_v: return "ZB-V (ZeroBubbleV)";
-  }
-  return "?";
-}
 constexpr std::string_view mode_name(tensor_mode m) {
   switch (m) {
     case tensor_mode::d1: return "1D";
@@ -68,9 +57,10 @@ std::string report(int world = 0) {
           P::num_layers, P::num_taskgraphs, P::num_parts, P::stages, P::part_devices, P::devices_per_replica);
   appendf(o, "world %d -> data parallel %d; global batch = %d x micro-batch %d x %d micro-batches = %d\n", world,
           P::data_parallel(world), P::data_parallel(world), P::micro_batch, P::num_micro_batch, P::global_batch(world));
-  appendf(o, "schedule %s, %d chunk(s) per stage, bubble %lld/%lld = %.4f, deadlock-free: %s; tensor mode %s\n",
-          sv(detail::schedule_name(P::schedule)), P::chunks, P::bubble.num, P::bubble.den, P::bubble_fraction,
-          P::deadlock_free ? "proven" : "NO", sv(detail::mode_name(P::mode)));
+  // a user schedule's name need not end in NUL
+  appendf(o, "schedule %.*s, %d chunk(s) per stage, bubble %lld/%lld = %.4f, deadlock-free: %s; tensor mode %s\n",
+          static_cast<int>(P::schedule_name.size()), P::schedule_name.data(), P::chunks, P::bubble.num, P::bubble.den,
+          P::bubble_fraction, P::deadlock_free ? "proven" : "NO", sv(detail::mode_name(P::mode)));
   appendf(o, "gradient reduction: %s over the data group, %d bucket(s) per parameter group\n",
           P::gradient_reduce == reduce_method::mean ? "mean" : "sum", P::buckets);
   appendf(o, "sequence parallel: %s; activation recomputation: %d region(s) (%s)\n", P::sequence_parallel ? "yes" : "no",

@@ -6,9 +6,11 @@
 //   pipeline degree p (a power of two dividing devices / t, at most the units),
 //   data degree d = devices / (t · p), micro-batch size b in {1, 2, 4, 8} dividing the
 //   global batch per replica (M = batch / (d · b) micro-batches), ZeRO 0-3 (d > 1; at 3
-//   every unit its own TaskGraph), and the schedule: 1F1B, (p > 1, no recomputation,
-//   ZeRO 0 or 1) ZB-H1, or (2p units or more, M a multiple of p, ZeRO 0-2) interleaved
-//   1F1B with two chunks per stage,
+//   every unit its own TaskGraph), and the schedule (detail::searched_schedules): 1F1B,
+//   ZB-H1, or interleaved 1F1B with two chunks per stage, where the plan's rules allow it
+//   (ZB-H1: no recomputation, ZeRO 0 or 1; interleaved: M a multiple of p), with p > 1
+//   for all but the first (one stage runs them all alike) and ZeRO-3 with one chunk per
+//   stage only,
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
 // sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
@@ -20,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdio>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -27,6 +30,7 @@
 #include "strata/plan/cost.hpp"
 #include "strata/plan/hardware.hpp"
 #include "strata/plan/partition.hpp"
+#include "strata/plan/schedule.hpp"
 
 namespace strata {
 
@@ -37,6 +41,51 @@ namespace detail {
 
 inline constexpr std::array<int, 4> search_micro_batches{1, 2, 4, 8};
 inline constexpr int search_max_log2_pipeline = 6;  // p up to 64
+
+// The schedules the search tries, in this order: tags the cost model prices, read off
+// their traits. The first is the plan's default. GPipe is left out (the model prices it
+// as 1F1B holding more micro-batches), ZB-V too (not priced yet).
+template <class... S>
+struct schedule_set {
+  static constexpr std::size_t size = sizeof...(S);
+  static constexpr std::array<cost::schedule_price, size> price{cost::price_of<S>...};
+  static constexpr std::array<std::string_view, size> label{sched::schedule_traits<S>::label...};
+  static constexpr std::array<diagnosis (*)(int, int, int), size> check{&sched::schedule_traits<S>::check...};
+  template <int I>
+  using nth = nth_t<static_cast<std::size_t>(I), S...>;
+  // ZeRO-3 with one chunk per stage only: its per-unit TaskGraphs in interleaved parts
+  // are not run by any test; a split backward by [zero-bubble]
+  static constexpr bool tries_zero(std::size_t i, int z, bool recompute) {
+    return (z < 3 || price[i].chunks == 1) &&
+           (!price[i].split_backward || sched::split_backward_allows(recompute ? 1 : 0, z, z >= 3));
+  }
+  // at P stages and M micro-batches: the schedule's own rules, and one stage for the first only
+  static constexpr bool tries(std::size_t i, int P, int M) {
+    return (P > 1 || i == 0) && check[i](price[i].chunks * P, P, M).ok();
+  }
+  // ZeRO levels tried per micro-batch size at most (every schedule at every level it may take)
+  static constexpr int zero_levels = [] {
+    int n = 0;
+    for (std::size_t i = 0; i < size; ++i)
+      for (int z = 0; z <= 3; ++z) n += tries_zero(i, z, false);
+    return n;
+  }();
+  // the distinct chunk counts, in order: one cut of the probe each
+  struct counts {
+    std::array<int, size> values{};
+    int n = 0;
+  };
+  static constexpr counts chunk_counts = [] {
+    counts c;
+    for (const cost::schedule_price& x : price) {
+      bool seen = false;
+      for (int k = 0; k < c.n; ++k) seen = seen || c.values[static_cast<std::size_t>(k)] == x.chunks;
+      if (!seen) c.values[static_cast<std::size_t>(c.n++)] = x.chunks;
+    }
+    return c;
+  }();
+};
+using searched_schedules = schedule_set<PreferBackward, ZeroBubbleH1, Interleaved<2>>;
 
 template <class Model, int T, bool SP, bool RC, class Hw, class... O>
 struct search_probe {
@@ -76,8 +125,9 @@ struct search_part<Part, true> {
 // One configuration the search tried.
 struct candidate {
   int tensor = 0, pipeline = 0, data = 0, micro_batch = 0, micro_batches = 0, zero = 0;
-  int chunks = 1;  // 2: interleaved 1F1B over 2·pipeline parts
-  bool sequence_parallel = false, recompute = false, zero_bubble = false, fits = false;
+  int schedule = 0;  // detail::searched_schedules' index
+  int chunks = 1;    // its chunks per stage: 2 runs interleaved 1F1B over 2·pipeline parts
+  bool sequence_parallel = false, recompute = false, zero_bubble = false, fits = false;  // zero_bubble: split backward
   cost::step_estimate estimate{};
 };
 
@@ -88,8 +138,10 @@ template <class Model, int Devices, long long BudgetMiB, int GlobalBatch, class 
 struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, Options...> {
   static constexpr long long budget = BudgetMiB * 1024 * 1024;
   static constexpr int keep = 8;
-  // per (t, SP, RC, p): micro-batch sizes × (ZeRO 0-3 with 1F1B, 0-1 with ZB-H1, 0-2 interleaved)
-  static constexpr int per_pipeline = static_cast<int>(detail::search_micro_batches.size()) * 9;
+  using schedules = detail::searched_schedules;
+  // per (t, SP, RC, p): micro-batch sizes × the ZeRO levels each schedule may take
+  static constexpr int per_pipeline =
+      static_cast<int>(detail::search_micro_batches.size()) * schedules::zero_levels;
   static constexpr int max_candidates =
       static_cast<int>(sizeof...(T)) * 4 * (detail::search_max_log2_pipeline + 1) * per_pipeline;
 
@@ -104,61 +156,48 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   };
   using table = table_of<max_candidates>;
 
-  // every (micro-batch, ZeRO, schedule) of one (t, SP, RC, P)
-  template <int t, bool SP, bool RC, int P, class Table>
-  static constexpr void add_pipeline(Table& tb) {
+  // every (micro-batch, ZeRO, schedule) of one (t, SP, RC, P) whose schedules run V chunks per
+  // stage: V·P parts of the probe's cut
+  template <int t, bool SP, bool RC, int P, int V, class Table>
+  static constexpr void add_schedules(Table& tb) {
     using pr = probe<t, SP, RC>;
-    if constexpr (P <= pr::num_units && (Devices / t) % P == 0) {
+    if constexpr (V * P <= pr::num_units && (Devices / t) % P == 0) {
       const int d = Devices / (t * P);
       for (int b : detail::search_micro_batches) {
         if (GlobalBatch % (d * b) != 0) continue;
-        for (int z = 0; z <= 3; ++z)
-         for (int zb = 0; zb <= 1; ++zb) {
+        const int m = GlobalBatch / (d * b);
+        for (int z = 0; z <= 3; ++z) {
           if (z > 0 && d == 1) continue;  // ZeRO divides over the data group
-          if (zb && (P == 1 || RC || z >= 2)) continue;  // ZB-H1's rule [zero-bubble]
-          candidate c;
-          c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = GlobalBatch / (d * b);
-          c.zero = z, c.sequence_parallel = SP, c.recompute = RC, c.zero_bubble = zb != 0;
-          const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
-                                         .micro_batches = c.micro_batches, .zero_bubble = zb != 0, .zero = z};
-          c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(P)>(pr::profile, pr::template cut<P>, pc,
-                                                                            Hw::value);
-          c.fits = c.estimate.memory_bytes <= budget;
-          ++tb.tried;
-          tb.fitting += c.fits;
-          if (tb.size < Table::capacity) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
+          for (std::size_t i = 0; i < schedules::size; ++i) {
+            const cost::schedule_price& sp = schedules::price[i];
+            if (sp.chunks != V || !schedules::tries_zero(i, z, RC) || !schedules::tries(i, P, m)) continue;
+            candidate c;
+            c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = m;
+            c.zero = z, c.sequence_parallel = SP, c.recompute = RC;
+            c.schedule = static_cast<int>(i), c.chunks = V, c.zero_bubble = sp.split_backward;
+            const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
+                                           .micro_batches = m, .schedule = sp, .zero = z};
+            c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(V * P)>(pr::profile, pr::template cut<V * P>,
+                                                                                  pc, Hw::value);
+            c.fits = c.estimate.memory_bytes <= budget;
+            ++tb.tried;
+            tb.fitting += c.fits;
+            if (tb.size < Table::capacity) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
+          }
         }
       }
     }
-    // interleaved 1F1B, two chunks per stage: 2P parts, M a multiple of P
-    if constexpr (P > 1 && 2 * P <= pr::num_units && (Devices / t) % P == 0) {
-      const int d = Devices / (t * P);
-      for (int b : detail::search_micro_batches) {
-        if (GlobalBatch % (d * b) != 0 || (GlobalBatch / (d * b)) % P != 0) continue;
-        // ZeRO 0-2: ZeRO-3's per-unit TaskGraphs in interleaved parts are not run by any test
-        for (int z = 0; z <= 2; ++z) {
-          if (z > 0 && d == 1) continue;
-          candidate c;
-          c.tensor = t, c.pipeline = P, c.data = d, c.micro_batch = b, c.micro_batches = GlobalBatch / (d * b);
-          c.zero = z, c.sequence_parallel = SP, c.recompute = RC, c.chunks = 2;
-          const cost::parallel_config pc{.tensor = t, .pipeline = P, .data = d, .micro_batch = b,
-                                         .micro_batches = c.micro_batches, .chunks = 2, .zero = z};
-          c.estimate = cost::estimate<pr::NU, static_cast<std::size_t>(2 * P)>(pr::profile, pr::template cut<2 * P>,
-                                                                                pc, Hw::value);
-          c.fits = c.estimate.memory_bytes <= budget;
-          ++tb.tried;
-          tb.fitting += c.fits;
-          if (tb.size < Table::capacity) tb.rows[static_cast<std::size_t>(tb.size++)] = c;
-        }
-      }
-    }
+  }
+  template <int t, bool SP, bool RC, int P, class Table, std::size_t... K>
+  static constexpr void add_pipeline(Table& tb, std::index_sequence<K...>) {
+    (add_schedules<t, SP, RC, P, schedules::chunk_counts.values[K]>(tb), ...);
   }
   // one constant evaluation per (probe, pipeline depth): compilers bound the work of each
   // (nvcc's complexity limit has no flag)
   template <int t, bool SP, bool RC, int P>
   static constexpr table_of<per_pipeline> pipeline_table_v = [] {
     table_of<per_pipeline> tb;
-    add_pipeline<t, SP, RC, P>(tb);
+    add_pipeline<t, SP, RC, P>(tb, std::make_index_sequence<static_cast<std::size_t>(schedules::chunk_counts.n)>{});
     return tb;
   }();
   template <int t, bool SP, bool RC, std::size_t... L>
@@ -232,6 +271,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
     static constexpr candidate c = I >= 0 ? all.rows[static_cast<std::size_t>(I)] : best;
     static constexpr int t = ok ? c.tensor : 1, chunks = ok ? c.chunks : 1, parts = (ok ? c.pipeline : 1) * chunks;
     static constexpr bool sp = ok && c.sequence_parallel, rc = ok && c.recompute;
+    using schedule = typename schedules::template nth<ok ? c.schedule : 0>;  // the default needs no option
     using chosen_probe = probe<t, sp, rc>;
     using units = typename chosen_probe::units;
     static constexpr auto cuts = chosen_probe::template cut<parts>;
@@ -248,8 +288,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
                   World<Devices>>,
         std::conditional_t<sp, type_list<SequenceParallel>, type_list<>>,
         std::conditional_t<rc, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>,
-        std::conditional_t<ok && c.zero_bubble, type_list<Schedule<ZeroBubbleH1>>, type_list<>>,
-        std::conditional_t<(chunks > 1), type_list<Schedule<Interleaved<chunks>>>, type_list<>>>;
+        std::conditional_t<std::is_same_v<schedule, PreferBackward>, type_list<>, type_list<Schedule<schedule>>>>;
     using type = typename detail::plan_of<net, options>::type;
   };
 
@@ -268,10 +307,11 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       const candidate& c = ranked[static_cast<std::size_t>(i)];
       const auto& e = c.estimate;
       auto pct = [&](double x) { return 100 * x / e.step_s; };
-      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d   %-5s | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
+      const std::string_view label = schedules::label[static_cast<std::size_t>(c.schedule)];
+      std::fprintf(out, " %2d | %3d %3d %3d | %2d %4d | %2s %2s  %d   %-5.*s | %9.2f | %4.1f%% | %7.0f | %5.1f%% %5.1f%% %5.1f%% %5.1f%% %5.1f%%\n",
                    i + 1, c.tensor, c.pipeline, c.data, c.micro_batch, c.micro_batches,
                    c.sequence_parallel ? "y" : "n", c.recompute ? "y" : "n", c.zero,
-                   c.zero_bubble ? "ZB-H1" : c.chunks > 1 ? "I2" : "1F1B",
+                   static_cast<int>(label.size()), label.data(),
                    1e3 * e.step_s, 100 * e.mfu,
                    static_cast<double>(e.memory_bytes) / (1LL << 20), pct(e.compute_s), pct(e.tensor_comm_s),
                    pct(e.pipeline_comm_s), pct(e.bubble_s), pct(e.data_comm_s));

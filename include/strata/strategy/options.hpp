@@ -46,41 +46,9 @@ struct NumMicroBatch {
   static constexpr int value = M;
 };
 
-enum class schedule_kind : unsigned char { gpipe, one_f_one_b, interleaved, custom, zb_h1, zb_v };
-
-struct PreferForward {  // GPipe: all forwards, then all backwards
-  static constexpr schedule_kind kind = schedule_kind::gpipe;
-  static constexpr int chunks = 1;
-};
-struct PreferBackward {  // 1F1B (PipeDream-flush): warm-up, one forward one backward, cool-down
-  static constexpr schedule_kind kind = schedule_kind::one_f_one_b;
-  static constexpr int chunks = 1;
-};
-// ZB-H1 (zero-bubble pipeline, Qi et al. 2023): every backward split into its input
-// gradient (B, on the critical path) and its weight gradients (W, deferred into 1F1B's
-// cool-down bubble); 1F1B's peak activation memory (p micro-batches) on every stage.
-struct ZeroBubbleH1 {
-  static constexpr schedule_kind kind = schedule_kind::zb_h1;
-  static constexpr int chunks = 1;
-};
-// ZB-V (Qi et al. 2024): two chunks per stage placed in a V — stage s runs pipeline parts
-// s and 2p − 1 − s, so the first and the last part share stage 0 and the turn from part
-// p − 1 to part p stays on stage p − 1 — with backwards split into B and W as ZB-H1 and
-// an order that keeps at most 2p chunk-activations (1F1B's memory) per stage. With equal
-// F, B and W per chunk its step is M·(F + B + W) + (p − 1)·F/2 for most (p, M): only the
-// last stage's wait for the first forward.
-struct ZeroBubbleV {
-  static constexpr schedule_kind kind = schedule_kind::zb_v;
-  static constexpr int chunks = 2;
-};
-// Interleaved 1F1B with V model chunks per device (Colossal-AI num_model_chunks):
-// Pipeline part k runs on stage k mod (parts / V).
-template <int V>
-struct Interleaved {
-  static constexpr schedule_kind kind = schedule_kind::interleaved;
-  static constexpr int chunks = V;
-};
-
+// The pipeline schedule: a tag type carrying its builder, name and traits
+// (plan/schedule_traits.hpp). Built in (plan/schedules/): PreferForward (GPipe),
+// PreferBackward (1F1B, the default), Interleaved<V>, ZeroBubbleH1, ZeroBubbleV.
 template <class S>
 struct Schedule {
   static constexpr option_kind option = option_kind::schedule;

@@ -7,8 +7,9 @@
 // Memory and ordering: B::queue (an ordered stream of work), B::event, B::buffer<T>
 // (owning, move-only), B::allocate<T>(n), B::upload/download between host memory and
 // backend memory, B::synchronize(q). Kernels are free functions taking the queue first,
-// found by argument-dependent lookup on its type, with the same names and arguments on
-// every backend (the host backend's headers document each one).
+// found by argument-dependent lookup on its type: one front per kernel family
+// (backend/<family>.hpp, documented there) dispatching to each backend's implementation
+// (backend/dispatch.hpp).
 #include <concepts>
 #include <cstddef>
 #include <cstdint>

@@ -1,13 +1,7 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, attention (as host/attention.hpp): the head permutations around
-// the batched GEMMs and the scaled, optionally causal, softmax of the score matrices,
-// forward and backward. The GEMMs themselves are gemm_strided_batched (gemm.cuh): one
-// batch item per (sequence, head), head-major operands.
-//
-// Layouts. Token rows are [seqs, seq, heads, parts, dh] (the QKV projection's output:
-// per head its q, k, v blocks of dh, heads consecutive), and head-major tensors are
-// [parts][seqs, heads, seq, dh], part p at offset p·seqs·heads·seq·dh.
+// strata CUDA backend, attention: the CUDA implementation of backend/attention.hpp
+// (layouts and contracts there).
 //
 // One kernel each, plainly written: the permutations are one thread per element (a
 // grid-stride loop over the output, so writes are coalesced); the softmaxes are one
@@ -18,16 +12,12 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "strata/backend/attention.hpp"
 #include "strata/backend/cuda/device.cuh"
 
 namespace strata::backend::cuda {
 
 namespace detail {
-
-inline void check_attention(const char* kernel, std::size_t seq, std::size_t heads, std::size_t parts,
-                            std::size_t dh) {
-  need(seq > 0 && heads > 0 && parts > 0 && dh > 0, kernel, "seq, heads, parts and dh must be positive");
-}
 
 // The shape of one permutation: token rows [seqs, seq, heads, parts, dh] against
 // head-major [parts][seqs, heads, seq, dh].
@@ -135,74 +125,58 @@ __global__ void __launch_bounds__(TH* RPB)
 
 }  // namespace detail
 
-// out[p][s, h, t, :] = rows[s, t, h, p, :] for every sequence s < seqs, position t < seq,
-// head h < heads, part p < parts. out must not overlap rows. Any trivially copyable T.
-template <class T>
-void heads_from_rows(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
-                     std::size_t dh, const T* rows, T* out) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (seqs == 0) return;
-  detail::check_attention("heads_from_rows", seq, heads, parts, dh);
-  detail::need(rows && out, "heads_from_rows", "null pointer");
-  const detail::head_layout L{seqs, seq, heads, parts, dh};
-  const std::size_t n = L.size();
-  detail::k_heads_from_rows<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, rows, out);
-  STRATA_CUDA_CHECK_LAUNCH("k_heads_from_rows");
-}
+// Static members on arguments the front has checked (impl::attention_kernels<queue>).
+struct attention_kernels {
+  template <class T>
+  static void heads_from_rows(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
+                              std::size_t dh, const T* rows, T* out) {
+    const detail::head_layout L{seqs, seq, heads, parts, dh};
+    const std::size_t n = L.size();
+    detail::k_heads_from_rows<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, rows, out);
+    STRATA_CUDA_CHECK_LAUNCH("k_heads_from_rows");
+  }
 
-// The inverse permutation: rows[s, t, h, p, :] = heads[p][s, h, t, :].
-template <class T>
-void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
-                     std::size_t dh, const T* in, T* rows) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (seqs == 0) return;
-  detail::check_attention("rows_from_heads", seq, heads, parts, dh);
-  detail::need(in && rows, "rows_from_heads", "null pointer");
-  const detail::head_layout L{seqs, seq, heads, parts, dh};
-  const std::size_t n = L.size();
-  detail::k_rows_from_heads<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, in, rows);
-  STRATA_CUDA_CHECK_LAUNCH("k_rows_from_heads");
-}
+  template <class T>
+  static void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
+                              std::size_t dh, const T* in, T* rows) {
+    const detail::head_layout L{seqs, seq, heads, parts, dh};
+    const std::size_t n = L.size();
+    detail::k_rows_from_heads<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, in, rows);
+    STRATA_CUDA_CHECK_LAUNCH("k_rows_from_heads");
+  }
 
-// For each of `batch` seq × seq score matrices, row by row:
-//   p[i, j] = exp(scale·s[i, j] − m_i) / Σ_k exp(scale·s[i, k] − m_i)   over j (≤ i if causal),
-//   p[i, j] = 0 for j > i when causal.
-// Computed in compute_t<T> (float for bf16, f16) with a double denominator, scale
-// rounded to compute_t<T>; p may alias s. T: float, double, bf16, f16.
-template <class T>
-void attention_softmax_forward(queue& q, std::size_t batch, std::size_t seq, double scale, bool causal, const T* s,
-                               T* p) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (batch == 0 || seq == 0) return;
-  detail::need(s && p, "attention_softmax_forward", "null pointer");
-  const std::size_t rows = batch * seq;
-  detail::with_row_threads(seq, [&](auto th, auto rpb) {
-    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_attention_softmax_forward<T, TH, RPB>
-        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), causal, s,
-                                                                                      p);
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_forward");
-}
+  template <class T>
+  static void attention_softmax_forward(queue& q, std::size_t batch, std::size_t seq, double scale, bool causal,
+                                        const T* s, T* p) {
+    using C = detail::compute_t<T>;
+    const std::size_t rows = batch * seq;
+    detail::with_row_threads(seq, [&](auto th, auto rpb) {
+      constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+      detail::k_attention_softmax_forward<T, TH, RPB>
+          <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), causal,
+                                                                                        s, p);
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_forward");
+  }
 
-// The gradient of the raw scores from the probabilities' gradient:
-//   ds[i, j] = scale · p[i, j] · (dp[i, j] − Σ_k p[i, k]·dp[i, k])
-// (zero where p is, above the diagonal of a causal matrix). ds may alias dp.
-template <class T>
-void attention_softmax_backward(queue& q, std::size_t batch, std::size_t seq, double scale, const T* p, const T* dp,
-                                T* ds) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (batch == 0 || seq == 0) return;
-  detail::need(p && dp && ds, "attention_softmax_backward", "null pointer");
-  const std::size_t rows = batch * seq;
-  detail::with_row_threads(seq, [&](auto th, auto rpb) {
-    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_attention_softmax_backward<T, TH, RPB>
-        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), p, dp, ds);
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_backward");
-}
+  template <class T>
+  static void attention_softmax_backward(queue& q, std::size_t batch, std::size_t seq, double scale, const T* p,
+                                         const T* dp, T* ds) {
+    using C = detail::compute_t<T>;
+    const std::size_t rows = batch * seq;
+    detail::with_row_threads(seq, [&](auto th, auto rpb) {
+      constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+      detail::k_attention_softmax_backward<T, TH, RPB>
+          <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, seq, C(scale), p, dp,
+                                                                                        ds);
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_attention_softmax_backward");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct attention_kernels<cuda::queue> : cuda::attention_kernels {};
+}  // namespace strata::backend::impl

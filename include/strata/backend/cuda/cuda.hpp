@@ -1,10 +1,12 @@
 // strata-header: cuda-only
 // strata CUDA backend: device memory, queues, events and transfers.
 //
-// The same interface as the host backend (host/host.hpp): buffer / view /
+// The same interface as the host backend (host/host.hpp): buffer / view (the
+// one backend::buffer and backend::view over device_space and pinned_space) /
 // queue / event, allocate, record / wait / query / synchronize, gathered in
 // `struct strata::backend::Cuda`. Kernels (kernels.cuh) take a cuda::queue
-// first and raw device pointers, and are found by argument-dependent lookup.
+// first and raw device pointers; the fronts (backend/dispatch.hpp) are found by
+// argument-dependent lookup on the queue.
 //
 // Memory model. Device memory is not host-accessible (Cuda::host_accessible
 // is false); data moves by explicit upload / download. A buffer is one
@@ -31,9 +33,14 @@
 #include <type_traits>
 #include <utility>
 
-#include "check.hpp"
+#include "strata/backend/buffer.hpp"
+#include "strata/backend/cuda/check.hpp"
+#include "strata/backend/dispatch.hpp"
 
 namespace strata::backend::cuda {
+
+// The kernel fronts (backend/<family>.hpp) under this namespace's name too: cuda::fill(q, ...).
+using namespace kernels;
 
 // cudaMalloc's own guarantee, and cuBLASLt's default alignment assumption.
 inline constexpr std::size_t alignment = 256;
@@ -82,117 +89,43 @@ inline std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n +
 inline std::uint64_t malloc_count() noexcept { return detail::malloc_counter().load(std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------------------
-// view / buffer
+// Memory spaces, views and buffers (backend/buffer.hpp)
 // ---------------------------------------------------------------------------
 
-// Non-owning window onto device memory. No operator[]: the host cannot
-// dereference it (a distinct type from host::view, so a device pointer never
-// reaches a host kernel by accident).
-template <class T>
-struct view {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-
-  constexpr T* data() const noexcept { return ptr; }
-  constexpr std::size_t size() const noexcept { return n; }
-  constexpr bool empty() const noexcept { return n == 0; }
-
-  constexpr view subview(std::size_t offset, std::size_t count) const {
-    if (offset > n || count > n - offset) throw std::out_of_range("strata: view::subview out of range");
-    return view{ptr + offset, count};
-  }
-  template <class U = T, class = std::enable_if_t<!std::is_const_v<U>>>
-  constexpr operator view<const U>() const noexcept {
-    return view<const U>{ptr, n};
-  }
+// Device memory: one counted cudaMalloc per buffer; freeing it waits for the device. The
+// executor allocates every buffer of a plan once, at construction (the lowered buffer
+// plan's exact sizes), so a training step allocates nothing.
+struct device_space {
+  static constexpr bool host_accessible = false;
+  static void* allocate(std::size_t bytes) { return detail::device_malloc(bytes); }
+  static void deallocate(void* p) noexcept { detail::device_free(p); }
 };
 
-// Owning, uninitialised, 256-byte aligned device array: its own cudaMalloc.
-// Move-only; destruction cudaFree()s it (which waits for the device). The
-// executor allocates every buffer of a plan once, at construction (the
-// lowered buffer plan's exact sizes), so a training step allocates nothing.
-template <class T>
-class buffer {
-  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
-                "device buffers hold plain data only");
-
- public:
-  buffer() noexcept = default;
-  explicit buffer(std::size_t n) : n_(n) {
-    if (n == 0) return;
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    ptr_ = static_cast<T*>(detail::device_malloc(n * sizeof(T)));
-  }
-  ~buffer() { release(); }
-
-  buffer(const buffer&) = delete;
-  buffer& operator=(const buffer&) = delete;
-  buffer(buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  buffer& operator=(buffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      n_ = std::exchange(o.n_, 0);
-    }
-    return *this;
-  }
-
-  T* data() noexcept { return ptr_; }
-  const T* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return n_; }
-  bool empty() const noexcept { return n_ == 0; }
-  std::size_t bytes() const noexcept { return n_ * sizeof(T); }
-
-  cuda::view<T> view() noexcept { return {ptr_, n_}; }
-  cuda::view<const T> view() const noexcept { return {ptr_, n_}; }
-  operator cuda::view<T>() noexcept { return view(); }
-  operator cuda::view<const T>() const noexcept { return view(); }
-
- private:
-  void release() noexcept {
-    if (ptr_) detail::device_free(ptr_);
-    ptr_ = nullptr;
-    n_ = 0;
-  }
-  T* ptr_ = nullptr;
-  std::size_t n_ = 0;
-};
-
-// Owning page-locked host array (cudaMallocHost): what offloaded parameters and
-// optimizer state live in, so copies to and from the device run at full bandwidth and
-// asynchronously on a queue. Move-only.
-template <class T>
-class pinned_buffer {
-  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
-
- public:
-  pinned_buffer() noexcept = default;
-  explicit pinned_buffer(std::size_t n) : n_(n) {
-    if (n == 0) return;
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+// Page-locked host memory (cudaMallocHost): what offloaded parameters and optimizer state
+// live in, so copies to and from the device run at full bandwidth and asynchronously on
+// a queue.
+struct pinned_space {
+  static constexpr bool host_accessible = true;
+  static void* allocate(std::size_t bytes) {
     void* p = nullptr;
-    STRATA_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
-    ptr_ = static_cast<T*>(p);
+    STRATA_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
   }
-  ~pinned_buffer() {
-    if (ptr_ && cudaFreeHost(ptr_) != cudaSuccess) (void)cudaGetLastError();
+  static void deallocate(void* p) noexcept {
+    if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
   }
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
-  pinned_buffer(pinned_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  pinned_buffer& operator=(pinned_buffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  T* data() noexcept { return ptr_; }
-  const T* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  T* ptr_ = nullptr;
-  std::size_t n_ = 0;
 };
+
+// Non-owning window onto device memory: no operator[] (the host cannot dereference it),
+// and a distinct type from host::view, so a device pointer never reaches a host kernel.
+template <class T>
+using view = backend::view<T, device_space>;
+// Owning, uninitialised, 256-byte aligned device array; move-only.
+template <class T>
+using buffer = backend::buffer<T, device_space>;
+// Owning page-locked host array; move-only.
+template <class T>
+using pinned_buffer = backend::buffer<T, pinned_space>;
 
 // ---------------------------------------------------------------------------
 // Queue
@@ -292,7 +225,7 @@ struct queue_state {
 // be destroyed or assigned. Kernels launch on the device that was current
 // when the queue was made: keep that device current on the calling thread
 // (one device per process or thread, as the executor runs).
-class queue {
+class queue : public queue_base {
  public:
   queue() : queue(queue_options{}) {}
   explicit queue(const queue_options& opt) : s_(std::make_unique<detail::queue_state>()) {

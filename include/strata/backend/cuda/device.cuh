@@ -1,11 +1,12 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend: the kernel set of host/kernels.hpp and host/gemm.hpp.
+// strata CUDA backend: what every CUDA kernel family shares. Each family header
+// implements its front (backend/<family>.hpp: signature, contract, argument checks;
+// see backend/dispatch.hpp) for a cuda::queue and device pointers, as static members
+// of a struct the front's impl::<family>_kernels<cuda::queue> derives from.
 //
-// Same names, argument order and semantics as the host kernels, with a
-// cuda::queue& first and device pointers; the executor reaches them by
-// argument-dependent lookup on the queue type. Everything is enqueued on the
-// queue's stream and returns without waiting, EXCEPT (each says so):
+// Everything is enqueued on the queue's stream and returns without waiting, EXCEPT
+// (each front says so):
 //   sum, sum_squares, all_finite   return a host value: they synchronize q;
 //   check_ids                      validates on the device, then synchronizes;
 //   raise_device_errors            reads the queue's error word: synchronizes.
@@ -19,18 +20,7 @@
 // where the loss is read back anyway) throws the same std::out_of_range the
 // host would have. check_ids is the synchronous up-front check.
 //
-// Types. T is the element type of activations and parameters: float,
-// double, bf16 or f16 (strata::bf16 / strata::f16, shared with the host
-// backend and cuBLASLt's CUDA_R_16BF / CUDA_R_16F). The 16-bit types are
-// storage types (is_half16_v): a kernel loads them, computes in float
-// (compute_t) and rounds its 16-bit outputs to nearest even. Mixed
-// precision gives the per-row statistics (S: softmax max / sum-exp / loss,
-// LayerNorm mean / rstd) and the parameter gradients (G: bias_grad,
-// layernorm dgamma / dbeta, embedding_backward) their own real type, so a
-// 16-bit step writes float statistics and float master gradients; for float
-// and double data S = G = T is deduced from the pointers. cast_elements
-// converts between them (the 16-bit copies of the master weights).
-//
+// Types: strata::bf16 / strata::f16 are cuBLASLt's CUDA_R_16BF / CUDA_R_16F.
 // Numerics follow the host backend: elementwise work in compute_t<T> (T for
 // float/double, float for bf16 and f16), long reductions (row statistics, softmax
 // denominators, column sums, whole-tensor sums) accumulate in double. The
@@ -69,6 +59,7 @@
 
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/launch.cuh"
+#include "strata/backend/dispatch.hpp"
 #include "strata/core/math.hpp"
 #include "strata/core/precision.hpp"
 
@@ -76,22 +67,11 @@ namespace strata::backend::cuda {
 
 namespace detail {
 
-template <class T>
-inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
-template <class T>
-inline constexpr bool is_elem_v = is_real_v<T> || is_half16_v<T>;
-
-// Arithmetic type for elementwise work on T (bf16 and f16 compute in float).
-template <class T>
-using compute_t = std::conditional_t<is_half16_v<T>, float, T>;
-
-[[noreturn]] inline void fail(const char* kernel, const std::string& what) {
-  throw std::invalid_argument(std::string("strata: ") + kernel + ": " + what);
-}
-inline void need(bool ok, const char* kernel, const char* what) {
-  if (!ok) fail(kernel, what);
-}
-
+using backend::detail::compute_t;
+using backend::detail::fail;
+using backend::detail::is_elem_v;
+using backend::detail::is_real_v;
+using backend::detail::need;
 
 __host__ __device__ inline bool aligned16(const void* p) noexcept { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
@@ -353,10 +333,9 @@ inline void raise_device_errors(queue& q) {
   q.synchronize();
   const unsigned long long row = st.first_bad >> 32;
   const auto label = static_cast<std::int32_t>(static_cast<std::uint32_t>(st.first_bad & 0xffffffffull));
-  // Word for word the host's check_labels message (which says "label" for ids too).
-  throw std::out_of_range(std::string("strata: ") + detail::kernel_name(st.kernel) + ": label " +
-                          std::to_string(label) + " at row " + std::to_string(row) + " is outside [" +
-                          std::to_string(st.lo) + ", " + std::to_string(st.hi) + ")");
+  // The host's check_labels error (which says "label" for ids too).
+  throw backend::detail::bad_label(detail::kernel_name(st.kernel), label, static_cast<std::size_t>(row), st.lo,
+                                   st.hi);
 }
 
 }  // namespace strata::backend::cuda

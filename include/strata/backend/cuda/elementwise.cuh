@@ -1,8 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, elementwise kernels (as host/elementwise.hpp): bias +
-// activation forward, activation backward (strata/core/math.hpp's formulas),
-// scale/axpy/add/copy/fill, casts between element types, strided copies, token-id casts.
+// strata CUDA backend, elementwise kernels: the CUDA implementation of
+// backend/elementwise.hpp (contracts and checks there). Grid-stride loops with 16-byte
+// vector loads and stores where every pointer is 16-byte aligned.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/elementwise.hpp"
 
 namespace strata::backend::cuda {
 
@@ -92,33 +93,6 @@ __global__ void k_activation_backward(activation act, std::size_t n, const T* pr
 }
 
 }  // namespace detail
-
-// y = act(x + bias) over rows x cols; bias may be null; pre_out (may be null)
-// receives x + bias. pre_out and y may each alias x. T: float, double, bf16, f16.
-template <class T>
-void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x,
-                             const T* bias, T* pre_out, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  if (rows * cols == 0) return;
-  detail::need(x && y, "bias_activation_forward", "x and y must be non-null");
-  detail::bias_act_2d(q, act, rows, cols, x, cols, bias, pre_out, cols, y, cols);
-}
-
-// dx = dy * act'(pre), n elements; dx may alias dy.
-template <class T>
-void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
-  static_assert(detail::is_elem_v<T>);
-  if (n == 0) return;
-  detail::need(dy && dx && (pre || act == activation::none), "activation_backward", "null pointer");
-  constexpr int W = detail::vec_width<T>;
-  if (detail::aligned16(dy) && detail::aligned16(dx) && (!pre || detail::aligned16(pre)))
-    detail::k_activation_backward<T, W>
-        <<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(act, n, pre, dy, dx);
-  else
-    detail::k_activation_backward<T, 1>
-        <<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(act, n, pre, dy, dx);
-  STRATA_CUDA_CHECK_LAUNCH("k_activation_backward");
-}
 
 namespace detail {
 
@@ -239,120 +213,114 @@ __global__ void k_cast_ids(std::size_t n, const T* values, std::int32_t* ids) {
 
 }  // namespace detail
 
-// x *= alpha (bf16, f16: in float, alpha rounded to T first, as the host does)
-template <class T>
-void scale(queue& q, std::size_t n, double alpha, T* x) {
-  static_assert(detail::is_elem_v<T>);
-  if (n == 0) return;
-  constexpr int W = detail::vec_width<T>;
-  const T a = T(alpha);
-  if (detail::aligned16(x))
-    detail::k_scale<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, x);
-  else
-    detail::k_scale<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, x);
-  STRATA_CUDA_CHECK_LAUNCH("k_scale");
-}
-
-// y += alpha * x (bf16, f16: in float, alpha rounded to T first)
-template <class T>
-void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  if (n == 0) return;
-  constexpr int W = detail::vec_width<T>;
-  const T a = T(alpha);
-  if (detail::aligned16(x) && detail::aligned16(y))
-    detail::k_axpy<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, x, y);
-  else
-    detail::k_axpy<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, x, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_axpy");
-}
-
-// y = a + b, n elements, in compute_t<T> (one rounding for bf16, f16); y may alias a or b.
-template <class T>
-void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  if (n == 0) return;
-  detail::need(a && b && y, "add", "null pointer");
-  constexpr int W = detail::vec_width<T>;
-  if (detail::aligned16(a) && detail::aligned16(b) && detail::aligned16(y))
-    detail::k_add<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
-  else
-    detail::k_add<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_add");
-}
-
-// y = x (non-overlapping). Either side may also be host memory (the runtime
-// infers the direction); a copy involving pageable host memory may block.
-template <class T>
-void copy(queue& q, std::size_t n, const T* x, T* y) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (n == 0) return;
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(T), cudaMemcpyDefault, q.stream()));
-}
-
-// dst[r, 0..cols) = src[r, 0..cols) for rows with leading dimensions ld_src,
-// ld_dst (elements, >= cols). One cudaMemcpy2DAsync; host pointers allowed
-// as for copy.
-template <class T>
-void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
-             std::size_t ld_dst) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (rows * cols == 0) return;
-  detail::need(src && dst, "copy_2d", "null pointer");
-  detail::need(ld_src >= cols && ld_dst >= cols, "copy_2d", "leading dimension smaller than cols");
-  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, ld_dst * sizeof(T), src, ld_src * sizeof(T), cols * sizeof(T), rows,
-                                      cudaMemcpyDefault, q.stream()));
-}
-
-// x = value (cudaMemsetAsync when the value is all zero bytes).
-template <class T>
-void fill(queue& q, std::size_t n, T value, T* x) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (n == 0) return;
-  unsigned char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  if (std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0; })) {
-    STRATA_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(T), q.stream()));
-    return;
+// Static members on arguments the front has checked (impl::elementwise_kernels<queue>).
+struct elementwise_kernels {
+  template <class T>
+  static void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x,
+                                      const T* bias, T* pre_out, T* y) {
+    detail::bias_act_2d(q, act, rows, cols, x, cols, bias, pre_out, cols, y, cols);
   }
-  constexpr int W = detail::vec_width<T>;
-  if (W > 1 && detail::aligned16(x))
-    detail::k_fill<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, value, x);
-  else
-    detail::k_fill<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, value, x);
-  STRATA_CUDA_CHECK_LAUNCH("k_fill");
-}
 
-// y[i] = To(x[i]) for From, To in {float, double, bf16, f16}: to bf16 or f16
-// rounds to nearest even (from double via float, as the host: two roundings),
-// bf16/f16 -> float/double and float -> double are exact, double -> float rounds to
-// nearest: the host's bits, except that a NaN's payload may differ. y must
-// not overlap x. Enqueued on q's stream (graph-capturable);
-// 16-byte vector loads and stores when x and y are both 16-byte aligned.
-template <class From, class To>
-void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
-  static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
-  if (n == 0) return;
-  detail::need(x && y, "cast_elements", "null pointer");
-  constexpr int W = int(16 / (sizeof(From) < sizeof(To) ? sizeof(From) : sizeof(To)));
-  if (detail::aligned16(x) && detail::aligned16(y))
-    detail::k_cast_elements<From, To, W>
-        <<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, x, y);
-  else
-    detail::k_cast_elements<From, To, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, x, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_cast_elements");
-}
+  template <class T>
+  static void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
+    constexpr int W = detail::vec_width<T>;
+    if (detail::aligned16(dy) && detail::aligned16(dx) && (!pre || detail::aligned16(pre)))
+      detail::k_activation_backward<T, W>
+          <<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(act, n, pre, dy, dx);
+    else
+      detail::k_activation_backward<T, 1>
+          <<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(act, n, pre, dy, dx);
+    STRATA_CUDA_CHECK_LAUNCH("k_activation_backward");
+  }
 
-// ids[i] = values[i] truncated toward zero (ids carried as values of T).
-// NaN and values whose truncation does not fit int32 become INT32_MIN, which
-// check_ids then reports.
-template <class T>
-void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
-  static_assert(detail::is_real_v<T>);
-  if (n == 0) return;
-  detail::need(values && ids, "cast_ids", "null pointer");
-  detail::k_cast_ids<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, values, ids);
-  STRATA_CUDA_CHECK_LAUNCH("k_cast_ids");
-}
+  // alpha rounded to T first, as the host does
+  template <class T>
+  static void scale(queue& q, std::size_t n, double alpha, T* x) {
+    constexpr int W = detail::vec_width<T>;
+    const T a = T(alpha);
+    if (detail::aligned16(x))
+      detail::k_scale<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, x);
+    else
+      detail::k_scale<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, x);
+    STRATA_CUDA_CHECK_LAUNCH("k_scale");
+  }
+
+  template <class T>
+  static void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
+    constexpr int W = detail::vec_width<T>;
+    const T a = T(alpha);
+    if (detail::aligned16(x) && detail::aligned16(y))
+      detail::k_axpy<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, x, y);
+    else
+      detail::k_axpy<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, x, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_axpy");
+  }
+
+  template <class T>
+  static void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
+    constexpr int W = detail::vec_width<T>;
+    if (detail::aligned16(a) && detail::aligned16(b) && detail::aligned16(y))
+      detail::k_add<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
+    else
+      detail::k_add<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_add");
+  }
+
+  // Either side may also be host memory (the runtime infers the direction); a copy
+  // involving pageable host memory may block.
+  template <class T>
+  static void copy(queue& q, std::size_t n, const T* x, T* y) {
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(T), cudaMemcpyDefault, q.stream()));
+  }
+
+  // One cudaMemcpy2DAsync; host pointers allowed as for copy.
+  template <class T>
+  static void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
+                      std::size_t ld_dst) {
+    STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, ld_dst * sizeof(T), src, ld_src * sizeof(T), cols * sizeof(T), rows,
+                                        cudaMemcpyDefault, q.stream()));
+  }
+
+  // cudaMemsetAsync when the value is all zero bytes.
+  template <class T>
+  static void fill(queue& q, std::size_t n, T value, T* x) {
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    if (std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0; })) {
+      STRATA_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(T), q.stream()));
+      return;
+    }
+    constexpr int W = detail::vec_width<T>;
+    if (W > 1 && detail::aligned16(x))
+      detail::k_fill<T, W><<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, value, x);
+    else
+      detail::k_fill<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, value, x);
+    STRATA_CUDA_CHECK_LAUNCH("k_fill");
+  }
+
+  // W = 16 bytes of the narrower type per vector step.
+  template <class From, class To>
+  static void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
+    constexpr int W = int(16 / (sizeof(From) < sizeof(To) ? sizeof(From) : sizeof(To)));
+    if (detail::aligned16(x) && detail::aligned16(y))
+      detail::k_cast_elements<From, To, W>
+          <<<detail::flat_grid(q, n / W + 1), detail::flat_threads, 0, q.stream()>>>(n, x, y);
+    else
+      detail::k_cast_elements<From, To, 1>
+          <<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, x, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_cast_elements");
+  }
+
+  template <class T>
+  static void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
+    detail::k_cast_ids<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, values, ids);
+    STRATA_CUDA_CHECK_LAUNCH("k_cast_ids");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct elementwise_kernels<cuda::queue> : cuda::elementwise_kernels {};
+}  // namespace strata::backend::impl

@@ -1,8 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, embeddings (as host/embedding.hpp): id checks, lookups and the
-// gradient's deterministic scatter-add (a stable sort of (id, row) through CUB), and
-// learned positions (forward add, backward per-position row sums).
+// strata CUDA backend, embeddings: the CUDA implementation of backend/embedding.hpp (id
+// checks, lookups, the gradient's deterministic scatter-add through a stable CUB sort of
+// (id, row), learned positions).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/embedding.hpp"
 
 namespace strata::backend::cuda {
 
@@ -37,11 +38,6 @@ __global__ void k_check_ids(std::size_t n, const I* ids, std::size_t vocab, unsi
     const I v = ids[i];
     if (v < 0 || static_cast<std::size_t>(v) >= vocab) atomicMin(first_bad, static_cast<unsigned long long>(i));
   }
-}
-
-[[noreturn]] inline void bad_id(std::int32_t id, std::size_t pos, std::size_t vocab) {
-  throw std::out_of_range("strata: token id " + std::to_string(id) + " at position " + std::to_string(pos) +
-                          " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
 template <class T, int W>
@@ -148,131 +144,107 @@ inline int bits_for(std::size_t v) {
 
 }  // namespace detail
 
-// Throws std::out_of_range naming the first id outside [0, vocab) and its
-// position (same message as the host). Device ids are checked by a kernel
-// and read back: this SYNCHRONIZES q. Ordinary (pageable) host memory is
-// accepted too and checked on the host, without touching the device.
-inline void check_ids(queue& q, const std::int32_t* ids, std::size_t n, std::size_t vocab) {
-  if (n == 0) return;
-  if (!ids) throw std::invalid_argument("strata: check_ids: null ids");
-  if (detail::host_only_pointer(ids)) {
-    for (std::size_t i = 0; i < n; ++i)
-      if (ids[i] < 0 || std::size_t(ids[i]) >= vocab) detail::bad_id(ids[i], i, vocab);
-    return;
+// Static members on arguments the front has checked (impl::embedding_kernels<queue>).
+struct embedding_kernels {
+  // Device ids: a kernel finds the first bad position, read back (SYNCHRONIZES q). Ordinary
+  // (pageable) host memory is checked on the host, without touching the device.
+  static void check_ids(queue& q, const std::int32_t* ids, std::size_t n, std::size_t vocab) {
+    if (detail::host_only_pointer(ids)) return backend::detail::check_host_ids(ids, n, vocab);
+    detail::queue_state& s = q.state();
+    unsigned long long* flag = &s.dev_slots->first_bad_id;
+    STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof *flag, s.stream));
+    detail::k_check_ids<std::int32_t>
+        <<<detail::flat_grid(q, n), detail::flat_threads, 0, s.stream>>>(n, ids, vocab, flag);
+    STRATA_CUDA_CHECK_LAUNCH("k_check_ids");
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(&s.host_slots->first_bad_id, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
+    q.synchronize();
+    const unsigned long long pos = s.host_slots->first_bad_id;
+    if (pos == ~0ull) return;
+    std::int32_t id = 0;
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, ids + pos, sizeof id, cudaMemcpyDeviceToHost, s.stream));
+    q.synchronize();
+    std::memcpy(&id, &s.host_slots->flag, sizeof id);
+    backend::detail::bad_id(id, static_cast<std::size_t>(pos), vocab);
   }
-  detail::queue_state& s = q.state();
-  unsigned long long* flag = &s.dev_slots->first_bad_id;
-  STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof *flag, s.stream));
-  detail::k_check_ids<std::int32_t>
-      <<<detail::flat_grid(q, n), detail::flat_threads, 0, s.stream>>>(n, ids, vocab, flag);
-  STRATA_CUDA_CHECK_LAUNCH("k_check_ids");
-  STRATA_CUDA_CHECK(
-      cudaMemcpyAsync(&s.host_slots->first_bad_id, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
-  q.synchronize();
-  const unsigned long long pos = s.host_slots->first_bad_id;
-  if (pos == ~0ull) return;
-  std::int32_t id = 0;
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, ids + pos, sizeof id, cudaMemcpyDeviceToHost, s.stream));
-  q.synchronize();
-  std::memcpy(&id, &s.host_slots->flag, sizeof id);
-  detail::bad_id(id, static_cast<std::size_t>(pos), vocab);
-}
 
-// out[r, :] = table[ids[r] - vocab_offset, :] inside this slice, else 0.
-// A negative id gives a NaN row and is reported (raise_device_errors).
-// T: float, double, bf16, f16 (a copy: exact).
-template <class T>
-void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
-                       std::size_t vocab_offset, std::size_t vocab_local, T* out) {
-  static_assert(detail::is_elem_v<T>);
-  if (rows * D == 0) return;
-  detail::need(ids && out && (table || vocab_local == 0), "embedding_forward", "null pointer");
-  constexpr int W = detail::vec_width<T>;
-  if (D % W == 0 && detail::aligned16(out) && (!table || detail::aligned16(table)))
-    detail::k_embedding_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
-        rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
-  else
-    detail::k_embedding_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
-        rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
-  STRATA_CUDA_CHECK_LAUNCH("k_embedding_forward");
-}
+  // A negative id gives a NaN row and is reported (raise_device_errors).
+  template <class T>
+  static void embedding_forward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* table,
+                                std::size_t vocab_offset, std::size_t vocab_local, T* out) {
+    constexpr int W = detail::vec_width<T>;
+    if (D % W == 0 && detail::aligned16(out) && (!table || detail::aligned16(table)))
+      detail::k_embedding_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
+          rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
+    else
+      detail::k_embedding_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
+          rows, D, ids, table, vocab_offset, vocab_local, out, detail::status_word(q));
+    STRATA_CUDA_CHECK_LAUNCH("k_embedding_forward");
+  }
 
-// dtable[ids[r] - vocab_offset, :] += dout[r, :] for ids in this slice, rows
-// of one id added in row order (deterministic, bit-identical to the host):
-// a stable radix sort of (id, row) pairs groups each id's rows, then one
-// block per id and column tile accumulates them. accumulate == false zeroes
-// the vocab_local x D table first. T: dout (float, double, bf16, f16); G: dtable
-// and the accumulation (float or double; G = T for reals).
-template <class T, class G>
-void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
-                        std::size_t vocab_offset, std::size_t vocab_local, G* dtable, bool accumulate) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
-  if (D == 0 || vocab_local == 0) return;
-  detail::need(dtable && (rows == 0 || (ids && dout)), "embedding_backward", "null pointer");
-  detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX) && D <= std::size_t(65535) * 128,
-               "embedding_backward", "more than 2^31 rows, 2^32 table rows or 8M columns");
-  if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(G), q.stream()));
-  if (rows == 0) return;
-  const int n = static_cast<int>(rows);
-  const int end_bit = detail::bits_for(vocab_local);
-  std::size_t temp = 0;
-  STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const std::uint32_t*>(nullptr),
-                                                    static_cast<std::uint32_t*>(nullptr),
-                                                    static_cast<const std::uint32_t*>(nullptr),
-                                                    static_cast<std::uint32_t*>(nullptr), n, 0, end_bit, q.stream()));
-  const std::size_t arr = rows * sizeof(std::uint32_t);
-  detail::scratch sc = detail::get_scratch(q, detail::carve_bytes(arr, arr, arr, arr, temp));
-  detail::carver cv{sc.p};
-  auto* keys_in = cv.take<std::uint32_t>(rows);
-  auto* rows_in = cv.take<std::uint32_t>(rows);
-  auto* keys_out = cv.take<std::uint32_t>(rows);
-  auto* rows_out = cv.take<std::uint32_t>(rows);
-  void* temp_p = cv.take<unsigned char>(temp);
-  detail::k_embedding_keys<std::int32_t><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
-      rows, ids, vocab_offset, vocab_local, keys_in, rows_in, detail::status_word(q));
-  STRATA_CUDA_CHECK_LAUNCH("k_embedding_keys");
-  STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_p, temp, keys_in, keys_out, rows_in, rows_out, n, 0, end_bit,
-                                                    q.stream()));
-  const unsigned tile = 128;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + tile - 1) / tile));
-  detail::k_embedding_accumulate<T, G><<<grid, tile, 0, q.stream()>>>(rows, D, keys_out, rows_out, dout,
-                                                                      static_cast<std::uint32_t>(vocab_local), dtable);
-  STRATA_CUDA_CHECK_LAUNCH("k_embedding_accumulate");
-}
+  // A stable radix sort of (id, row) pairs groups each id's rows, then one block per id and
+  // column tile adds them in row order (bit-identical to the host).
+  template <class T, class G>
+  static void embedding_backward(queue& q, std::size_t rows, std::size_t D, const std::int32_t* ids, const T* dout,
+                                 std::size_t vocab_offset, std::size_t vocab_local, G* dtable, bool accumulate) {
+    detail::need(rows <= std::size_t(INT_MAX) && vocab_local < std::size_t(UINT32_MAX) &&
+                     D <= std::size_t(65535) * 128,
+                 "embedding_backward", "more than 2^31 rows, 2^32 table rows or 8M columns");
+    if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dtable, 0, vocab_local * D * sizeof(G), q.stream()));
+    if (rows == 0) return;
+    const int n = static_cast<int>(rows);
+    const int end_bit = detail::bits_for(vocab_local);
+    std::size_t temp = 0;
+    STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const std::uint32_t*>(nullptr),
+                                                      static_cast<std::uint32_t*>(nullptr),
+                                                      static_cast<const std::uint32_t*>(nullptr),
+                                                      static_cast<std::uint32_t*>(nullptr), n, 0, end_bit,
+                                                      q.stream()));
+    const std::size_t arr = rows * sizeof(std::uint32_t);
+    detail::scratch sc = detail::get_scratch(q, detail::carve_bytes(arr, arr, arr, arr, temp));
+    detail::carver cv{sc.p};
+    auto* keys_in = cv.take<std::uint32_t>(rows);
+    auto* rows_in = cv.take<std::uint32_t>(rows);
+    auto* keys_out = cv.take<std::uint32_t>(rows);
+    auto* rows_out = cv.take<std::uint32_t>(rows);
+    void* temp_p = cv.take<unsigned char>(temp);
+    detail::k_embedding_keys<std::int32_t><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
+        rows, ids, vocab_offset, vocab_local, keys_in, rows_in, detail::status_word(q));
+    STRATA_CUDA_CHECK_LAUNCH("k_embedding_keys");
+    STRATA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_p, temp, keys_in, keys_out, rows_in, rows_out, n, 0,
+                                                      end_bit, q.stream()));
+    const unsigned tile = 128;
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + tile - 1) / tile));
+    detail::k_embedding_accumulate<T, G><<<grid, tile, 0, q.stream()>>>(
+        rows, D, keys_out, rows_out, dout, static_cast<std::uint32_t>(vocab_local), dtable);
+    STRATA_CUDA_CHECK_LAUNCH("k_embedding_accumulate");
+  }
 
-// Learned positions: y[r, :] = x[r, :] + pos[(row0 + r) mod seq, :] for rows of
-// `seq`-token sequences, of which this device holds rows from `row0` on (a row split
-// keeps whole rows in order). y may alias x. Computed in compute_t<T>.
-template <class T>
-void position_forward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* x,
-                      const T* pos, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  if (rows == 0 || D == 0) return;
-  detail::need(seq > 0, "position_forward", "seq must be positive");
-  detail::need(x && pos && y, "position_forward", "null pointer");
-  constexpr int W = detail::vec_width<T>;
-  if (D % W == 0 && detail::aligned16(x) && detail::aligned16(pos) && detail::aligned16(y))
-    detail::k_position_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
-        rows, D, seq, row0, x, pos, y);
-  else
-    detail::k_position_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
-        rows, D, seq, row0, x, pos, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_position_forward");
-}
+  template <class T>
+  static void position_forward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0,
+                               const T* x, const T* pos, T* y) {
+    constexpr int W = detail::vec_width<T>;
+    if (D % W == 0 && detail::aligned16(x) && detail::aligned16(pos) && detail::aligned16(y))
+      detail::k_position_forward<T, W><<<detail::flat_grid(q, rows * D / W), detail::flat_threads, 0, q.stream()>>>(
+          rows, D, seq, row0, x, pos, y);
+    else
+      detail::k_position_forward<T, 1><<<detail::flat_grid(q, rows * D), detail::flat_threads, 0, q.stream()>>>(
+          rows, D, seq, row0, x, pos, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_position_forward");
+  }
 
-// dpos[t, :] (+)= Σ over this device's rows r with (row0 + r) mod seq == t of dy[r, :],
-// in row order with double accumulation (deterministic, bit-identical to the host).
-// accumulate == false zeroes the seq x D gradient first. T: dy (float, double, bf16, f16);
-// G: dpos (float or double; G = T for reals).
-template <class T, class G = T>
-void position_backward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0, const T* dy,
-                       G* dpos, bool accumulate) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
-  if (D == 0 || seq == 0) return;
-  detail::need(dpos && (rows == 0 || dy), "position_backward", "null pointer");
-  detail::k_position_backward<T, G><<<detail::flat_grid(q, seq * D), detail::flat_threads, 0, q.stream()>>>(
-      rows, D, seq, row0, dy, dpos, accumulate);
-  STRATA_CUDA_CHECK_LAUNCH("k_position_backward");
-}
+  template <class T, class G>
+  static void position_backward(queue& q, std::size_t rows, std::size_t D, std::size_t seq, std::size_t row0,
+                                const T* dy, G* dpos, bool accumulate) {
+    detail::k_position_backward<T, G><<<detail::flat_grid(q, seq * D), detail::flat_threads, 0, q.stream()>>>(
+        rows, D, seq, row0, dy, dpos, accumulate);
+    STRATA_CUDA_CHECK_LAUNCH("k_position_backward");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct embedding_kernels<cuda::queue> : cuda::embedding_kernels {};
+}  // namespace strata::backend::impl

@@ -1,9 +1,9 @@
 // strata-header: cuda-only
-// strata CUDA backend: row-major GEMM through cuBLASLt.
+// strata CUDA backend: the CUDA implementation of backend/gemm.hpp (row-major
+// C = alpha * op(A) op(B) + beta * C and its forms; the contract is there), through
+// cuBLASLt.
 //
-// Same contract as host/gemm.hpp: C (M x N, ldc) = alpha * op(A) op(B) +
-// beta * C, all row-major; beta == 0 never reads C; alpha == 0 or K == 0 only
-// scales C. cuBLASLt is column-major, and a row-major matrix is the
+// cuBLASLt is column-major, and a row-major matrix is the
 // column-major view of its transpose, so we ask for
 //     C^T (N x M, col-major, ld = ldc) = op(B)^T (N x K) * op(A)^T (K x M)
 // i.e. swap the operands (Lt's A is our B, Lt's B is our A) and keep each
@@ -12,17 +12,10 @@
 //
 // Types: float (exact FP32, or TF32 tensor cores when the queue asks for
 // it), double, and 16-bit operands (strata::bf16 as CUDA_R_16BF, strata::f16
-// as CUDA_R_16F) with FP32 accumulation writing the same 16-bit type or float. Plans (descriptors + heuristic
-// algorithm) are cached per queue, keyed by the whole problem signature
-// including pointer alignment, so steady-state calls cost one cublasLtMatmul.
-//
-// The Linear layer's three products (row-major, X: rows x in, W: in x out):
-//   forward  Y  = X W (+ bias, act)  gemm_bias_act(q, N, N, rows, out, in, 1, X, in, W, out, 0, Y, out, bias, act, pre)
-//   dgrad    dX = dY W^T             gemm(q, N, T, rows, in, out, 1, dY, out, W, out, 0, dX, in)
-//   wgrad    dW += X^T dY            gemm(q, T, N, in, out, rows, 1, X, in, dY, out, 1, dW, out)
-//   bias     db += colsum(dY)        bias_grad(q, rows, out, dY, db, true)
-// or wgrad and bias together (one pass over dY, cuBLASLt's BGRADA epilogue):
-//            gemm_wgrad_bias(q, rows, in, out, X, in, dY, out, 1, dW, out, db, true)
+// as CUDA_R_16F) with FP32 accumulation writing the same 16-bit type or float.
+// Plans (descriptors + heuristic algorithm) are cached per queue, keyed by the
+// whole problem signature including pointer alignment, so steady-state calls
+// cost one cublasLtMatmul.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,6 +29,8 @@
 #include <type_traits>
 
 #include "strata/backend/cuda/cuda.hpp"
+#include "strata/backend/cuda/elementwise.cuh"
+#include "strata/backend/gemm.hpp"
 #include "strata/core/kernel_args.hpp"
 #include "strata/core/precision.hpp"
 
@@ -47,10 +42,6 @@ using bf16 = strata::bf16;
 using f16 = strata::f16;
 
 namespace detail {
-
-[[noreturn]] inline void bad_gemm_arg(const char* what) {
-  throw std::invalid_argument(std::string("strata: gemm: ") + what);
-}
 
 // Largest power of two (<= 256) dividing every address a batched operand
 // takes: cuBLASLt's heuristic must not pick a kernel that needs more.
@@ -263,22 +254,6 @@ struct lt_types<f16> {
   static constexpr cudaDataType_t data = CUDA_R_16F;
 };
 
-// Shared argument checks (host-side, before anything is enqueued; the same
-// messages as the host backend).
-inline bool check_gemm_args(trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K, bool alpha_zero,
-                            const void* A, std::size_t lda, const void* B, std::size_t ldb, const void* C,
-                            std::size_t ldc) {
-  if (!C) bad_gemm_arg("C is null");
-  if (ldc < N) bad_gemm_arg("ldc < N");
-  const bool reads_ab = K != 0 && !alpha_zero;
-  if (reads_ab) {
-    if (!A || !B) bad_gemm_arg("A or B is null");
-    if (lda < (ta == trans::N ? K : M)) bad_gemm_arg("lda too small for op(A)");
-    if (ldb < (tb == trans::N ? N : K)) bad_gemm_arg("ldb too small for op(B)");
-  }
-  return reads_ab;
-}
-
 // Describes one product for lt_matmul. TA operands, TC output, S scalars
 // (float for float and 16-bit data, double for double); alpha/beta must outlive
 // the lt_matmul call.
@@ -324,9 +299,7 @@ template <class TA, class TC, class S>
 void gemm_any(queue& q, trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K, S alpha, const TA* A,
               std::size_t lda, std::size_t stride_a, const TA* B, std::size_t ldb, std::size_t stride_b, S beta, TC* C,
               std::size_t ldc, std::size_t stride_c, std::size_t batch) {
-  if (M == 0 || N == 0 || batch == 0) return;
-  const bool reads_ab = check_gemm_args(ta, tb, M, N, K, alpha == S(0), A, lda, B, ldb, C, ldc);
-  if (!reads_ab) return scale_matrices(q, batch, M, N, C, ldc, stride_c, beta);
+  if (K == 0 || alpha == S(0)) return scale_matrices(q, batch, M, N, C, ldc, stride_c, beta);
   const lt_call c = make_call<TA, TC, S>(q, ta, tb, M, N, K, &alpha, A, lda, stride_a, B, ldb, stride_b, &beta, C,
                                          ldc, stride_c, batch);
   (void)lt_matmul(q, c);
@@ -334,53 +307,103 @@ void gemm_any(queue& q, trans ta, trans tb, std::size_t M, std::size_t N, std::s
 
 }  // namespace detail
 
-// C = alpha * op(A) op(B) + beta * C, row-major, T = float or double (see
-// host/gemm.hpp for the argument contract). Float uses exact FP32 math unless
-// q.set_tf32(true). Asynchronous on q.
-template <class T>
-  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
-          std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  detail::gemm_any<T, T, T>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
-}
+// Static members on arguments the front has checked (impl::gemm_kernels<queue>).
+struct gemm_kernels {
+  // Float uses exact FP32 math unless q.set_tf32(true).
+  template <class T>
+    requires detail::is_real_v<T>
+  static void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                   const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+    detail::gemm_any<T, T, T>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+  }
 
-// 16-bit operands (bf16, f16), FP32 accumulation, output of the same type (alpha,
-// beta in float).
-template <class H>
-  requires is_half16_v<H>
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, H* C, std::size_t ldc) {
-  detail::gemm_any<H, H, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
-}
+  // 16-bit operands, float or 16-bit output.
+  template <class H, class Out>
+    requires is_half16_v<H>
+  static void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                   const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, Out* C, std::size_t ldc) {
+    detail::gemm_any<H, Out, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+  }
 
-// 16-bit operands, FP32 accumulation, float output: gradients accumulated into
-// FP32 master copies (beta = 1) without a 16-bit round trip.
-template <class H>
-  requires is_half16_v<H>
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  detail::gemm_any<H, float, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
-}
+  // One cuBLASLt call for the whole batch.
+  template <class T>
+    requires detail::is_real_v<T>
+  static void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N,
+                                   std::size_t K, T alpha, const T* A, std::size_t lda, std::size_t stride_a,
+                                   const T* B, std::size_t ldb, std::size_t stride_b, T beta, T* C, std::size_t ldc,
+                                   std::size_t stride_c, std::size_t batch) {
+    detail::gemm_any<T, T, T>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                              stride_c, batch);
+  }
 
-// `batch` independent GEMMs at fixed element strides, in one cuBLASLt call.
-template <class T>
-  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
-void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                          T alpha, const T* A, std::size_t lda, std::size_t stride_a, const T* B, std::size_t ldb,
-                          std::size_t stride_b, T beta, T* C, std::size_t ldc, std::size_t stride_c,
-                          std::size_t batch) {
-  detail::gemm_any<T, T, T>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-                            stride_c, batch);
-}
+  template <class H>
+    requires is_half16_v<H>
+  static void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N,
+                                   std::size_t K, float alpha, const H* A, std::size_t lda, std::size_t stride_a,
+                                   const H* B, std::size_t ldb, std::size_t stride_b, float beta, H* C,
+                                   std::size_t ldc, std::size_t stride_c, std::size_t batch) {
+    detail::gemm_any<H, H, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C,
+                                  ldc, stride_c, batch);
+  }
 
-template <class H>
-  requires is_half16_v<H>
-void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                          float alpha, const H* A, std::size_t lda, std::size_t stride_a, const H* B, std::size_t ldb,
-                          std::size_t stride_b, float beta, H* C, std::size_t ldc, std::size_t stride_c,
-                          std::size_t batch) {
-  detail::gemm_any<H, H, float>(q, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-                                stride_c, batch);
-}
+  // The bias and the activation ride cuBLASLt's epilogue where it has one:
+  //   none        BIAS epilogue (pre_out, if asked, is a copy of C)
+  //   relu        RELU_BIAS; with pre_out: BIAS epilogue into pre_out, then relu
+  //   gelu        GELU(_AUX)_BIAS when q.lt_gelu_epilogue(), else unfused
+  // and fall back to the unfused pair (gemm, then the bias-activation kernel) when
+  // cuBLASLt has no algorithm.
+  template <class T>
+  static void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                            gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
+                            gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+    using S = gemm_scalar_t<T>;
+    if (K == 0 || alpha == S(0)) {
+      detail::scale_matrices(q, 1, M, N, C, ldc, 0, beta);
+      detail::bias_act_2d(q, act, M, N, C, ldc, bias, pre_out, ldc, C, ldc);
+      return;
+    }
+    detail::lt_call c =
+        detail::make_call<T, T, S>(q, trans_a, trans_b, M, N, K, &alpha, A, lda, 0, B, ldb, 0, &beta, C, ldc, 0, 1);
+    c.bias = bias;
+    bool done = false;
+    if (act == activation::none) {
+      c.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+      done = detail::lt_matmul(q, c);
+      if (done && pre_out && pre_out != C)
+        elementwise_kernels::copy_2d(q, M, N, static_cast<const T*>(C), ldc, pre_out, ldc);
+    } else if (act == activation::relu && !pre_out) {
+      c.epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+      done = detail::lt_matmul(q, c);
+    } else if (act == activation::relu) {
+      c.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+      c.D = pre_out;  // D != C: cuBLASLt reads C (beta) and writes pre_out
+      done = detail::lt_matmul(q, c);
+      if (done)
+        detail::bias_act_2d(q, act, M, N, static_cast<const T*>(pre_out), ldc, static_cast<const T*>(nullptr),
+                            static_cast<T*>(nullptr), ldc, C, ldc);
+    } else if (act == activation::gelu && q.lt_gelu_epilogue()) {
+      if (!pre_out) {
+        c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+        done = detail::lt_matmul(q, c);
+      } else if (ldc % 8 == 0) {  // cuBLASLt's requirement on the aux leading dimension
+        c.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        c.aux = pre_out;
+        c.aux_ld = ldc;
+        done = detail::lt_matmul(q, c);
+      }
+    }
+    if (!done) {
+      detail::lt_call plain =
+          detail::make_call<T, T, S>(q, trans_a, trans_b, M, N, K, &alpha, A, lda, 0, B, ldb, 0, &beta, C, ldc, 0, 1);
+      (void)detail::lt_matmul(q, plain);
+      detail::bias_act_2d(q, act, M, N, static_cast<const T*>(C), ldc, bias, pre_out, ldc, C, ldc);
+    }
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct gemm_kernels<cuda::queue> : cuda::gemm_kernels {};
+}  // namespace strata::backend::impl

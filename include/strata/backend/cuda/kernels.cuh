@@ -1,9 +1,10 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend: every kernel family (the same names, arguments and semantics as
-// backend/host/kernels.hpp, with a cuda::queue first and device pointers; found by
-// argument-dependent lookup on the queue), and the backend checked against the
-// Backend concept.
+// strata CUDA backend: every kernel family's CUDA implementation, with its front
+// (backend/<family>.hpp: the entry points, the same on every backend, called with a
+// cuda::queue first and device pointers; see dispatch.hpp), the CUDA-only extras
+// (gemm_wgrad_bias, the multi-tensor optimizers, raise_device_errors), and the backend
+// checked against the Backend concept.
 #include "strata/backend/cuda/attention.cuh"
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/elementwise.cuh"

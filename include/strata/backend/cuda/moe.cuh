@@ -1,8 +1,7 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, mixture of experts (as host/moe.hpp, same names, arguments and
-// layouts): routing, capacity assignment, gather, combine, the router's backward and the
-// load-balancing loss's books, each per-row or per-element formula from
+// strata CUDA backend, mixture of experts: the CUDA implementation of backend/moe.hpp
+// (layouts and contracts there), each per-row or per-element formula from
 // strata/core/moe_math.hpp. Plain grid-stride kernels (one thread per token, slot or
 // expert): the experts' GEMMs dominate. Deterministic: every output has one writer with a
 // fixed order, the per-expert statistics are summed by one thread per expert in row order.
@@ -12,6 +11,7 @@
 #include <cstdint>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/moe.hpp"
 #include "strata/core/moe_math.hpp"
 
 namespace strata::backend::cuda {
@@ -133,101 +133,98 @@ __global__ void k_moe_aux_accumulate(int E, const S* stats, double value_coef, d
 
 }  // namespace detail
 
-template <class T, class S>
-void moe_route(queue& q, std::size_t rows, int E, int K, const T* logits, T* probs, std::int32_t* choice, S* stats) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  detail::need(E > 0 && K > 0 && K <= E, "moe_route", "need 0 < K <= E");
-  if (rows == 0) return;
-  detail::need(logits && probs && choice && stats, "moe_route", "null pointer");
-  detail::k_moe_route_rows<T><<<detail::moe_blocks(rows), 256, 0, q.stream()>>>(rows, E, K, logits, probs, choice);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_route_rows");
-  detail::k_moe_route_stats<T, S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, probs,
-                                                                                              choice, stats);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_route_stats");
-}
+// Static members on arguments the front has checked (impl::moe_kernels<queue>).
+struct moe_kernels {
+  // The statistics kernel runs for rows == 0 too: it writes zeros.
+  template <class T, class S>
+  static void moe_route(queue& q, std::size_t rows, int E, int K, const T* logits, T* probs, std::int32_t* choice,
+                        S* stats) {
+    if (rows > 0) {
+      detail::k_moe_route_rows<T><<<detail::moe_blocks(rows), 256, 0, q.stream()>>>(rows, E, K, logits, probs, choice);
+      STRATA_CUDA_CHECK_LAUNCH("k_moe_route_rows");
+    }
+    detail::k_moe_route_stats<T, S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, probs,
+                                                                                                choice, stats);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_route_stats");
+  }
 
-inline void moe_assign(queue& q, std::size_t rows, int E, int K, std::size_t cap, const std::int32_t* choice,
-                       std::int32_t* slot_of, std::int32_t* token_of) {
-  if (rows == 0) return;
-  detail::need(choice && slot_of && token_of, "moe_assign", "null pointer");
-  detail::k_moe_assign<std::int32_t><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, cap, choice,
-                                                                                                 slot_of, token_of);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_assign");
-}
+  // For rows == 0 too: every slot becomes empty.
+  static void moe_assign(queue& q, std::size_t rows, int E, int K, std::size_t cap, const std::int32_t* choice,
+                         std::int32_t* slot_of, std::int32_t* token_of) {
+    detail::k_moe_assign<std::int32_t><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(
+        rows, E, K, cap, choice, slot_of, token_of);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_assign");
+  }
 
-template <class S>
-void moe_route_counts(queue& q, std::size_t rows, int E, int K, const std::int32_t* choice, const S* stats, S* row) {
-  static_assert(detail::is_real_v<S>);
-  detail::k_moe_route_counts<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, choice, stats,
-                                                                                          row);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_route_counts");
-}
+  template <class S>
+  static void moe_route_counts(queue& q, std::size_t rows, int E, int K, const std::int32_t* choice, const S* stats,
+                               S* row) {
+    detail::k_moe_route_counts<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(rows, E, K, choice,
+                                                                                            stats, row);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_route_counts");
+  }
 
-template <class S>
-void moe_assign_part(queue& q, std::size_t rows, int E, int K, std::size_t cap, const S* table, int n, int index,
-                     const std::int32_t* choice, std::int32_t* slot_of, std::int32_t* token_of, S* stats) {
-  static_assert(detail::is_real_v<S>);
-  detail::need(table && slot_of && token_of && stats, "moe_assign_part", "null pointer");
-  detail::k_moe_assign_part<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(
-      rows, E, K, cap, table, n, index, choice, slot_of, token_of, stats);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_assign_part");
-}
+  template <class S>
+  static void moe_assign_part(queue& q, std::size_t rows, int E, int K, std::size_t cap, const S* table, int n,
+                              int index, const std::int32_t* choice, std::int32_t* slot_of, std::int32_t* token_of,
+                              S* stats) {
+    detail::k_moe_assign_part<S><<<detail::moe_blocks(std::size_t(E)), 256, 0, q.stream()>>>(
+        rows, E, K, cap, table, n, index, choice, slot_of, token_of, stats);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_assign_part");
+  }
 
-template <class T>
-void moe_gather(queue& q, std::size_t slots, std::size_t D, int K, const std::int32_t* token_of, const T* x, T* xe) {
-  static_assert(detail::is_elem_v<T>);
-  if (slots * D == 0) return;
-  detail::k_moe_gather<T><<<detail::moe_blocks(slots * D), 256, 0, q.stream()>>>(slots, D, K, token_of, x, xe);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_gather");
-}
+  template <class T>
+  static void moe_gather(queue& q, std::size_t slots, std::size_t D, int K, const std::int32_t* token_of, const T* x,
+                         T* xe) {
+    detail::k_moe_gather<T><<<detail::moe_blocks(slots * D), 256, 0, q.stream()>>>(slots, D, K, token_of, x, xe);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_gather");
+  }
 
-template <class T>
-void moe_combine(queue& q, std::size_t rows, std::size_t D, int E, int K, std::size_t cap, const std::int32_t* choice,
-                 const std::int32_t* slot_of, const T* probs, const T* ye, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  if (rows * D == 0) return;
-  detail::k_moe_combine<T><<<detail::moe_blocks(rows * D), 256, 0, q.stream()>>>(rows, D, E, K, cap, choice, slot_of,
-                                                                                  probs, ye, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_combine");
-}
+  template <class T>
+  static void moe_combine(queue& q, std::size_t rows, std::size_t D, int E, int K, std::size_t cap,
+                          const std::int32_t* choice, const std::int32_t* slot_of, const T* probs, const T* ye, T* y) {
+    detail::k_moe_combine<T><<<detail::moe_blocks(rows * D), 256, 0, q.stream()>>>(rows, D, E, K, cap, choice,
+                                                                                    slot_of, probs, ye, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_combine");
+  }
 
-template <class T>
-void moe_dispatch_grad(queue& q, std::size_t slots, std::size_t D, int E, int K, std::size_t cap,
-                       const std::int32_t* token_of, const T* probs, const T* dy, T* dye) {
-  static_assert(detail::is_elem_v<T>);
-  if (slots * D == 0) return;
-  detail::k_moe_dispatch_grad<T><<<detail::moe_blocks(slots * D), 256, 0, q.stream()>>>(slots, D, E, K, cap, token_of,
-                                                                                         probs, dy, dye);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_dispatch_grad");
-}
+  template <class T>
+  static void moe_dispatch_grad(queue& q, std::size_t slots, std::size_t D, int E, int K, std::size_t cap,
+                                const std::int32_t* token_of, const T* probs, const T* dy, T* dye) {
+    detail::k_moe_dispatch_grad<T><<<detail::moe_blocks(slots * D), 256, 0, q.stream()>>>(slots, D, E, K, cap,
+                                                                                           token_of, probs, dy, dye);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_dispatch_grad");
+  }
 
-template <class T, class S>
-void moe_router_backward(queue& q, std::size_t rows, std::size_t D, int E, int K, std::size_t cap, const T* probs,
-                         const std::int32_t* choice, const std::int32_t* slot_of, const T* dy, const T* ye,
-                         const S* picked, double aux_coef, T* dlogits) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  detail::need(E <= detail::moe_max_experts, "moe_router_backward", "more than 256 experts");
-  if (rows == 0) return;
-  detail::k_moe_router_backward<T, S><<<detail::moe_blocks(rows), 256, 0, q.stream()>>>(
-      rows, D, E, K, cap, probs, choice, slot_of, dy, ye, picked, aux_coef, dlogits);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_router_backward");
-}
+  // One thread per token, its gradient row in registers: at most moe_max_experts experts.
+  template <class T, class S>
+  static void moe_router_backward(queue& q, std::size_t rows, std::size_t D, int E, int K, std::size_t cap,
+                                  const T* probs, const std::int32_t* choice, const std::int32_t* slot_of, const T* dy,
+                                  const T* ye, const S* picked, double aux_coef, T* dlogits) {
+    detail::need(E <= detail::moe_max_experts, "moe_router_backward", "more than 256 experts");
+    detail::k_moe_router_backward<T, S><<<detail::moe_blocks(rows), 256, 0, q.stream()>>>(
+        rows, D, E, K, cap, probs, choice, slot_of, dy, ye, picked, aux_coef, dlogits);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_router_backward");
+  }
 
-template <class T>
-void moe_scatter(queue& q, std::size_t rows, std::size_t D, int K, std::size_t cap, const std::int32_t* choice,
-                 const std::int32_t* slot_of, const T* dxe, T* dx) {
-  static_assert(detail::is_elem_v<T>);
-  if (rows * D == 0) return;
-  detail::k_moe_scatter<T><<<detail::moe_blocks(rows * D), 256, 0, q.stream()>>>(rows, D, K, cap, choice, slot_of, dxe,
-                                                                                  dx);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_scatter");
-}
+  template <class T>
+  static void moe_scatter(queue& q, std::size_t rows, std::size_t D, int K, std::size_t cap,
+                          const std::int32_t* choice, const std::int32_t* slot_of, const T* dxe, T* dx) {
+    detail::k_moe_scatter<T><<<detail::moe_blocks(rows * D), 256, 0, q.stream()>>>(rows, D, K, cap, choice, slot_of,
+                                                                                    dxe, dx);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_scatter");
+  }
 
-template <class S>
-void moe_aux_accumulate(queue& q, int E, const S* stats, double value_coef, double weight, double* acc) {
-  static_assert(detail::is_real_v<S>);
-  detail::k_moe_aux_accumulate<S><<<1, 32, 0, q.stream()>>>(E, stats, value_coef, weight, acc);
-  STRATA_CUDA_CHECK_LAUNCH("k_moe_aux_accumulate");
-}
+  template <class S>
+  static void moe_aux_accumulate(queue& q, int E, const S* stats, double value_coef, double weight, double* acc) {
+    detail::k_moe_aux_accumulate<S><<<1, 32, 0, q.stream()>>>(E, stats, value_coef, weight, acc);
+    STRATA_CUDA_CHECK_LAUNCH("k_moe_aux_accumulate");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct moe_kernels<cuda::queue> : cuda::moe_kernels {};
+}  // namespace strata::backend::impl

@@ -1,6 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, row normalization (as host/normalization.hpp): LayerNorm.
+// strata CUDA backend, row normalization: the CUDA implementation of
+// backend/normalization.hpp (LayerNorm: one thread group per row, shapes from
+// launch.cuh; dgamma/dbeta from per-chunk partials combined in order).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <type_traits>
 
 #include "strata/backend/cuda/reduction.cuh"
+#include "strata/backend/normalization.hpp"
 
 namespace strata::backend::cuda {
 
@@ -233,83 +236,6 @@ struct layernorm_param_terms {
 
 }  // namespace detail
 
-// y = (x - mean) * rstd * gamma + beta per row (biased variance, statistics
-// and the normalization in double, two-pass); gamma/beta/mean_out/rstd_out
-// may be null; y may alias x. T: x, gamma, beta, y (float, double, bf16, f16);
-// S: mean_out, rstd_out (float or double; S = T for reals).
-template <class T, class S>
-void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta,
-                       double eps, T* y, S* mean_out, S* rstd_out) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(D > 0, "layernorm_forward", "D must be positive");
-  detail::need(x && y, "layernorm_forward", "null pointer");
-  detail::with_row_config(D, [&](auto th, auto it, auto rpb) {
-    constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
-    detail::k_layernorm_forward<T, S, TH, IT, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
-                                                     q.stream()>>>(rows, D, x, gamma, beta, eps, y, mean_out,
-                                                                   rstd_out);
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward");
-}
-
-// dx (overwritten), dgamma/dbeta (=|+= by accumulate), each may be null;
-// same formulas as the host. dgamma/dbeta are deterministic (per-chunk
-// partials, combined in order). T: x, gamma, dy, dx (float, double, bf16, f16;
-// elementwise terms in compute_t<T>, row and column sums in double); S: mean,
-// rstd; G: dgamma, dbeta (float or double; S = G = T for reals).
-template <class T, class S, class G>
-void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
-                        const S* rstd, const T* dy, T* dx, G* dgamma, G* dbeta, bool accumulate) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S> && detail::is_real_v<G>);
-  if (D == 0) return;
-  detail::need(rows == 0 || (x && mean && rstd && dy), "layernorm_backward", "null pointer");
-  const bool cols = dgamma || dbeta;
-  if (rows == 0) {
-    if (cols && !accumulate) {
-      if (dgamma) STRATA_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(G), q.stream()));
-      if (dbeta) STRATA_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(G), q.stream()));
-    }
-    return;
-  }
-  if (!dx && !cols) return;
-  bool separate_cols = false;
-  detail::with_row_config_backward(D, [&](auto th, auto it, auto rpb) {
-    constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
-    constexpr bool can_fuse = IT == 4;
-    if constexpr (can_fuse) {
-      if (cols) {
-        const detail::chunking ch = detail::column_chunks(rows, D, 2, 4 * RPB, 512);
-        detail::scratch sc;
-        double* partial = nullptr;
-        if (ch.chunks > 1) {
-          sc = detail::get_scratch(q, ch.chunks * 2 * D * sizeof(double));
-          partial = reinterpret_cast<double*>(sc.p);
-        }
-        detail::k_layernorm_backward<T, S, G, TH, IT, RPB, true>
-            <<<static_cast<unsigned>(ch.chunks), TH * RPB, 0, q.stream()>>>(
-                rows, D, ch.rows_per_chunk, x, gamma, mean, rstd, dy, dx, partial, dgamma, dbeta, accumulate);
-        STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
-        if (partial) {
-          detail::k_colsum_final<G, 2><<<detail::flat_grid(q, D), detail::flat_threads, 0, q.stream()>>>(
-              ch.chunks, D, partial, dgamma, dbeta, accumulate);
-          STRATA_CUDA_CHECK_LAUNCH("k_colsum_final");
-        }
-        return;
-      }
-    }
-    separate_cols = cols;
-    if (!dx) return;
-    detail::k_layernorm_backward<T, S, G, TH, IT, RPB, false>
-        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(
-            rows, D, RPB, x, gamma, mean, rstd, dy, dx, static_cast<double*>(nullptr), dgamma, dbeta, accumulate);
-    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
-  });
-  if (separate_cols)
-    detail::column_sums<G, 2>(q, rows, D, detail::layernorm_param_terms<T, S>{x, dy, mean, rstd, D}, dgamma, dbeta,
-                              accumulate);
-}
-
 // ---------------------------------------------------------------------------
 // LayerNorm with each row's features spread over devices (2D/2.5D/3D tensor
 // parallelism; the host's formulas, one thread per row): this device holds D of
@@ -362,43 +288,106 @@ __global__ void k_layernorm_backward_moments(std::size_t rows, std::size_t D, st
 inline unsigned row_blocks(std::size_t rows) { return static_cast<unsigned>((rows + 127) / 128); }
 }  // namespace detail
 
-template <class T, class S>
-void layernorm_partial_moments(queue& q, std::size_t rows, std::size_t D, const T* x, S* sums) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(x && sums, "layernorm_partial_moments", "null pointer");
-  detail::k_layernorm_partial_moments<T, S><<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, sums);
-  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_partial_moments");
-}
-template <class T, class S>
-void layernorm_forward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, double eps, const T* x,
-                               const T* gamma, const T* beta, S* stats, T* y) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(x && y && stats && total > 0, "layernorm_forward_moments", "null pointer or no features");
-  detail::k_layernorm_forward_moments<T, S>
-      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, eps, x, gamma, beta, stats, y);
-  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward_moments");
-}
-template <class T, class S>
-void layernorm_backward_partial(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
-                                const S* rstd, const T* dy, S* sums) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(x && mean && rstd && dy && sums, "layernorm_backward_partial", "null pointer");
-  detail::k_layernorm_backward_partial<T, S>
-      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, gamma, mean, rstd, dy, sums);
-  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_partial");
-}
-template <class T, class S>
-void layernorm_backward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, const T* x,
-                                const T* gamma, const S* mean, const S* rstd, const T* dy, const S* sums, T* dx) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(x && mean && rstd && dy && sums && dx && total > 0, "layernorm_backward_moments", "null pointer");
-  detail::k_layernorm_backward_moments<T, S>
-      <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, x, gamma, mean, rstd, dy, sums, dx);
-  STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_moments");
-}
+// Static members on arguments the front has checked (impl::normalization_kernels<queue>).
+struct normalization_kernels {
+  template <class T, class S>
+  static void layernorm_forward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const T* beta,
+                                double eps, T* y, S* mean_out, S* rstd_out) {
+    detail::with_row_config(D, [&](auto th, auto it, auto rpb) {
+      constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
+      detail::k_layernorm_forward<T, S, TH, IT, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
+                                                       q.stream()>>>(rows, D, x, gamma, beta, eps, y, mean_out,
+                                                                     rstd_out);
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward");
+  }
+
+  // dx and, for rows up to 4096 columns, dgamma/dbeta in one kernel; otherwise column sums apart.
+  template <class T, class S, class G>
+  static void layernorm_backward(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma, const S* mean,
+                                 const S* rstd, const T* dy, T* dx, G* dgamma, G* dbeta, bool accumulate) {
+    const bool cols = dgamma || dbeta;
+    if (rows == 0) {
+      if (cols && !accumulate) {
+        if (dgamma) STRATA_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(G), q.stream()));
+        if (dbeta) STRATA_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(G), q.stream()));
+      }
+      return;
+    }
+    if (!dx && !cols) return;
+    bool separate_cols = false;
+    detail::with_row_config_backward(D, [&](auto th, auto it, auto rpb) {
+      constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
+      constexpr bool can_fuse = IT == 4;
+      if constexpr (can_fuse) {
+        if (cols) {
+          const detail::chunking ch = detail::column_chunks(rows, D, 2, 4 * RPB, 512);
+          detail::scratch sc;
+          double* partial = nullptr;
+          if (ch.chunks > 1) {
+            sc = detail::get_scratch(q, ch.chunks * 2 * D * sizeof(double));
+            partial = reinterpret_cast<double*>(sc.p);
+          }
+          detail::k_layernorm_backward<T, S, G, TH, IT, RPB, true>
+              <<<static_cast<unsigned>(ch.chunks), TH * RPB, 0, q.stream()>>>(
+                  rows, D, ch.rows_per_chunk, x, gamma, mean, rstd, dy, dx, partial, dgamma, dbeta, accumulate);
+          STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
+          if (partial) {
+            detail::k_colsum_final<G, 2><<<detail::flat_grid(q, D), detail::flat_threads, 0, q.stream()>>>(
+                ch.chunks, D, partial, dgamma, dbeta, accumulate);
+            STRATA_CUDA_CHECK_LAUNCH("k_colsum_final");
+          }
+          return;
+        }
+      }
+      separate_cols = cols;
+      if (!dx) return;
+      detail::k_layernorm_backward<T, S, G, TH, IT, RPB, false>
+          <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(
+              rows, D, RPB, x, gamma, mean, rstd, dy, dx, static_cast<double*>(nullptr), dgamma, dbeta, accumulate);
+      STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward");
+    });
+    if (separate_cols)
+      detail::column_sums<G, 2>(q, rows, D, detail::layernorm_param_terms<T, S>{x, dy, mean, rstd, D}, dgamma, dbeta,
+                                accumulate);
+  }
+
+  // The spread-row pieces: one thread per row (the host's formulas).
+  template <class T, class S>
+  static void layernorm_partial_moments(queue& q, std::size_t rows, std::size_t D, const T* x, S* sums) {
+    detail::k_layernorm_partial_moments<T, S><<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, sums);
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_partial_moments");
+  }
+
+  template <class T, class S>
+  static void layernorm_forward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, double eps,
+                                        const T* x, const T* gamma, const T* beta, S* stats, T* y) {
+    detail::k_layernorm_forward_moments<T, S>
+        <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, eps, x, gamma, beta, stats, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_forward_moments");
+  }
+
+  template <class T, class S>
+  static void layernorm_backward_partial(queue& q, std::size_t rows, std::size_t D, const T* x, const T* gamma,
+                                         const S* mean, const S* rstd, const T* dy, S* sums) {
+    detail::k_layernorm_backward_partial<T, S>
+        <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, x, gamma, mean, rstd, dy, sums);
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_partial");
+  }
+
+  template <class T, class S>
+  static void layernorm_backward_moments(queue& q, std::size_t rows, std::size_t D, std::size_t total, const T* x,
+                                         const T* gamma, const S* mean, const S* rstd, const T* dy, const S* sums,
+                                         T* dx) {
+    detail::k_layernorm_backward_moments<T, S>
+        <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, x, gamma, mean, rstd, dy, sums, dx);
+    STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_moments");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct normalization_kernels<cuda::queue> : cuda::normalization_kernels {};
+}  // namespace strata::backend::impl

@@ -1,7 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, optimizers (as host/optimizer.hpp): multi-tensor SGD and
-// Adam/AdamW over strata/core/math.hpp's element updates.
+// strata CUDA backend, optimizers: the CUDA implementation of backend/optimizer.hpp,
+// and the multi-tensor forms it runs on (CUDA only: many tensors per launch), over
+// strata/core/math.hpp's element updates.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/optimizer.hpp"
 
 namespace strata::backend::cuda {
 
@@ -154,8 +156,8 @@ void launch_multi(queue& q, std::span<const Tensor> tensors, Pointers pointers, 
 
 }  // namespace detail
 
-// torch.optim.Adam / AdamW over many tensors in few launches (see the host
-// adam_step for the update). step counts updates from 1.
+// torch.optim.Adam / AdamW over many tensors in few launches (the update of
+// backend/optimizer.hpp's adam_step). step counts updates from 1.
 template <class T>
 void adam_step_multi(queue& q, std::span<const adam_tensor<T>> tensors, double lr, double beta1, double beta2,
                      double eps, double weight_decay, std::int64_t step, bool decoupled) {
@@ -176,15 +178,6 @@ void adam_step_multi(queue& q, std::span<const adam_tensor<T>> tensors, double l
       });
 }
 
-// One tensor: the same kernel with a single entry.
-template <class T>
-void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
-               std::int64_t step, T* param, const T* grad, T* m, T* v, bool decoupled) {
-  const adam_tensor<T> t{param, grad, m, v, n};
-  adam_step_multi<T>(q, std::span<const adam_tensor<T>>(&t, 1), lr, beta1, beta2, eps, weight_decay, step,
-                     decoupled);
-}
-
 // torch.optim.SGD (dampening 0, no Nesterov) over many tensors.
 template <class T>
 void sgd_momentum_step_multi(queue& q, std::span<const sgd_tensor<T>> tensors, double lr, double momentum,
@@ -202,11 +195,28 @@ void sgd_momentum_step_multi(queue& q, std::span<const sgd_tensor<T>> tensors, d
       });
 }
 
-template <class T>
-void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, double weight_decay, T* param,
-                       const T* grad, T* velocity) {
-  const sgd_tensor<T> t{param, grad, velocity, n};
-  sgd_momentum_step_multi<T>(q, std::span<const sgd_tensor<T>>(&t, 1), lr, momentum, weight_decay);
-}
+// Static members on arguments the front has checked (impl::optimizer_kernels<queue>):
+// one tensor is the multi-tensor kernel with a single entry.
+struct optimizer_kernels {
+  template <class T>
+  static void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, double weight_decay, T* param,
+                                const T* grad, T* velocity) {
+    const sgd_tensor<T> t{param, grad, velocity, n};
+    sgd_momentum_step_multi<T>(q, std::span<const sgd_tensor<T>>(&t, 1), lr, momentum, weight_decay);
+  }
+
+  template <class T>
+  static void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, std::int64_t step, T* param, const T* grad, T* m, T* v, bool decoupled) {
+    const adam_tensor<T> t{param, grad, m, v, n};
+    adam_step_multi<T>(q, std::span<const adam_tensor<T>>(&t, 1), lr, beta1, beta2, eps, weight_decay, step,
+                       decoupled);
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct optimizer_kernels<cuda::queue> : cuda::optimizer_kernels {};
+}  // namespace strata::backend::impl

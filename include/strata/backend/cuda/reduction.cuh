@@ -1,7 +1,7 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, reductions (as host/reduction.hpp): deterministic column sums
-// (bias gradients), whole-tensor sums through CUB, the NaN/Inf scan.
+// strata CUDA backend, reductions: the CUDA implementation of backend/reduction.hpp
+// (deterministic column sums, whole-tensor sums through CUB, the NaN/Inf scan).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include <cub/device/device_reduce.cuh>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/reduction.hpp"
 
 namespace strata::backend::cuda {
 
@@ -101,26 +102,6 @@ struct bias_grad_term {
   __device__ void operator()(std::size_t r, std::size_t c, double* acc) const { acc[0] += double(dy[r * cols + c]); }
 };
 
-}  // namespace detail
-
-// dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation, deterministic.
-// T: float, double, bf16 or f16 (the activation gradient); G: float or double (the
-// bias gradient, e.g. bf16 dy into a float master gradient). G = T for reals.
-template <class T, class G>
-void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
-  if (cols == 0) return;
-  detail::need(dbias && (dy || rows == 0), "bias_grad", "null pointer");
-  if (rows == 0) {
-    if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(G), q.stream()));
-    return;
-  }
-  detail::column_sums<G, 1>(q, rows, cols, detail::bias_grad_term<T>{dy, cols}, dbias, static_cast<G*>(nullptr),
-                            accumulate);
-}
-
-namespace detail {
-
 struct sum_op {
   __host__ __device__ double operator()(double a, double b) const { return a + b; }
 };
@@ -138,9 +119,7 @@ struct square_double {
 };
 
 template <class T, class Op>
-double reduce_to_host(queue& q, std::size_t n, const T* x, Op op, const char* name) {
-  if (n == 0) return 0.0;
-  need(x != nullptr, name, "null pointer");
+double reduce_to_host(queue& q, std::size_t n, const T* x, Op op) {
   queue_state& s = q.state();
   double* out = &s.dev_slots->value;
   std::size_t temp = 0;
@@ -165,24 +144,6 @@ __global__ void k_all_finite(std::size_t n, const T* x, unsigned int* flag) {
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1u;
 }
 
-}  // namespace detail
-
-// Sum of x[0..n) in double (T: float, double, bf16, f16). SYNCHRONIZES q
-// (returns a host value).
-template <class T>
-double sum(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  return detail::reduce_to_host(q, n, x, detail::to_double{}, "sum");
-}
-
-// Sum of squares of x[0..n) in double (T: float, double, bf16, f16). SYNCHRONIZES q.
-template <class T>
-double sum_squares(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  return detail::reduce_to_host(q, n, x, detail::square_double{}, "sum_squares");
-}
-
-namespace detail {
 // Exponent bits of T (all set: NaN or +-Inf), as an unsigned of T's size.
 template <class T>
 struct exponent_mask;
@@ -204,33 +165,56 @@ struct exponent_mask<double> {
 };
 }  // namespace detail
 
-// True iff no element is NaN or +-Inf (exponent-bit test; T: float, double,
-// bf16, f16). SYNCHRONIZES q. Ordinary host memory is accepted and checked on the
-// host.
-template <class T>
-bool all_finite(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  using U = typename detail::exponent_mask<T>::type;
-  constexpr U mask = detail::exponent_mask<T>::value;
-  static_assert(sizeof(U) == sizeof(T));
-  if (n == 0) return true;
-  detail::need(x != nullptr, "all_finite", "null pointer");
-  if (detail::host_only_pointer(x)) {
-    for (std::size_t i = 0; i < n; ++i) {
-      U bits;
-      std::memcpy(&bits, x + i, sizeof bits);
-      if ((bits & mask) == mask) return false;
-    }
-    return true;
+// Static members on arguments the front has checked (impl::reduction_kernels<queue>).
+struct reduction_kernels {
+  template <class T>
+  static double sum(queue& q, std::size_t n, const T* x) {
+    return detail::reduce_to_host(q, n, x, detail::to_double{});
   }
-  detail::queue_state& s = q.state();
-  unsigned int* flag = &s.dev_slots->flag;
-  STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, s.stream));
-  detail::k_all_finite<T, U, mask><<<detail::flat_grid(q, n), detail::flat_threads, 0, s.stream>>>(n, x, flag);
-  STRATA_CUDA_CHECK_LAUNCH("k_all_finite");
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
-  q.synchronize();
-  return s.host_slots->flag == 0u;
-}
+
+  template <class T>
+  static double sum_squares(queue& q, std::size_t n, const T* x) {
+    return detail::reduce_to_host(q, n, x, detail::square_double{});
+  }
+
+  // Ordinary host memory is accepted and checked on the host.
+  template <class T>
+  static bool all_finite(queue& q, std::size_t n, const T* x) {
+    using U = typename detail::exponent_mask<T>::type;
+    constexpr U mask = detail::exponent_mask<T>::value;
+    static_assert(sizeof(U) == sizeof(T));
+    if (detail::host_only_pointer(x)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        U bits;
+        std::memcpy(&bits, x + i, sizeof bits);
+        if ((bits & mask) == mask) return false;
+      }
+      return true;
+    }
+    detail::queue_state& s = q.state();
+    unsigned int* flag = &s.dev_slots->flag;
+    STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, s.stream));
+    detail::k_all_finite<T, U, mask><<<detail::flat_grid(q, n), detail::flat_threads, 0, s.stream>>>(n, x, flag);
+    STRATA_CUDA_CHECK_LAUNCH("k_all_finite");
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(&s.host_slots->flag, flag, sizeof *flag, cudaMemcpyDeviceToHost, s.stream));
+    q.synchronize();
+    return s.host_slots->flag == 0u;
+  }
+
+  template <class T, class G>
+  static void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
+    if (rows == 0) {
+      if (!accumulate) STRATA_CUDA_CHECK(cudaMemsetAsync(dbias, 0, cols * sizeof(G), q.stream()));
+      return;
+    }
+    detail::column_sums<G, 1>(q, rows, cols, detail::bias_grad_term<T>{dy, cols}, dbias, static_cast<G*>(nullptr),
+                              accumulate);
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct reduction_kernels<cuda::queue> : cuda::reduction_kernels {};
+}  // namespace strata::backend::impl

@@ -1,7 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, softmax cross-entropy (as host/softmax.hpp): the fused loss,
-// the vocabulary-parallel pieces and the loss books.
+// strata CUDA backend, softmax cross-entropy: the CUDA implementation of
+// backend/softmax.hpp (one thread group per row; labels out of range reported through
+// the queue's error word, see device.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/softmax.hpp"
 
 namespace strata::backend::cuda {
 
@@ -215,113 +217,7 @@ __global__ void k_xent_loss(std::size_t rows, const T* row_max, const T* sum_exp
     loss[r] = T(log(double(sum_exp[r])) - (double(target[r]) - double(row_max[r])));
 }
 
-}  // namespace detail
 
-// loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]]; probs_out (may
-// be null) receives softmax(logits). One thread group per row; exp in
-// compute_t<T> (float for bf16 and f16 logits), sums in double; the loss in S (float
-// or double; S = T for reals), probs in T. A label outside [0, cols) gives a
-// NaN loss for its row and is reported by raise_device_errors (see the file
-// comment).
-template <class T, class S>
-void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols, const T* logits,
-                                   const std::int32_t* labels, S* loss_per_row, T* probs_out) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(cols > 0, "softmax_cross_entropy_forward", "cols must be positive");
-  detail::need(logits && labels && loss_per_row, "softmax_cross_entropy_forward", "null pointer");
-  detail::with_row_config(cols, [&](auto th, auto it, auto rpb) {
-    constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
-    const unsigned blocks = static_cast<unsigned>((rows + RPB - 1) / RPB);
-    detail::k_softmax_xent_forward<T, S, TH, IT, RPB><<<blocks, TH * RPB, 0, q.stream()>>>(
-        rows, cols, logits, labels, loss_per_row, probs_out, detail::status_word(q));
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_softmax_xent_forward");
-}
-
-// dlogits = scale * (probs - onehot(labels)), computed in compute_t<T> with
-// scale rounded to it; dlogits may alias probs. T: float, double, bf16, f16.
-template <class T>
-void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols, const T* probs,
-                                    const std::int32_t* labels, double scale, T* dlogits) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (rows * cols == 0) return;
-  detail::need(probs && labels && dlogits, "softmax_cross_entropy_backward", "null pointer");
-  detail::xent_backward_launch<T, C, false>(q, rows, cols, probs, labels, 0, static_cast<const C*>(nullptr),
-                                            static_cast<const C*>(nullptr), C(scale), dlogits);
-}
-
-// --- Vocabulary-parallel cross-entropy (see host/kernels.hpp for the protocol)
-// Logits T (float, double, bf16, f16; arithmetic in compute_t<T>), row statistics
-// S (float or double; S = T for reals), reductions in double.
-
-// row_max[r] = max_j logits[r, j] (-inf for an empty slice).
-template <class T, class S>
-void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, S* row_max) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(row_max && (logits || cols == 0), "xent_local_max", "null pointer");
-  detail::with_row_threads(cols, [&](auto th, auto rpb) {
-    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_xent_local_max<T, S, TH, RPB>
-        <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, cols, logits, row_max);
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_xent_local_max");
-}
-
-// sum_exp[r] = sum_j exp(logits[r, j] - row_max[r]) with the GLOBAL row max.
-template <class T, class S>
-void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const S* row_max,
-                       S* sum_exp) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(row_max && sum_exp && (logits || cols == 0), "xent_local_sumexp", "null pointer");
-  detail::with_row_threads(cols, [&](auto th, auto rpb) {
-    constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
-    detail::k_xent_local_sumexp<T, S, TH, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
-                                                 q.stream()>>>(rows, cols, logits, row_max, sum_exp);
-  });
-  STRATA_CUDA_CHECK_LAUNCH("k_xent_local_sumexp");
-}
-
-// target[r] = logits[r, labels[r] - col_offset] inside this slice, else 0.
-// A negative label gives NaN and is reported (raise_device_errors).
-template <class T, class S>
-void xent_target_logit(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                       std::size_t col_offset, S* target) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(labels && target && (logits || cols == 0), "xent_target_logit", "null pointer");
-  detail::k_xent_target_logit<T, S><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
-      rows, cols, logits, labels, col_offset, target, detail::status_word(q));
-  STRATA_CUDA_CHECK_LAUNCH("k_xent_target_logit");
-}
-
-// loss[r] = log(sum_exp[r]) + row_max[r] - target[r]. S: float or double.
-template <class S>
-void xent_loss(queue& q, std::size_t rows, const S* row_max, const S* sum_exp, const S* target, S* loss) {
-  static_assert(detail::is_real_v<S>);
-  if (rows == 0) return;
-  detail::need(row_max && sum_exp && target && loss, "xent_loss", "null pointer");
-  detail::k_xent_loss<S>
-      <<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(rows, row_max, sum_exp, target, loss);
-  STRATA_CUDA_CHECK_LAUNCH("k_xent_loss");
-}
-
-// This rank's slice of dlogits = scale * (softmax - onehot), the softmax
-// recomputed in compute_t<T> from the logits and the all-reduced statistics.
-template <class T, class S>
-void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
-                         std::size_t col_offset, const S* row_max, const S* sum_exp, double scale, T* dlogits) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
-  if (rows * cols == 0) return;
-  detail::need(logits && labels && row_max && sum_exp && dlogits, "xent_local_backward", "null pointer");
-  detail::xent_backward_launch<T, S, true>(q, rows, cols, logits, labels, col_offset, row_max, sum_exp,
-                                           detail::compute_t<T>(scale), dlogits);
-}
-
-namespace detail {
 template <class T>
 __global__ void __launch_bounds__(256)
     k_loss_accumulate(std::size_t n, const T* loss, const T* target, const T* row_max, double* acc) {
@@ -341,20 +237,84 @@ __global__ void __launch_bounds__(256)
 }
 }  // namespace detail
 
-// acc[0] += sum of loss[r], acc[1] += #(target[r] >= row_max[r]), acc[2] +=
-// rows counted, over the first min(rows, valid) rows; acc is 3 doubles of
-// device memory, so the loss books stay on the device (no sync). One block,
-// fixed reduction order: deterministic. T: the statistics type (float or
-// double, stat_t of the step's precision).
-template <class T>
-void loss_accumulate(queue& q, std::size_t rows, std::size_t valid, const T* loss, const T* target,
-                     const T* row_max, double* acc) {
-  static_assert(detail::is_real_v<T>);
-  const std::size_t n = rows < valid ? rows : valid;
-  if (n == 0) return;
-  detail::need(loss && target && row_max && acc, "loss_accumulate", "null pointer");
-  detail::k_loss_accumulate<T><<<1, 256, 0, q.stream()>>>(n, loss, target, row_max, acc);
-  STRATA_CUDA_CHECK_LAUNCH("k_loss_accumulate");
-}
+// Static members on arguments the front has checked (impl::softmax_kernels<queue>).
+struct softmax_kernels {
+  template <class T, class S>
+  static void softmax_cross_entropy_forward(queue& q, std::size_t rows, std::size_t cols, const T* logits,
+                                            const std::int32_t* labels, S* loss_per_row, T* probs_out) {
+    detail::with_row_config(cols, [&](auto th, auto it, auto rpb) {
+      constexpr int TH = decltype(th)::value, IT = decltype(it)::value, RPB = decltype(rpb)::value;
+      const unsigned blocks = static_cast<unsigned>((rows + RPB - 1) / RPB);
+      detail::k_softmax_xent_forward<T, S, TH, IT, RPB><<<blocks, TH * RPB, 0, q.stream()>>>(
+          rows, cols, logits, labels, loss_per_row, probs_out, detail::status_word(q));
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_softmax_xent_forward");
+  }
+
+  template <class T>
+  static void softmax_cross_entropy_backward(queue& q, std::size_t rows, std::size_t cols, const T* probs,
+                                             const std::int32_t* labels, double scale, T* dlogits) {
+    using C = detail::compute_t<T>;
+    detail::xent_backward_launch<T, C, false>(q, rows, cols, probs, labels, 0, static_cast<const C*>(nullptr),
+                                              static_cast<const C*>(nullptr), C(scale), dlogits);
+  }
+
+  template <class T, class S>
+  static void xent_local_max(queue& q, std::size_t rows, std::size_t cols, const T* logits, S* row_max) {
+    detail::with_row_threads(cols, [&](auto th, auto rpb) {
+      constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+      detail::k_xent_local_max<T, S, TH, RPB>
+          <<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0, q.stream()>>>(rows, cols, logits, row_max);
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_xent_local_max");
+  }
+
+  template <class T, class S>
+  static void xent_local_sumexp(queue& q, std::size_t rows, std::size_t cols, const T* logits, const S* row_max,
+                                S* sum_exp) {
+    detail::with_row_threads(cols, [&](auto th, auto rpb) {
+      constexpr int TH = decltype(th)::value, RPB = decltype(rpb)::value;
+      detail::k_xent_local_sumexp<T, S, TH, RPB><<<static_cast<unsigned>((rows + RPB - 1) / RPB), TH * RPB, 0,
+                                                   q.stream()>>>(rows, cols, logits, row_max, sum_exp);
+    });
+    STRATA_CUDA_CHECK_LAUNCH("k_xent_local_sumexp");
+  }
+
+  template <class T, class S>
+  static void xent_target_logit(queue& q, std::size_t rows, std::size_t cols, const T* logits,
+                                const std::int32_t* labels, std::size_t col_offset, S* target) {
+    detail::k_xent_target_logit<T, S><<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(
+        rows, cols, logits, labels, col_offset, target, detail::status_word(q));
+    STRATA_CUDA_CHECK_LAUNCH("k_xent_target_logit");
+  }
+
+  template <class S>
+  static void xent_loss(queue& q, std::size_t rows, const S* row_max, const S* sum_exp, const S* target, S* loss) {
+    detail::k_xent_loss<S>
+        <<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(rows, row_max, sum_exp, target, loss);
+    STRATA_CUDA_CHECK_LAUNCH("k_xent_loss");
+  }
+
+  template <class T, class S>
+  static void xent_local_backward(queue& q, std::size_t rows, std::size_t cols, const T* logits,
+                                  const std::int32_t* labels, std::size_t col_offset, const S* row_max,
+                                  const S* sum_exp, double scale, T* dlogits) {
+    detail::xent_backward_launch<T, S, true>(q, rows, cols, logits, labels, col_offset, row_max, sum_exp,
+                                             detail::compute_t<T>(scale), dlogits);
+  }
+
+  // One block, a fixed reduction order: deterministic.
+  template <class S>
+  static void loss_accumulate(queue& q, std::size_t n, const S* loss, const S* target, const S* row_max,
+                              double* acc) {
+    detail::k_loss_accumulate<S><<<1, 256, 0, q.stream()>>>(n, loss, target, row_max, acc);
+    STRATA_CUDA_CHECK_LAUNCH("k_loss_accumulate");
+  }
+};
 
 }  // namespace strata::backend::cuda
+
+namespace strata::backend::impl {
+template <>
+struct softmax_kernels<cuda::queue> : cuda::softmax_kernels {};
+}  // namespace strata::backend::impl

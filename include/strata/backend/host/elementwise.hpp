@@ -1,7 +1,6 @@
 #pragma once
-// strata host backend, elementwise kernels: bias + activation forward, activation
-// backward (the formulas of strata/core/math.hpp), scale/axpy/copy/fill, casts
-// between element types, strided copies and token-id casts.
+// strata host backend, elementwise kernels: the host implementation of
+// backend/elementwise.hpp (the contracts and argument checks are there).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -12,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/backend/elementwise.hpp"
 #include "strata/backend/host/launch.hpp"
 #include "strata/core/math.hpp"
 
@@ -46,171 +46,144 @@ STRATA_HOST_CLONES inline void gelu_backward_f32(std::size_t n, const float* pre
 }
 }  // namespace detail
 
-// y = act(x + bias) over a rows x cols matrix; bias (length cols) may be null.
-// If pre_out is non-null it receives x + bias (needed by the backward pass).
-// pre_out and y may each alias x.
-template <class T>
-void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x, const T* bias,
-                             T* pre_out, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (rows * cols == 0) return;
-  detail::need(x && y, "bias_activation_forward", "x and y must be non-null");
+// Static members on arguments the front has checked (impl::elementwise_kernels<queue>).
+struct elementwise_kernels {
   // The activation, and whether there is a bias and a pre-activation output, are template
   // arguments of the row loop: no branch is left in it, so it vectorises.
-  auto run = [&](auto act_c, auto has_bias, auto has_pre) {
-    detail::for_rows(q, rows, cols, [&](std::size_t r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      T* pr = has_pre ? pre_out + r * cols : nullptr;
-      for (std::size_t j = 0; j < cols; ++j) {
-        C v = C(xr[j]);
-        if constexpr (decltype(has_bias)::value) v += C(bias[j]);
-        // pre_out holds the value the activation saw, rounded like y
-        if constexpr (decltype(has_pre)::value) pr[j] = T(v);
-        yr[j] = T(math::act_forward(decltype(act_c)::value, v));
+  template <class T>
+  static void bias_activation_forward(queue& q, activation act, std::size_t rows, std::size_t cols, const T* x,
+                                      const T* bias, T* pre_out, T* y) {
+    using C = detail::compute_t<T>;
+    auto run = [&](auto act_c, auto has_bias, auto has_pre) {
+      detail::for_rows(q, rows, cols, [&](std::size_t r) {
+        const T* xr = x + r * cols;
+        T* yr = y + r * cols;
+        T* pr = has_pre ? pre_out + r * cols : nullptr;
+        for (std::size_t j = 0; j < cols; ++j) {
+          C v = C(xr[j]);
+          if constexpr (decltype(has_bias)::value) v += C(bias[j]);
+          // pre_out holds the value the activation saw, rounded like y
+          if constexpr (decltype(has_pre)::value) pr[j] = T(v);
+          yr[j] = T(math::act_forward(decltype(act_c)::value, v));
+        }
+      });
+    };
+    auto with_act = [&](auto act_c) {
+      using yes = std::true_type;
+      using no = std::false_type;
+      if (bias && pre_out) run(act_c, yes{}, yes{});
+      else if (bias) run(act_c, yes{}, no{});
+      else if (pre_out) run(act_c, no{}, yes{});
+      else run(act_c, no{}, no{});
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (act == activation::gelu) {
+        detail::for_rows(q, rows, cols, [&](std::size_t r) {
+          detail::bias_gelu_row_f32(cols, x + r * cols, bias, pre_out ? pre_out + r * cols : nullptr, y + r * cols);
+        });
+        return;
+      }
+    }
+    switch (act) {
+      case activation::relu:
+        return with_act(std::integral_constant<activation, activation::relu>{});
+      case activation::gelu:
+        return with_act(std::integral_constant<activation, activation::gelu>{});
+      default:
+        return with_act(std::integral_constant<activation, activation::none>{});
+    }
+  }
+
+  template <class T>
+  static void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
+    using C = detail::compute_t<T>;
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+      if (act == activation::none) {
+        for (std::size_t i = b; i < e; ++i) dx[i] = dy[i];
+      } else if (act == activation::relu) {
+        for (std::size_t i = b; i < e; ++i) dx[i] = C(pre[i]) > C(0) ? dy[i] : T(C(0));
+      } else if constexpr (std::is_same_v<T, float>) {
+        detail::gelu_backward_f32(e - b, pre + b, dy + b, dx + b);
+      } else {
+        for (std::size_t i = b; i < e; ++i) dx[i] = T(C(dy[i]) * math::act_derivative(activation::gelu, C(pre[i])));
       }
     });
-  };
-  auto with_act = [&](auto act_c) {
-    using yes = std::true_type;
-    using no = std::false_type;
-    if (bias && pre_out) run(act_c, yes{}, yes{});
-    else if (bias) run(act_c, yes{}, no{});
-    else if (pre_out) run(act_c, no{}, yes{});
-    else run(act_c, no{}, no{});
-  };
-  if constexpr (std::is_same_v<T, float>) {
-    if (act == activation::gelu) {
-      detail::for_rows(q, rows, cols, [&](std::size_t r) {
-        detail::bias_gelu_row_f32(cols, x + r * cols, bias, pre_out ? pre_out + r * cols : nullptr, y + r * cols);
-      });
-      return;
-    }
   }
-  switch (act) {
-    case activation::relu:
-      return with_act(std::integral_constant<activation, activation::relu>{});
-    case activation::gelu:
-      return with_act(std::integral_constant<activation, activation::gelu>{});
-    default:
-      return with_act(std::integral_constant<activation, activation::none>{});
+
+  template <class T>
+  static void scale(queue& q, std::size_t n, double alpha, T* x) {
+    using C = detail::compute_t<T>;
+    const C a = C(T(alpha));
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) x[i] = T(C(x[i]) * a);
+    });
   }
-}
 
-// dx = dy * act'(pre), n elements. dx may alias dy.
-template <class T>
-void activation_backward(queue& q, activation act, std::size_t n, const T* pre, const T* dy, T* dx) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (n == 0) return;
-  detail::need(dy && dx && (pre || act == activation::none), "activation_backward", "null pointer");
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    if (act == activation::none) {
-      for (std::size_t i = b; i < e; ++i) dx[i] = dy[i];
-    } else if (act == activation::relu) {
-      for (std::size_t i = b; i < e; ++i) dx[i] = C(pre[i]) > C(0) ? dy[i] : T(C(0));
-    } else if constexpr (std::is_same_v<T, float>) {
-      detail::gelu_backward_f32(e - b, pre + b, dy + b, dx + b);
-    } else {
-      for (std::size_t i = b; i < e; ++i) dx[i] = T(C(dy[i]) * math::act_derivative(activation::gelu, C(pre[i])));
-    }
-  });
-}
+  template <class T>
+  static void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
+    using C = detail::compute_t<T>;
+    const C a = C(T(alpha));
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) y[i] = T(C(y[i]) + a * C(x[i]));
+    });
+  }
 
-// x *= alpha (bf16, f16: in float, alpha rounded to T first, as the CUDA backend does)
-template <class T>
-void scale(queue& q, std::size_t n, double alpha, T* x) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  const C a = C(T(alpha));
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) x[i] = T(C(x[i]) * a);
-  });
-}
+  template <class T>
+  static void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
+    using C = detail::compute_t<T>;
+    detail::for_range(q, n, detail::grain, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) y[i] = T(C(a[i]) + C(b[i]));
+    });
+  }
 
-// y += alpha * x (bf16, f16: in float, alpha rounded to T first)
-template <class T>
-void axpy(queue& q, std::size_t n, double alpha, const T* x, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  const C a = C(T(alpha));
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) y[i] = T(C(y[i]) + a * C(x[i]));
-  });
-}
+  template <class T>
+  static void copy(queue& q, std::size_t n, const T* x, T* y) {
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::copy(x + b, x + e, y + b); });
+  }
 
-// y = a + b, n elements, in compute_t<T> (one rounding for bf16, f16); y may alias a or b.
-template <class T>
-void add(queue& q, std::size_t n, const T* a, const T* b, T* y) {
-  static_assert(detail::is_elem_v<T>);
-  using C = detail::compute_t<T>;
-  if (n == 0) return;
-  detail::need(a && b && y, "add", "null pointer");
-  detail::for_range(q, n, detail::grain, [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) y[i] = T(C(a[i]) + C(b[i]));
-  });
-}
+  template <class T>
+  static void fill(queue& q, std::size_t n, T value, T* x) {
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::fill(x + b, x + e, value); });
+  }
 
-// y = x (non-overlapping)
-template <class T>
-void copy(queue& q, std::size_t n, const T* x, T* y) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::copy(x + b, x + e, y + b); });
-}
+  template <class From, class To>
+  static void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
+    using C = std::conditional_t<std::is_same_v<From, double> || std::is_same_v<To, double>, double, float>;
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        if constexpr (is_half16_v<To>)
+          y[i] = To(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
+        else
+          y[i] = static_cast<To>(static_cast<C>(x[i]));
+      }
+    });
+  }
 
-// x = value
-template <class T>
-void fill(queue& q, std::size_t n, T value, T* x) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::fill(x + b, x + e, value); });
-}
+  template <class T>
+  static void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
+                      std::size_t ld_dst) {
+    detail::for_range(q, rows, std::max<std::size_t>(1, detail::grain / std::max<std::size_t>(cols, 1)),
+                      [&](std::size_t b, std::size_t e) {
+                        for (std::size_t r = b; r < e; ++r)
+                          std::copy(src + r * ld_src, src + r * ld_src + cols, dst + r * ld_dst);
+                      });
+  }
 
-// y[i] = To(x[i]): float/double -> bf16 or f16 rounds to nearest even, bf16/f16 ->
-// float is exact. Mixed precision uses it for the 16-bit copies of the master
-// parameters and to bring the batch into the compute type. y must not overlap x.
-template <class From, class To>
-void cast_elements(queue& q, std::size_t n, const From* x, To* y) {
-  static_assert(detail::is_elem_v<From> && detail::is_elem_v<To>);
-  if (n == 0) return;
-  detail::need(x && y, "cast_elements", "null pointer");
-  using C = std::conditional_t<std::is_same_v<From, double> || std::is_same_v<To, double>, double, float>;
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      if constexpr (is_half16_v<To>)
-        y[i] = To(static_cast<float>(x[i]));  // a double rounds twice (via float); training casts float
-      else
-        y[i] = static_cast<To>(static_cast<C>(x[i]));
-    }
-  });
-}
-
-// dst[r·ld_dst + c] = src[r·ld_src + c] for r < rows, c < cols; ld_src, ld_dst >= cols.
-template <class T>
-void copy_2d(queue& q, std::size_t rows, std::size_t cols, const T* src, std::size_t ld_src, T* dst,
-             std::size_t ld_dst) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (rows * cols == 0) return;
-  detail::need(src && dst, "copy_2d", "null pointer");
-  detail::need(ld_src >= cols && ld_dst >= cols, "copy_2d", "leading dimension smaller than cols");
-  detail::for_range(q, rows, std::max<std::size_t>(1, detail::grain / std::max<std::size_t>(cols, 1)),
-                    [&](std::size_t b, std::size_t e) {
-                      for (std::size_t r = b; r < e; ++r) std::copy(src + r * ld_src, src + r * ld_src + cols, dst + r * ld_dst);
-                    });
-}
-
-// Token ids travel through the model's input as values of T: ids[i] = (int32) values[i].
-template <class T>
-void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
-  static_assert(detail::is_real_v<T>);
-  detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const T v = values[i];
-      // NaN and values outside int32 become INT32_MIN (as on the device): never UB
-      const bool fits = v > T(-2147483649.0) && v < T(2147483648.0);
-      ids[i] = fits ? static_cast<std::int32_t>(v) : std::numeric_limits<std::int32_t>::min();
-    }
-  });
-}
+  template <class T>
+  static void cast_ids(queue& q, std::size_t n, const T* values, std::int32_t* ids) {
+    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const T v = values[i];
+        const bool fits = v > T(-2147483649.0) && v < T(2147483648.0);
+        ids[i] = fits ? static_cast<std::int32_t>(v) : std::numeric_limits<std::int32_t>::min();
+      }
+    });
+  }
+};
 
 }  // namespace strata::backend::host
+
+namespace strata::backend::impl {
+template <>
+struct elementwise_kernels<host::queue> : host::elementwise_kernels {};
+}  // namespace strata::backend::impl

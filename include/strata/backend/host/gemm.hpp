@@ -1,6 +1,7 @@
-// strata host backend: row-major GEMM, C = alpha * op(A) * op(B) + beta * C,
-// through the system's CBLAS (Debian: OpenBLAS, which picks its kernels for the
-// CPU it runs on: AVX2, AVX-512, ...). strata keeps no GEMM of its own.
+// strata host backend: the host implementation of backend/gemm.hpp (row-major
+// C = alpha * op(A) * op(B) + beta * C; the contract is there), through the system's
+// CBLAS (Debian: OpenBLAS, which picks its kernels for the CPU it runs on: AVX2,
+// AVX-512, ...). strata keeps no GEMM of its own.
 //
 // Threads: a GEMM on a queue uses the queue's threads (the rank's share of the
 // cores, core/threads.hpp): strata's pool splits C into one block per thread
@@ -9,7 +10,7 @@
 //
 // Determinism: the BLAS does not promise that a block of C is computed with the
 // same arithmetic whatever its size and position, so a host GEMM's result may
-// change with the thread count; every other host kernel's does not (kernels.hpp).
+// change with the thread count; every other host kernel's does not (launch.hpp).
 #pragma once
 
 #if !__has_include(<cblas.h>)
@@ -26,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/backend/gemm.hpp"
 #include "strata/backend/host/elementwise.hpp"
 #include "strata/backend/host/host.hpp"
 #include "strata/core/kernel_args.hpp"
@@ -35,14 +37,13 @@ namespace strata::backend::host {
 
 namespace detail {
 
-[[noreturn]] inline void bad_gemm_arg(const char* what) {
-  throw std::invalid_argument(std::string("strata host gemm: ") + what);
-}
-
-// CBLAS takes int: a dimension beyond INT_MAX would wrap silently.
-inline int blas_int(std::size_t v, const char* what) {
-  if (v > static_cast<std::size_t>(INT_MAX)) bad_gemm_arg(what);
-  return static_cast<int>(v);
+// CBLAS takes int: a dimension beyond INT_MAX would wrap silently, so the host refuses it
+// (the front's checks are the rest).
+inline void check_blas_ints(std::size_t M, std::size_t N, std::size_t K, std::size_t lda, std::size_t ldb,
+                            std::size_t ldc) {
+  const auto fits = [](std::size_t v) { return v <= static_cast<std::size_t>(INT_MAX); };
+  need(fits(M) && fits(N) && fits(K), "gemm", "M, N or K exceeds INT_MAX");
+  need(fits(lda) && fits(ldb) && fits(ldc), "gemm", "a leading dimension exceeds INT_MAX");
 }
 
 inline CBLAS_TRANSPOSE blas_trans(trans t) { return t == trans::N ? CblasNoTrans : CblasTrans; }
@@ -81,25 +82,6 @@ inline gemm_split split_for(std::size_t M, std::size_t N, std::size_t K, unsigne
   return s;
 }
 
-// Arguments every form checks before touching C.
-inline void check_gemm(trans ta, trans tb, std::size_t M, std::size_t N, std::size_t K, const void* A,
-                       std::size_t lda, const void* B, std::size_t ldb, const void* C, std::size_t ldc,
-                       bool reads_ab) {
-  if (!C) bad_gemm_arg("C is null");
-  if (ldc < N) bad_gemm_arg("ldc < N");
-  if (reads_ab) {
-    if (!A || !B) bad_gemm_arg("A or B is null");
-    if (lda < (ta == trans::N ? K : M)) bad_gemm_arg("lda too small for op(A)");
-    if (ldb < (tb == trans::N ? N : K)) bad_gemm_arg("ldb too small for op(B)");
-  }
-  blas_int(M, "M exceeds INT_MAX");
-  blas_int(N, "N exceeds INT_MAX");
-  blas_int(K, "K exceeds INT_MAX");
-  blas_int(lda, "lda exceeds INT_MAX");
-  blas_int(ldb, "ldb exceeds INT_MAX");
-  blas_int(ldc, "ldc exceeds INT_MAX");
-}
-
 // C = beta * C without reading A or B; beta == 0 writes exact zeros (no NaN kept).
 template <class T>
 void scale_c(queue& q, std::size_t M, std::size_t N, T beta, T* C, std::size_t ldc) {
@@ -116,74 +98,6 @@ void scale_c(queue& q, std::size_t M, std::size_t N, T beta, T* C, std::size_t l
 }
 
 }  // namespace detail
-
-// C (M x N, leading dimension ldc) = alpha * op(A) * op(B) + beta * C, all
-// row-major. op(A) is M x K: A is M x K (lda >= K) for trans::N, K x M
-// (lda >= M) for trans::T; likewise op(B) is K x N. beta == 0 overwrites C
-// without reading it; alpha == 0 or K == 0 only scales C (A, B unread).
-// Accumulates in T, like cuBLAS without split-K.
-template <class T>
-  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
-          std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  if (M == 0 || N == 0) return;
-  const bool reads_ab = K != 0 && alpha != T(0);
-  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
-  if (!reads_ab) return detail::scale_c(q, M, N, beta, C, ldc);
-  detail::blas_single_threaded();
-  const auto ta = detail::blas_trans(trans_a), tb = detail::blas_trans(trans_b);
-  auto call = [&](std::size_t m, std::size_t n, const T* a, const T* b, T* c) {
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(K), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(K), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-  };
-  const detail::gemm_split s = detail::split_for(M, N, K, q.threads());
-  if (s.parts <= 1) return call(M, N, A, B, C);
-  q.parallel_for(s.parts, [&](std::size_t p) {
-    const std::size_t begin = p * s.step;
-    if (s.rows) {  // rows [begin, end) of C: rows of op(A)
-      const std::size_t m = std::min(M, begin + s.step) - begin;
-      call(m, N, trans_a == trans::N ? A + begin * lda : A + begin, B, C + begin * ldc);
-    } else {  // columns [begin, end) of C: columns of op(B)
-      const std::size_t n = std::min(N, begin + s.step) - begin;
-      call(M, n, A, trans_b == trans::N ? B + begin : B + begin * ldb, C + begin);
-    }
-  });
-}
-
-// `batch` independent GEMMs at fixed element strides (attention heads,
-// micro-batches); the cuBLASLt strided-batch layout. Many small items run one
-// item per pool task (each a single-threaded BLAS call, so the result does not
-// depend on the thread count); a few large ones run one after another, each split
-// over the pool like gemm.
-template <class T>
-  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
-void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
-                          const T* A, std::size_t lda, std::size_t stride_a, const T* B, std::size_t ldb,
-                          std::size_t stride_b, T beta, T* C, std::size_t ldc, std::size_t stride_c,
-                          std::size_t batch) {
-  if (M == 0 || N == 0 || batch == 0) return;
-  const bool reads_ab = K != 0 && alpha != T(0);
-  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
-  if (!reads_ab || batch == 1 || batch < q.threads()) {
-    for (std::size_t b = 0; b < batch; ++b)
-      gemm(q, trans_a, trans_b, M, N, K, alpha, A ? A + b * stride_a : A, lda, B ? B + b * stride_b : B, ldb, beta,
-           C + b * stride_c, ldc);
-    return;
-  }
-  detail::blas_single_threaded();
-  const auto ta = detail::blas_trans(trans_a), tb = detail::blas_trans(trans_b);
-  q.parallel_for(batch, [&](std::size_t b) {
-    const T* a = A + b * stride_a;
-    const T* bb = B + b * stride_b;
-    T* c = C + b * stride_c;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c, int(ldc));
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c, int(ldc));
-  });
-}
 
 // ---- 16-bit operands (bf16, f16) -----------------------------------------------
 // What cuBLASLt computes for CUDA_R_16BF / CUDA_R_16F operands with CUBLAS_COMPUTE_32F:
@@ -213,103 +127,160 @@ void widen(queue& q, const H* X, std::size_t rows, std::size_t cols, std::size_t
 }
 }  // namespace detail
 
-// 16-bit operands, float output: the weight gradient accumulated into FP32 master
-// gradients (beta = 1) without a 16-bit round trip.
-template <class H>
-  requires is_half16_v<H>
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  if (M == 0 || N == 0) return;
-  const bool reads_ab = K != 0 && alpha != 0.0f;
-  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
-  if (!reads_ab) return detail::scale_c(q, M, N, beta, C, ldc);
-#if defined(STRATA_BLAS_SBGEMM)
-  if constexpr (std::is_same_v<H, bf16>) {
+// Static members on arguments the front has checked (impl::gemm_kernels<queue>).
+struct gemm_kernels {
+  template <class T>
+    requires detail::is_real_v<T>
+  static void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                   const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+    detail::check_blas_ints(M, N, K, lda, ldb, ldc);
+    if (K == 0 || alpha == T(0)) return detail::scale_c(q, M, N, beta, C, ldc);
     detail::blas_single_threaded();
-    static_assert(sizeof(bfloat16) == sizeof(bf16));
-    cblas_sbgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
-                 alpha, reinterpret_cast<const bfloat16*>(A), int(lda), reinterpret_cast<const bfloat16*>(B),
-                 int(ldb), beta, C, int(ldc));
-    return;
+    const auto ta = detail::blas_trans(trans_a), tb = detail::blas_trans(trans_b);
+    auto call = [&](std::size_t m, std::size_t n, const T* a, const T* b, T* c) {
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(K), alpha, a, int(lda), b, int(ldb), beta, c,
+                    int(ldc));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(K), alpha, a, int(lda), b, int(ldb), beta, c,
+                    int(ldc));
+    };
+    const detail::gemm_split s = detail::split_for(M, N, K, q.threads());
+    if (s.parts <= 1) return call(M, N, A, B, C);
+    q.parallel_for(s.parts, [&](std::size_t p) {
+      const std::size_t begin = p * s.step;
+      if (s.rows) {  // rows [begin, end) of C: rows of op(A)
+        const std::size_t m = std::min(M, begin + s.step) - begin;
+        call(m, N, trans_a == trans::N ? A + begin * lda : A + begin, B, C + begin * ldc);
+      } else {  // columns [begin, end) of C: columns of op(B)
+        const std::size_t n = std::min(N, begin + s.step) - begin;
+        call(M, n, A, trans_b == trans::N ? B + begin : B + begin * ldb, C + begin);
+      }
+    });
   }
-#endif
-  const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
-  const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
-  float* a = detail::widen_scratch<0>(ar * ac);
-  float* b = detail::widen_scratch<1>(br * bc);
-  detail::widen(q, A, ar, ac, lda, a);
-  detail::widen(q, B, br, bc, ldb, b);
-  gemm<float>(q, trans_a, trans_b, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
-}
 
-// 16-bit operands and output: the float result (beta * C read widened) rounded once.
-template <class H>
-  requires is_half16_v<H>
-void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
-          const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, H* C, std::size_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (!C) detail::bad_gemm_arg("C is null");
-  if (ldc < N) detail::bad_gemm_arg("ldc < N");
-  float* c = detail::widen_scratch<2>(M * N);
-  if (beta != 0.0f) detail::widen(q, static_cast<const H*>(C), M, N, ldc, c);
-  gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, c, N);
-  q.parallel_for(M, [&](std::size_t r) {
-    for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = H(c[r * N + j]);
-  });
-}
-
-// 16-bit operands and output, `batch` items at fixed strides: each item's operands
-// widened to float, multiplied in float, rounded once (one item per pool task).
-template <class H>
-  requires is_half16_v<H>
-void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                          float alpha, const H* A, std::size_t lda, std::size_t stride_a, const H* B, std::size_t ldb,
-                          std::size_t stride_b, float beta, H* C, std::size_t ldc, std::size_t stride_c,
-                          std::size_t batch) {
-  if (M == 0 || N == 0 || batch == 0) return;
-  const bool reads_ab = K != 0 && alpha != 0.0f;
-  detail::check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, reads_ab);
-  detail::blas_single_threaded();
-  const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
-  const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
-  q.parallel_for(batch, [&](std::size_t b) {
-    float* a = detail::widen_scratch<0>(ar * ac);
-    float* bb = detail::widen_scratch<1>(br * bc);
-    float* c = detail::widen_scratch<2>(M * N);
-    H* cb = C + b * stride_c;
-    if (beta != 0.0f) detail::widen_rows(static_cast<const H*>(cb), M, N, ldc, c);
-    if (reads_ab) {
-      detail::widen_rows(A + b * stride_a, ar, ac, lda, a);
-      detail::widen_rows(B + b * stride_b, br, bc, ldb, bb);
-      cblas_sgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
-                  alpha, a, int(ac), bb, int(bc), beta, c, int(N));
-    } else {
-      for (std::size_t i = 0; i < M * N; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+  // Many small items run one item per pool task (each a single-threaded BLAS call, so
+  // the result does not depend on the thread count); a few large ones run one after
+  // another, each split over the pool like gemm.
+  template <class T>
+    requires detail::is_real_v<T>
+  static void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N,
+                                   std::size_t K, T alpha, const T* A, std::size_t lda, std::size_t stride_a,
+                                   const T* B, std::size_t ldb, std::size_t stride_b, T beta, T* C, std::size_t ldc,
+                                   std::size_t stride_c, std::size_t batch) {
+    detail::check_blas_ints(M, N, K, lda, ldb, ldc);
+    const bool reads_ab = K != 0 && alpha != T(0);
+    if (!reads_ab || batch == 1 || batch < q.threads()) {
+      for (std::size_t b = 0; b < batch; ++b)
+        gemm(q, trans_a, trans_b, M, N, K, alpha, A ? A + b * stride_a : A, lda, B ? B + b * stride_b : B, ldb, beta,
+             C + b * stride_c, ldc);
+      return;
     }
-    for (std::size_t r = 0; r < M; ++r)
-      for (std::size_t j = 0; j < N; ++j) cb[r * ldc + j] = H(c[r * N + j]);
-  });
-}
+    detail::blas_single_threaded();
+    const auto ta = detail::blas_trans(trans_a), tb = detail::blas_trans(trans_b);
+    q.parallel_for(batch, [&](std::size_t b) {
+      const T* a = A + b * stride_a;
+      const T* bb = B + b * stride_b;
+      T* c = C + b * stride_c;
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c,
+                    int(ldc));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, a, int(lda), bb, int(ldb), beta, c,
+                    int(ldc));
+    });
+  }
 
-// ---- GEMM with a fused bias and activation -----------------------------------
-// C = act(alpha * op(A) op(B) + beta * C + bias) with pre_out (may be null)
-// receiving the pre-activation: the host form of the CUDA backend's fused
-// cuBLASLt epilogue (bias length N may be null). T: float, double, bf16, f16 (alpha
-// and beta in float for the 16-bit types, whose product is rounded to T before the
-// bias, as the unfused CUDA path does).
-template <class T>
-  requires detail::is_elem_v<T>
-void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
-                   gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
-                   gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
-  if (M == 0 || N == 0) return;
-  if (pre_out == C && act != activation::none) detail::fail("gemm", "pre_out must not alias C when act != none");
-  gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (!bias && act == activation::none && !pre_out) return;
-  detail::for_rows(q, M, N, [&](std::size_t r) {
-    bias_activation_forward(q, act, 1, N, C + r * ldc, bias, pre_out ? pre_out + r * ldc : nullptr, C + r * ldc);
-  });
-}
+  // 16-bit operands, float output.
+  template <class H>
+    requires is_half16_v<H>
+  static void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                   const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+    detail::check_blas_ints(M, N, K, lda, ldb, ldc);
+    if (K == 0 || alpha == 0.0f) return detail::scale_c(q, M, N, beta, C, ldc);
+#if defined(STRATA_BLAS_SBGEMM)
+    if constexpr (std::is_same_v<H, bf16>) {
+      detail::blas_single_threaded();
+      static_assert(sizeof(bfloat16) == sizeof(bf16));
+      cblas_sbgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
+                   alpha, reinterpret_cast<const bfloat16*>(A), int(lda), reinterpret_cast<const bfloat16*>(B),
+                   int(ldb), beta, C, int(ldc));
+      return;
+    }
+#endif
+    const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
+    const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
+    float* a = detail::widen_scratch<0>(ar * ac);
+    float* b = detail::widen_scratch<1>(br * bc);
+    detail::widen(q, A, ar, ac, lda, a);
+    detail::widen(q, B, br, bc, ldb, b);
+    gemm<float>(q, trans_a, trans_b, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+  }
 
+  // 16-bit operands and output: the float product, rounded once.
+  template <class H>
+    requires is_half16_v<H>
+  static void gemm(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                   const H* A, std::size_t lda, const H* B, std::size_t ldb, float beta, H* C, std::size_t ldc) {
+    float* c = detail::widen_scratch<2>(M * N);
+    if (beta != 0.0f) detail::widen(q, static_cast<const H*>(C), M, N, ldc, c);
+    gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, c, N);
+    q.parallel_for(M, [&](std::size_t r) {
+      for (std::size_t j = 0; j < N; ++j) C[r * ldc + j] = H(c[r * N + j]);
+    });
+  }
+
+  // 16-bit operands and output, one item per pool task: its operands widened to float,
+  // multiplied in float, rounded once.
+  template <class H>
+    requires is_half16_v<H>
+  static void gemm_strided_batched(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N,
+                                   std::size_t K, float alpha, const H* A, std::size_t lda, std::size_t stride_a,
+                                   const H* B, std::size_t ldb, std::size_t stride_b, float beta, H* C,
+                                   std::size_t ldc, std::size_t stride_c, std::size_t batch) {
+    detail::check_blas_ints(M, N, K, lda, ldb, ldc);
+    const bool reads_ab = K != 0 && alpha != 0.0f;
+    detail::blas_single_threaded();
+    const std::size_t ar = trans_a == trans::N ? M : K, ac = trans_a == trans::N ? K : M;
+    const std::size_t br = trans_b == trans::N ? K : N, bc = trans_b == trans::N ? N : K;
+    q.parallel_for(batch, [&](std::size_t b) {
+      float* a = detail::widen_scratch<0>(ar * ac);
+      float* bb = detail::widen_scratch<1>(br * bc);
+      float* c = detail::widen_scratch<2>(M * N);
+      H* cb = C + b * stride_c;
+      if (beta != 0.0f) detail::widen_rows(static_cast<const H*>(cb), M, N, ldc, c);
+      if (reads_ab) {
+        detail::widen_rows(A + b * stride_a, ar, ac, lda, a);
+        detail::widen_rows(B + b * stride_b, br, bc, ldb, bb);
+        cblas_sgemm(CblasRowMajor, detail::blas_trans(trans_a), detail::blas_trans(trans_b), int(M), int(N), int(K),
+                    alpha, a, int(ac), bb, int(bc), beta, c, int(N));
+      } else {
+        for (std::size_t i = 0; i < M * N; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+      }
+      for (std::size_t r = 0; r < M; ++r)
+        for (std::size_t j = 0; j < N; ++j) cb[r * ldc + j] = H(c[r * N + j]);
+    });
+  }
+
+  // The product, then bias and activation row by row (the host form of the CUDA backend's
+  // fused cuBLASLt epilogue; the 16-bit product is rounded to T before the bias, as the
+  // unfused CUDA path does).
+  template <class T>
+  static void gemm_bias_act(queue& q, trans trans_a, trans trans_b, std::size_t M, std::size_t N, std::size_t K,
+                            gemm_scalar_t<T> alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb,
+                            gemm_scalar_t<T> beta, T* C, std::size_t ldc, const T* bias, activation act, T* pre_out) {
+    gemm(q, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (!bias && act == activation::none && !pre_out) return;
+    detail::for_rows(q, M, N, [&](std::size_t r) {
+      elementwise_kernels::bias_activation_forward(q, act, 1, N, C + r * ldc, bias,
+                                                   pre_out ? pre_out + r * ldc : nullptr, C + r * ldc);
+    });
+  }
+};
 
 }  // namespace strata::backend::host
+
+namespace strata::backend::impl {
+template <>
+struct gemm_kernels<host::queue> : host::gemm_kernels {};
+}  // namespace strata::backend::impl

@@ -23,10 +23,14 @@
 #include <utility>
 #include <vector>
 
+#include "strata/backend/buffer.hpp"
+#include "strata/backend/dispatch.hpp"
 #include "strata/core/threads.hpp"
 
-
 namespace strata::backend::host {
+
+// The kernel fronts (backend/<family>.hpp) under this namespace's name too: host::gemm(q, ...).
+using namespace kernels;
 
 // ---------------------------------------------------------------------------
 // Memory
@@ -35,95 +39,28 @@ namespace strata::backend::host {
 // 64 bytes: a cache line, and the widest SIMD register (AVX-512).
 inline constexpr std::size_t alignment = 64;
 
-namespace detail {
-inline std::atomic<long long> allocations{0};
-}  // namespace detail
+// Host memory: 64-byte aligned operator new, counted.
+struct host_space {
+  static constexpr bool host_accessible = true;
+  static void* allocate(std::size_t bytes) {
+    void* p = ::operator new (bytes, std::align_val_t{alignment});
+    allocation_count().fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  static void deallocate(void* p) noexcept { ::operator delete (p, std::align_val_t{alignment}); }
+  static std::atomic<long long>& allocation_count() noexcept {
+    static std::atomic<long long> count{0};
+    return count;
+  }
+};
 
 // Non-owning window onto host memory. A device backend has its own view type,
 // so a device pointer can never be handed to a host kernel by accident.
 template <class T>
-struct view {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-
-  constexpr T* data() const noexcept { return ptr; }
-  constexpr std::size_t size() const noexcept { return n; }
-  constexpr bool empty() const noexcept { return n == 0; }
-  constexpr T& operator[](std::size_t i) const noexcept { return ptr[i]; }
-  constexpr T* begin() const noexcept { return ptr; }
-  constexpr T* end() const noexcept { return ptr + n; }
-
-  // Elements [offset, offset + count); throws rather than silently overrunning.
-  constexpr view subview(std::size_t offset, std::size_t count) const {
-    if (offset > n || count > n - offset) throw std::out_of_range("strata: view::subview out of range");
-    return view{ptr + offset, count};
-  }
-  // view<T> -> view<const T>, never the reverse.
-  template <class U = T, class = std::enable_if_t<!std::is_const_v<U>>>
-  constexpr operator view<const U>() const noexcept {
-    return view<const U>{ptr, n};
-  }
-};
-
-// Owning, 64-byte aligned, uninitialised (like cudaMalloc) array of a
-// trivially copyable T. Move-only: copies of tensors must be explicit kernels.
+using view = backend::view<T, host_space>;
+// Owning, 64-byte aligned, uninitialised (like cudaMalloc), move-only.
 template <class T>
-class buffer {
-  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
-                "backend buffers hold plain data only (they map onto device memory)");
-
- public:
-  buffer() noexcept = default;
-  explicit buffer(std::size_t n) : n_(n) {
-    if (n == 0) return;
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    ptr_ = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{alignment}));
-    allocation_count().fetch_add(1, std::memory_order_relaxed);
-  }
-  // Buffers this process has allocated (tests check that a step allocates none).
-  static std::atomic<long long>& allocation_count() noexcept { return detail::allocations; }
-  ~buffer() { release(); }
-
-  buffer(const buffer&) = delete;
-  buffer& operator=(const buffer&) = delete;
-  buffer(buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  buffer& operator=(buffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      n_ = std::exchange(o.n_, 0);
-    }
-    return *this;
-  }
-
-  T* data() noexcept { return ptr_; }
-  const T* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return n_; }
-  bool empty() const noexcept { return n_ == 0; }
-  std::size_t bytes() const noexcept { return n_ * sizeof(T); }
-
-  // Host memory is directly addressable; device buffers will not offer these.
-  T& operator[](std::size_t i) noexcept { return ptr_[i]; }
-  const T& operator[](std::size_t i) const noexcept { return ptr_[i]; }
-  T* begin() noexcept { return ptr_; }
-  T* end() noexcept { return ptr_ + n_; }
-  const T* begin() const noexcept { return ptr_; }
-  const T* end() const noexcept { return ptr_ + n_; }
-
-  host::view<T> view() noexcept { return {ptr_, n_}; }
-  host::view<const T> view() const noexcept { return {ptr_, n_}; }
-  operator host::view<T>() noexcept { return view(); }
-  operator host::view<const T>() const noexcept { return view(); }
-
- private:
-  void release() noexcept {
-    if (ptr_) ::operator delete (ptr_, std::align_val_t{alignment});
-    ptr_ = nullptr;
-    n_ = 0;
-  }
-  T* ptr_ = nullptr;
-  std::size_t n_ = 0;
-};
+using buffer = backend::buffer<T, host_space>;
 
 // ---------------------------------------------------------------------------
 // Threads
@@ -147,7 +84,7 @@ using strata::detail::in_pool_task;
 // submitting call, which trivially satisfies in-order semantics; the queue
 // carries the execution resources (its thread count) instead.
 // Not thread-safe: like a CUDA stream handle, give each host thread its own.
-class queue {
+class queue : public queue_base {
  public:
   explicit queue(unsigned threads = default_threads()) : threads_(threads ? threads : 1u) {}
   queue(queue&&) noexcept = default;

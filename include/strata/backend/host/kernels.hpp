@@ -1,5 +1,6 @@
 #pragma once
-// strata host backend: every kernel family (the same names as backend/cuda/kernels.cuh).
+// strata host backend: every kernel family's host implementation, with its front
+// (backend/<family>.hpp: the entry points, the same on every backend; see dispatch.hpp).
 #include "strata/backend/host/attention.hpp"
 #include "strata/backend/host/elementwise.hpp"
 #include "strata/backend/host/embedding.hpp"

@@ -1,21 +1,7 @@
 #pragma once
 // strata host backend: how kernels split work over the queue's threads (grain sizes,
-// row and column blocking), and the conventions every host kernel family follows:
-//
-// Conventions (shared with device backends, which implement the same
-// signatures with their own queue type):
-//  * first argument is the queue; work is ordered on it (here: done on return);
-//  * raw pointers + element counts, row-major, contiguous rows unless an ld is
-//    given; "rows x cols" means element (r, c) lives at p[r * cols + c];
-//  * T is float or double, and for the kernels mixed-precision training uses,
-//    also bf16 or f16 (storage types, is_half16_v: such a kernel loads them,
-//    computes in float and rounds its 16-bit outputs to nearest even). Statistics
-//    (S) and gradients (G) may have their own real type, so a bf16 or f16 step
-//    writes float row statistics and float master gradients;
-//  * hyper-parameters are passed as double and rounded to T where they meet
-//    tensor data (what PyTorch does with Python floats);
-//  * an output may alias an input only where a kernel says so;
-//  * invalid arguments throw before any output is written.
+// row and column blocking), and what every host kernel family guarantees beyond the
+// fronts' conventions (backend/dispatch.hpp):
 //
 // Numerics: elementwise work runs in T. Long reductions (sums over rows or a
 // whole tensor, layernorm statistics, softmax denominators) accumulate in
@@ -35,6 +21,7 @@
 #include <string>
 #include <type_traits>
 
+#include "strata/backend/dispatch.hpp"
 #include "strata/backend/host/host.hpp"
 #include "strata/core/kernel_args.hpp"
 #include "strata/core/precision.hpp"
@@ -56,14 +43,12 @@ namespace strata::backend::host {
 
 namespace detail {
 
-template <class T>
-inline constexpr bool is_real_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
-// Element types of activations: the reals and the 16-bit storage types.
-template <class T>
-inline constexpr bool is_elem_v = is_real_v<T> || is_half16_v<T>;
-// Arithmetic type for elementwise work on T (bf16 and f16 compute in float).
-template <class T>
-using compute_t = std::conditional_t<is_half16_v<T>, float, T>;
+using backend::detail::bad_label;
+using backend::detail::compute_t;
+using backend::detail::fail;
+using backend::detail::is_elem_v;
+using backend::detail::is_real_v;
+using backend::detail::need;
 
 // Elements per task for streaming kernels: large enough that scheduling
 // (~microseconds) is noise, small enough to split mid-sized tensors.
@@ -95,22 +80,13 @@ void for_rows(queue& q, std::size_t rows, std::size_t cols, F&& f) {
 // a block of columns and walks all rows in order -> deterministic sums.
 inline constexpr std::size_t col_block = 256;
 
-[[noreturn]] inline void fail(const char* kernel, const std::string& what) {
-  throw std::invalid_argument(std::string("strata: ") + kernel + ": " + what);
-}
-inline void need(bool ok, const char* kernel, const char* what) {
-  if (!ok) fail(kernel, what);
-}
-
-// Throws std::out_of_range naming the first label outside [lo, hi).
+// Throws std::out_of_range naming the first label outside [lo, hi) (before any output is
+// written: the host reports labels at once, see backend/softmax.hpp).
 inline void check_labels(const char* kernel, const std::int32_t* labels, std::size_t rows, std::int64_t lo,
                          std::int64_t hi) {
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int64_t l = labels[r];
-    if (l < lo || l >= hi)
-      throw std::out_of_range(std::string("strata: ") + kernel + ": label " + std::to_string(l) + " at row " +
-                              std::to_string(r) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                              ")");
+    if (l < lo || l >= hi) throw bad_label(kernel, l, r, lo, hi);
   }
 }
 

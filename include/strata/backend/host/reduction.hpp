@@ -1,6 +1,6 @@
 #pragma once
-// strata host backend, reductions: whole-tensor sums and sums of squares (fixed
-// chunks combined in order), the NaN/Inf scan, and column sums (bias gradients).
+// strata host backend, reductions: the host implementation of backend/reduction.hpp
+// (whole-tensor sums in fixed chunks combined in order, the NaN/Inf scan, column sums).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strata/backend/host/launch.hpp"
+#include "strata/backend/reduction.hpp"
 #include "strata/core/finite.hpp"
 
 namespace strata::backend::host {
@@ -43,51 +44,53 @@ double reduce(queue& q, std::size_t n, const T* x, Op op) {
 }
 }  // namespace detail
 
-// Sum of x[0..n) in double. (Device backends return it through a host sync.)
-template <class T>
-double sum(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  return detail::reduce(q, n, x, [](double v) { return v; });
-}
+// Static members on arguments the front has checked (impl::reduction_kernels<queue>).
+struct reduction_kernels {
+  template <class T>
+  static double sum(queue& q, std::size_t n, const T* x) {
+    return detail::reduce(q, n, x, [](double v) { return v; });
+  }
 
-// Sum of squares of x[0..n) in double: gradient-norm building block.
-template <class T>
-double sum_squares(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  return detail::reduce(q, n, x, [](double v) { return v * v; });
-}
+  template <class T>
+  static double sum_squares(queue& q, std::size_t n, const T* x) {
+    return detail::reduce(q, n, x, [](double v) { return v * v; });
+  }
 
-// True iff no element is NaN or +-Inf (exponent-bit test: branch-free and
-// immune to -ffast-math folding isfinite away).
-template <class T>
-bool all_finite(queue& q, std::size_t n, const T* x) {
-  static_assert(detail::is_elem_v<T>);
-  return all_finite_bits(n, x, [&](std::size_t tasks, auto&& f) { q.parallel_for(tasks, f); });
-}
+  template <class T>
+  static bool all_finite(queue& q, std::size_t n, const T* x) {
+    return all_finite_bits(n, x, [&](std::size_t tasks, auto&& f) { q.parallel_for(tasks, f); });
+  }
+
+  // Each task owns a block of columns and walks all rows in order: deterministic sums.
+  template <class T, class G>
+  static void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
+    const std::size_t blocks = (cols + detail::col_block - 1) / detail::col_block;
+    q.parallel_for(blocks, [&](std::size_t blk) {
+      const std::size_t c0 = blk * detail::col_block, nc = std::min(detail::col_block, cols - c0);
+      double acc[detail::col_block];
+      for (std::size_t j = 0; j < nc; ++j) acc[j] = accumulate ? double(dbias[c0 + j]) : 0.0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const T* d = dy + r * cols + c0;
+        for (std::size_t j = 0; j < nc; ++j) acc[j] += double(d[j]);
+      }
+      for (std::size_t j = 0; j < nc; ++j) dbias[c0 + j] = G(acc[j]);
+    });
+  }
+};
+
+}  // namespace strata::backend::host
+
+namespace strata::backend::impl {
+template <>
+struct reduction_kernels<host::queue> : host::reduction_kernels {};
+}  // namespace strata::backend::impl
+
+namespace strata::backend::host {
+// all_finite without a queue: host memory checked on one thread.
 template <class T>
 bool all_finite(std::size_t n, const T* x) {
   queue q(1);
   return all_finite(q, n, x);
 }
-
-// dbias[c] (=|+=) sum over rows of dy[r, c]; double accumulation. G may be
-// wider than T (bf16 activations, float master gradients).
-template <class T, class G = T>
-void bias_grad(queue& q, std::size_t rows, std::size_t cols, const T* dy, G* dbias, bool accumulate) {
-  static_assert(detail::is_elem_v<T> && detail::is_real_v<G>);
-  if (cols == 0) return;
-  detail::need(dbias && (dy || rows == 0), "bias_grad", "null pointer");
-  const std::size_t blocks = (cols + detail::col_block - 1) / detail::col_block;
-  q.parallel_for(blocks, [&](std::size_t blk) {
-    const std::size_t c0 = blk * detail::col_block, nc = std::min(detail::col_block, cols - c0);
-    double acc[detail::col_block];
-    for (std::size_t j = 0; j < nc; ++j) acc[j] = accumulate ? double(dbias[c0 + j]) : 0.0;
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* d = dy + r * cols + c0;
-      for (std::size_t j = 0; j < nc; ++j) acc[j] += double(d[j]);
-    }
-    for (std::size_t j = 0; j < nc; ++j) dbias[c0 + j] = G(acc[j]);
-  });
-}
-
+using kernels::all_finite;  // the front's queue form, also as host::all_finite(q, ...)
 }  // namespace strata::backend::host

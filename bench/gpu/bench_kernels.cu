@@ -485,7 +485,7 @@ void bench_memory(const options& o, std::vector<result>& out) {
   }
   // Many tensors (a model's parameter list): per-tensor launches vs one fused
   // multi-tensor launch over the same bytes.
-  std::vector<std::vector<cu::adam_tensor<float>>> lists(sets);
+  std::vector<std::vector<cu::update_tensor<float>>> lists(sets);
   std::size_t tensors = 0;
   for (int s = 0; s < sets; ++s) {
     std::size_t off = 0;
@@ -502,14 +502,15 @@ void bench_memory(const options& o, std::vector<result>& out) {
     membench m{"adam_step per tensor (loop)", mshape, 7 * n * sizeof(float), {}, "(same kernel)"};
     m.run = [&](int i) {
       for (const auto& t : lists[i % sets])
-        cu::adam_step(q, t.n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1 + i / sets, t.param, t.grad, t.m, t.v, true);
+        cu::adam_step(q, t.n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1 + i / sets, t.param, t.grad, t.s0, t.s1, true);
     };
     benches.push_back(std::move(m));
   }
   {
-    membench m{"adam_step_multi (fused)", mshape, 7 * n * sizeof(float), {}, "(same kernel)"};
+    membench m{"optimizer_update_multi<AdamW> (fused)", mshape, 7 * n * sizeof(float), {}, "(same kernel)"};
     m.run = [&](int i) {
-      cu::adam_step_multi<float>(q, lists[i % sets], 1e-3, 0.9, 0.999, 1e-8, 0.01, 1 + i / sets, true);
+      const strata::AdamW adam{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
+      cu::optimizer_update_multi<strata::AdamW, float>(q, lists[i % sets], adam.prepare<float>(1.0, true, 1 + i / sets));
     };
     benches.push_back(std::move(m));
   }

@@ -382,19 +382,20 @@ TEST_CASE_TEMPLATE("multi-tensor adam and sgd equal per-tensor host updates", T,
   for (std::int64_t step = 1; step <= 2; ++step) {
     auto g = random_vec<T>(total);
     auto dg = to_dev(f.q, g);
-    std::vector<cu::adam_tensor<T>> at;
-    std::vector<cu::sgd_tensor<T>> st;
+    std::vector<cu::update_tensor<T>> at, st;
     std::size_t off = 0;
     for (auto s : sizes) {
       hb::adam_step(f.hq, s, 1e-2, 0.9, 0.999, 1e-8, 0.01, step, p.data() + off, g.data() + off, m.data() + off,
                     v.data() + off, true);
       hb::sgd_momentum_step(f.hq, s, 0.05, 0.9, 0.001, ps.data() + off, g.data() + off, vs.data() + off);
       at.push_back({dp.data() + off, dg.data() + off, dm.data() + off, dv.data() + off, s});
-      st.push_back({dps.data() + off, dg.data() + off, dvs.data() + off, s});
+      st.push_back({dps.data() + off, dg.data() + off, dvs.data() + off, nullptr, s});
       off += s + 1;
     }
-    cu::adam_step_multi<T>(f.q, at, 1e-2, 0.9, 0.999, 1e-8, 0.01, step, true);
-    cu::sgd_momentum_step_multi<T>(f.q, st, 0.05, 0.9, 0.001);
+    const strata::AdamW adam{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
+    const strata::SGD sgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001};
+    cu::optimizer_update_multi<strata::AdamW, T>(f.q, at, adam.prepare<T>(1.0, true, step));
+    cu::optimizer_update_multi<strata::SGD, T>(f.q, st, sgd.prepare<T>(1.0, true, step));
   }
   expect_close(to_host(f.q, dp, total), p, tol<T>, "adam multi param");
   expect_close(to_host(f.q, dm, total), m, tol<T>, "adam multi m");

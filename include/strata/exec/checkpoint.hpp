@@ -120,21 +120,18 @@ inline std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-inline const char* optimizer_name(const optimizer& o) {
+inline std::string optimizer_name(const optimizer& o) {
+  return std::visit([](const auto& x) { return std::string(x.name); }, o);
+}
+// The state tensors an optimizer keeps, in the store's order (state 0, state 1).
+inline std::vector<std::string> state_names(const optimizer& o) {
   return std::visit(
-      [](const auto& x) -> const char* {
-        using O = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<O, SGD>) return "SGD";
-        else if constexpr (std::is_same_v<O, Adam>) return "Adam";
-        else return "AdamW";
+      [](const auto& x) {
+        std::vector<std::string> names;
+        for (int s = 0; s < x.states(); ++s) names.emplace_back(x.state_names[static_cast<std::size_t>(s)]);
+        return names;
       },
       o);
-}
-// The state tensors an optimizer keeps, in the store's order (moment 0, moment 1).
-inline std::vector<std::string> state_names(const optimizer& o) {
-  if (const SGD* s = std::get_if<SGD>(&o)) return s->momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
-                                                                   : std::vector<std::string>{};
-  return {"exp_avg", "exp_avg_sq"};
 }
 
 // Two plans hold the same model: the same tensors, names and shapes, in the same order.

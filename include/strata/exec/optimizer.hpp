@@ -1,34 +1,15 @@
 #pragma once
-// Optimizer settings; the update kernels live in the backends.
+// The optimizer a trainer runs, and what the trainer does around its update: the
+// learning-rate schedule, weight-decay groups, clipping.
 #include <cmath>
 #include <numbers>
 #include <variant>
 
+#include "strata/core/optimizers.hpp"
+
 namespace strata {
 
-// PyTorch semantics: v = μ·v + g (+ wd·p); p −= lr·v.
-struct SGD {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double weight_decay = 0.0;
-};
-// Adam with L2 weight decay folded into the gradient.
-struct Adam {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-};
-// AdamW: decoupled weight decay.
-struct AdamW {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
-};
-
+// The optimizers a trainer takes (each defined in core/optimizers.hpp).
 using optimizer = std::variant<SGD, Adam, AdamW>;
 
 // The learning rate of update s (counted from 1) is lr · factor(s): a linear warm-up

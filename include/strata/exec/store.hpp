@@ -388,12 +388,7 @@ class param_store {
     std::visit(
         [&](const auto& o) {
           using O = std::decay_t<decltype(o)>;
-          const double wd = decays ? o.weight_decay : 0.0;
-          if constexpr (std::is_same_v<O, SGD>)
-            sgd_momentum_step(q_, uz(n), o.lr * lr_factor, o.momentum, wd, dp, gr, dm);
-          else
-            adam_step(q_, uz(n), o.lr * lr_factor, o.beta1, o.beta2, o.eps, wd, update, dp, gr, dm, dv,
-                      std::is_same_v<O, AdamW>);
+          optimizer_update<O>(q_, uz(n), o.template prepare<M>(lr_factor, decays, update), dp, gr, dm, dv);
         },
         opt);
     if constexpr (layout.masters_on_host) {

@@ -1,8 +1,8 @@
 // strata-header: cuda-only
 #pragma once
-// strata CUDA backend, optimizers: the CUDA implementation of backend/optimizer.hpp,
-// and the multi-tensor forms it runs on (CUDA only: many tensors per launch), over
-// strata/core/math.hpp's element updates.
+// strata CUDA backend, optimizers: the CUDA implementation of backend/optimizer.hpp, and
+// the multi-tensor form it runs on (CUDA only: many tensors per launch), over the
+// optimizers' element updates (core/optimizers.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,20 +31,14 @@ namespace strata::backend::cuda {
 // one tensor, found by binary search over the tensors' first-chunk indices.
 // ---------------------------------------------------------------------------
 
+// One tensor of a multi-tensor update: its parameters, gradients and the optimizer's
+// state arrays (null where the optimizer keeps fewer).
 template <class T>
-struct adam_tensor {
+struct update_tensor {
   T* param;
   const T* grad;
-  T* m;
-  T* v;
-  std::size_t n;
-};
-
-template <class T>
-struct sgd_tensor {
-  T* param;
-  const T* grad;
-  T* velocity;  // may be null when momentum == 0
+  T* s0;
+  T* s1;
   std::size_t n;
 };
 
@@ -74,54 +68,40 @@ __device__ __forceinline__ int owning_tensor(const multi_args<T, Arrays>& a) {
   return lo;
 }
 
-// Arrays: 0 param, 1 grad, 2 m / velocity, 3 v.
-template <class T>
+// Arrays: 0 param, 1 grad, 2 and 3 the optimizer's states (null where it keeps fewer;
+// the same for every tensor of a launch). With both states, aligned vectors of W elements.
+template <class Rule, class T>
 __global__ void __launch_bounds__(multi_threads)
-    k_adam_multi(const __grid_constant__ multi_args<T, 4> a, const math::adam_scalars<T> s) {
+    k_update_multi(const __grid_constant__ multi_args<T, 4> a, const typename Rule::template scalars<T> s) {
   const int t = owning_tensor(a);
   T* p = a.ptr[0][t];
   const T* g = a.ptr[1][t];
-  T* m = a.ptr[2][t];
-  T* v = a.ptr[3][t];
+  T* s0 = a.ptr[2][t];
+  T* s1 = a.ptr[3][t];
   const std::size_t begin = std::size_t(blockIdx.x - a.first[t]) * multi_chunk;
   const std::size_t end = d_min(a.n[t], begin + multi_chunk);
   constexpr int W = vec_width<T>;
-  const bool vec = aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v);  // uniform per block
-  std::size_t i = begin + std::size_t(threadIdx.x) * W;
+  const bool vec = s0 && s1 && aligned16(p) && aligned16(g) && aligned16(s0) && aligned16(s1);  // uniform per block
+  std::size_t j = begin + threadIdx.x;
   if (vec) {
+    std::size_t i = begin + std::size_t(threadIdx.x) * W;
     for (; i + W <= end; i += std::size_t(blockDim.x) * W) {
       T pv[W], gv[W], mv[W], vv[W];
       load<W>(p + i, pv);
       load<W>(g + i, gv);
-      load<W>(m + i, mv);
-      load<W>(v + i, vv);
+      load<W>(s0 + i, mv);
+      load<W>(s1 + i, vv);
 #pragma unroll
-      for (int k = 0; k < W; ++k) math::adam_update(pv[k], gv[k], mv[k], vv[k], s);
+      for (int k = 0; k < W; ++k) Rule::update(pv[k], gv[k], &mv[k], &vv[k], s);
       store<W>(p + i, pv);
-      store<W>(m + i, mv);
-      store<W>(v + i, vv);
+      store<W>(s0 + i, mv);
+      store<W>(s1 + i, vv);
     }
-    // The chunk's tail (< W elements, only in a tensor's last chunk).
-    const std::size_t tail = begin + (end - begin) / W * W;
-    for (std::size_t j = tail + threadIdx.x; j < end; j += blockDim.x) math::adam_update(p[j], g[j], m[j], v[j], s);
-  } else {
-    for (std::size_t j = begin + threadIdx.x; j < end; j += blockDim.x) math::adam_update(p[j], g[j], m[j], v[j], s);
+    j = begin + (end - begin) / W * W + threadIdx.x;  // the chunk's tail (< W elements, a tensor's last chunk)
   }
-}
-
-template <class T>
-__global__ void __launch_bounds__(multi_threads)
-    k_sgd_multi(const __grid_constant__ multi_args<T, 3> a, const math::sgd_scalars<T> s) {
-  const int t = owning_tensor(a);
-  T* p = a.ptr[0][t];
-  const T* g = a.ptr[1][t];
-  T* vel = a.ptr[2][t];
-  const std::size_t begin = std::size_t(blockIdx.x - a.first[t]) * multi_chunk;
-  const std::size_t end = d_min(a.n[t], begin + multi_chunk);
-  T dummy = T(0);
-  for (std::size_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+  for (; j < end; j += blockDim.x) {
     T pj = p[j];
-    math::sgd_update(pj, g[j], s.use_mom ? vel + j : &dummy, s);
+    Rule::update(pj, g[j], s0 ? s0 + j : nullptr, s1 ? s1 + j : nullptr, s);
     p[j] = pj;
   }
 }
@@ -156,61 +136,33 @@ void launch_multi(queue& q, std::span<const Tensor> tensors, Pointers pointers, 
 
 }  // namespace detail
 
-// torch.optim.Adam / AdamW over many tensors in few launches (the update of
-// backend/optimizer.hpp's adam_step). step counts updates from 1.
-template <class T>
-void adam_step_multi(queue& q, std::span<const adam_tensor<T>> tensors, double lr, double beta1, double beta2,
-                     double eps, double weight_decay, std::int64_t step, bool decoupled) {
+// One optimizer update (core/optimizers.hpp's Rule) over many tensors in few launches,
+// with the update's scalars s (Rule::prepare). Every tensor of one call has the same
+// state arrays (both, the first only, or none).
+template <class Rule, class T>
+void optimizer_update_multi(queue& q, std::span<const update_tensor<T>> tensors,
+                            const typename Rule::template scalars<T>& s) {
   static_assert(detail::is_real_v<T>);
-  if (step < 1) detail::fail("adam_step", "step counts updates from 1");
-  for (const adam_tensor<T>& t : tensors)
-    detail::need(t.n == 0 || (t.param && t.grad && t.m && t.v), "adam_step", "null pointer");
-  // Scalars exactly as the host computes them (bias corrections in double).
-  const auto s = math::adam_scalars<T>::make(lr, beta1, beta2, eps, weight_decay, step, decoupled);
+  for (const update_tensor<T>& t : tensors) detail::need(t.n == 0 || (t.param && t.grad), "optimizer_update", "null pointer");
   detail::launch_multi<T, 4>(
       q, tensors,
-      [](const adam_tensor<T>& t) {
-        return std::array<T*, 4>{t.param, const_cast<T*>(t.grad), t.m, t.v};  // grad is only read
+      [](const update_tensor<T>& t) {
+        return std::array<T*, 4>{t.param, const_cast<T*>(t.grad), t.s0, t.s1};  // grad is only read
       },
       [&](const detail::multi_args<T, 4>& a, std::uint32_t blocks) {
-        detail::k_adam_multi<T><<<blocks, detail::multi_threads, 0, q.stream()>>>(a, s);
-        STRATA_CUDA_CHECK_LAUNCH("k_adam_multi");
-      });
-}
-
-// torch.optim.SGD (dampening 0, no Nesterov) over many tensors.
-template <class T>
-void sgd_momentum_step_multi(queue& q, std::span<const sgd_tensor<T>> tensors, double lr, double momentum,
-                             double weight_decay) {
-  static_assert(detail::is_real_v<T>);
-  for (const sgd_tensor<T>& t : tensors)
-    detail::need(t.n == 0 || (t.param && t.grad && (t.velocity || momentum == 0.0)), "sgd_momentum_step",
-                 "null pointer");
-  const auto s = math::sgd_scalars<T>::make(lr, momentum, weight_decay);
-  detail::launch_multi<T, 3>(
-      q, tensors, [](const sgd_tensor<T>& t) { return std::array<T*, 3>{t.param, const_cast<T*>(t.grad), t.velocity}; },
-      [&](const detail::multi_args<T, 3>& a, std::uint32_t blocks) {
-        detail::k_sgd_multi<T><<<blocks, detail::multi_threads, 0, q.stream()>>>(a, s);
-        STRATA_CUDA_CHECK_LAUNCH("k_sgd_multi");
+        detail::k_update_multi<Rule, T><<<blocks, detail::multi_threads, 0, q.stream()>>>(a, s);
+        STRATA_CUDA_CHECK_LAUNCH("k_update_multi");
       });
 }
 
 // Static members on arguments the front has checked (impl::optimizer_kernels<queue>):
 // one tensor is the multi-tensor kernel with a single entry.
 struct optimizer_kernels {
-  template <class T>
-  static void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, double weight_decay, T* param,
-                                const T* grad, T* velocity) {
-    const sgd_tensor<T> t{param, grad, velocity, n};
-    sgd_momentum_step_multi<T>(q, std::span<const sgd_tensor<T>>(&t, 1), lr, momentum, weight_decay);
-  }
-
-  template <class T>
-  static void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, double eps,
-                        double weight_decay, std::int64_t step, T* param, const T* grad, T* m, T* v, bool decoupled) {
-    const adam_tensor<T> t{param, grad, m, v, n};
-    adam_step_multi<T>(q, std::span<const adam_tensor<T>>(&t, 1), lr, beta1, beta2, eps, weight_decay, step,
-                       decoupled);
+  template <class Rule, class T>
+  static void update(queue& q, std::size_t n, const typename Rule::template scalars<T>& s, T* param, const T* grad,
+                     T* s0, T* s1) {
+    const update_tensor<T> t{param, grad, s0, s1, n};
+    optimizer_update_multi<Rule, T>(q, std::span<const update_tensor<T>>(&t, 1), s);
   }
 };
 

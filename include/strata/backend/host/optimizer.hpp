@@ -18,27 +18,21 @@
 namespace strata::backend::host {
 
 // Static members on arguments the front has checked (impl::optimizer_kernels<queue>).
-// Each task copies the scalars: stores through param, m, v cannot alias a local, so the
-// loops vectorise.
+// Each task copies the scalars: stores through the parameters and states cannot alias a
+// local, so the loops vectorise; which state arrays there are is decided outside them.
 struct optimizer_kernels {
-  template <class T>
-  static void sgd_momentum_step(queue& q, std::size_t n, double lr, double momentum, double weight_decay, T* param,
-                                const T* grad, T* velocity) {
-    const auto s = math::sgd_scalars<T>::make(lr, momentum, weight_decay);
+  template <class Rule, class T>
+  static void update(queue& q, std::size_t n, const typename Rule::template scalars<T>& s, T* param, const T* grad,
+                     T* s0, T* s1) {
     detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
       const auto sc = s;
-      T unused = T(0);
-      for (std::size_t i = b; i < e; ++i) math::sgd_update(param[i], grad[i], sc.use_mom ? velocity + i : &unused, sc);
-    });
-  }
-
-  template <class T>
-  static void adam_step(queue& q, std::size_t n, double lr, double beta1, double beta2, double eps,
-                        double weight_decay, std::int64_t step, T* param, const T* grad, T* m, T* v, bool decoupled) {
-    const auto s = math::adam_scalars<T>::make(lr, beta1, beta2, eps, weight_decay, step, decoupled);
-    detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) {
-      const auto sc = s;
-      for (std::size_t i = b; i < e; ++i) math::adam_update(param[i], grad[i], m[i], v[i], sc);
+      if (s0 && s1)
+        for (std::size_t i = b; i < e; ++i) Rule::update(param[i], grad[i], s0 + i, s1 + i, sc);
+      else if (s0)
+        for (std::size_t i = b; i < e; ++i) Rule::update(param[i], grad[i], s0 + i, static_cast<T*>(nullptr), sc);
+      else
+        for (std::size_t i = b; i < e; ++i)
+          Rule::update(param[i], grad[i], static_cast<T*>(nullptr), static_cast<T*>(nullptr), sc);
     });
   }
 };

@@ -65,6 +65,19 @@ void add(Q& q, std::size_t n, const T* a, const T* b, T* y) {
   impl::elementwise_kernels<Q>::add(q, n, a, b, y);
 }
 
+// y[i] = f(x[i]...) for i < n: a per-element kernel written once, as a STRATA_HD functor
+// (Kokkos' parallel_for), that every backend runs — a layer with its own elementwise math
+// needs no kernel of its own. f receives each input in compute_t of its type (float for
+// bf16, f16) and its result is rounded to T once; y may alias an input.
+template <class T, kernel_queue Q, class F, class... X>
+void map(Q& q, std::size_t n, F f, T* y, const X*... x) {
+  static_assert(detail::is_elem_v<T> && (detail::is_elem_v<X> && ...));
+  static_assert(std::is_trivially_copyable_v<F>, "map: the functor is copied to the device by value");
+  if (n == 0) return;
+  detail::need(y && (... && (x != nullptr)), "map", "null pointer");
+  impl::elementwise_kernels<Q>::map(q, n, f, y, x...);
+}
+
 // y = x, n elements of any trivially copyable T; x and y must not overlap.
 template <class T, kernel_queue Q>
 void copy(Q& q, std::size_t n, const T* x, T* y) {

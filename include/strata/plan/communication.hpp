@@ -1,7 +1,7 @@
 #pragma once
 // The communication analysis: every collective a device of a stage takes part in per
 // step, with its bytes, read off the device program (plan/lower/device_program.hpp).
-// Plan::communication and Plan::communication_of call it.
+// Plan::communication and Plan::communication_of call it with the plan's passes.
 #include <array>
 #include <cstddef>
 
@@ -121,6 +121,22 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
     for (const comm_total& c : {whole, scatter, gather, tail})
       if (c.calls > 0) add(c);
   }
+}
+
+// Every collective of a stage: at most one row per (kind, group, pass, layer, part).
+template <class P>
+struct comm_table {
+  static constexpr int max_rows =
+      4 * P::num_layers + max_layer_comms * P::num_layers + 4 * P::num_parts + 2 * P::buckets + 4;
+  std::array<comm_total, static_cast<std::size_t>(max_rows)> rows{};
+  int size = 0;
+};
+
+template <class P>
+constexpr comm_table<P> communication_table(int stage, int dp, long long t_bytes, long long s_bytes, long long m_bytes) {
+  comm_table<P> t;
+  list_communication<P>(t, stage, dp, t_bytes, s_bytes, m_bytes);
+  return t;
 }
 
 }  // namespace detail

@@ -23,8 +23,10 @@
 
 namespace strata::lower {
 
+// Built from a plan's chain of passes (plan/passes/schedule.hpp), never from the Plan
+// front, so that the Plan's analyses can read it; lowered<Plan> names the same type.
 template <class P>
-struct lowered {
+struct lowering {
   static constexpr int NL = P::num_layers, NP = P::num_parts, NS = P::stages, PD = P::part_devices;
   // Zero<2/3> cut buckets at TaskGraph boundaries too (a TaskGraph's gradients and
   // weights come and go together), plus one per extra reduction axis of the N-D modes
@@ -57,7 +59,7 @@ struct lowered {
 
   // ---- layers, parts and buffers -----------------------------------------------------
   struct layer_tables {
-    static constexpr int max_buckets = lowered::max_buckets;
+    static constexpr int max_buckets = lowering::max_buckets;
     std::array<layer_call, idx(NL)> calls{};
     std::array<std::array<call_origin, idx(PD)>, idx(NL)> origins{};
     std::array<conversion, idx(2 * NL)> convs{};
@@ -174,5 +176,8 @@ struct lowered {
     return b;
   }
 };
+
+template <class P>
+using lowered = lowering<typename P::passes>;
 
 }  // namespace strata::lower

@@ -137,6 +137,11 @@ __global__ void k_add(std::size_t n, const T* a, const T* b, T* y) {
   });
 }
 
+template <class F, class T, class... X>
+__global__ void k_map(std::size_t n, F f, T* y, const X*... x) {
+  flat_loop<1>(n, [&](std::size_t i, auto) { y[i] = T(f(compute_t<X>(x[i])...)); });
+}
+
 template <class T, int W>
 __global__ void k_fill(std::size_t n, T value, T* x) {
   flat_loop<W>(n, [&](std::size_t i, auto w) {
@@ -264,6 +269,12 @@ struct elementwise_kernels {
     else
       detail::k_add<T, 1><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, a, b, y);
     STRATA_CUDA_CHECK_LAUNCH("k_add");
+  }
+
+  template <class T, class F, class... X>
+  static void map(queue& q, std::size_t n, F f, T* y, const X*... x) {
+    detail::k_map<F, T, X...><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(n, f, y, x...);
+    STRATA_CUDA_CHECK_LAUNCH("k_map");
   }
 
   // Either side may also be host memory (the runtime infers the direction); a copy

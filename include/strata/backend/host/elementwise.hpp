@@ -136,6 +136,13 @@ struct elementwise_kernels {
     });
   }
 
+  template <class T, class F, class... X>
+  static void map(queue& q, std::size_t n, F f, T* y, const X*... x) {
+    detail::for_range(q, n, detail::grain, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) y[i] = T(f(detail::compute_t<X>(x[i])...));
+    });
+  }
+
   template <class T>
   static void copy(queue& q, std::size_t n, const T* x, T* y) {
     detail::for_range(q, n, detail::grain, [&](std::size_t b, std::size_t e) { std::copy(x + b, x + e, y + b); });

@@ -43,9 +43,9 @@ struct proof {
 };
 
 template <class P>
-struct device_check {
-  using L = lowered<P>;
-  using D = device_program<P>;
+struct device_check_of {
+  using L = lowering<P>;
+  using D = device_program_of<P>;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
   // Whether bucket b of stage s holds part of tensor k of layer i.
@@ -197,5 +197,9 @@ struct device_check {
   static constexpr proof train = all(D::train, L::train.prog, true);
   static constexpr proof eval = all(D::eval, L::eval.prog, false);
 };
+
+// The program of a Plan is its passes' program (one instantiation for both).
+template <class P>
+using device_check = device_check_of<typename P::passes>;
 
 }  // namespace strata::lower

@@ -61,8 +61,8 @@ constexpr void plan_staging(staging_plan<Uses>& s) {
 }  // namespace detail
 
 template <class P>
-struct device_program {
-  using L = lowered<P>;
+struct device_program_of {
+  using L = lowering<P>;
   static constexpr int NS = L::NS;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
   static constexpr param_layout layout = L::params;
@@ -273,5 +273,9 @@ struct device_program {
   static constexpr auto eval = expand<eval_cap, eval_reads>(L::eval.prog, false);
   static constexpr update_list update = build_update();
 };
+
+// The program of a Plan is its passes' program (one instantiation for both).
+template <class P>
+using device_program = device_program_of<typename P::passes>;
 
 }  // namespace strata::lower

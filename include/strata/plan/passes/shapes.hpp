@@ -1,0 +1,127 @@
+#pragma once
+// Pass 3, shapes: the model's per-sample input, every layer's input and output shape,
+// and the model rules — shapes chain, one loss and last, residuals paired within a part.
+#include <array>
+
+#include "strata/plan/passes/placement.hpp"
+
+namespace strata::detail {
+
+template <class S>
+struct shapes_pass : S {
+  using S::num_layers, S::descs, S::input_option, S::num_taskgraphs, S::taskgraphs, S::loss_from_option,
+      S::structure_diag;
+
+  static constexpr bool input_known = [] {
+    if constexpr (input_option.rank > 0) {  // if constexpr: nvcc warns #128-D "loop is not reachable"
+      return true;
+    } else {
+      for (int i = 0; i < num_layers; ++i) {
+        const auto& d = descs[idx(i)];
+        if (d.in_shape.rank > 0) return true;
+        if (d.role != layer_role::elementwise && d.role != layer_role::reshape && d.role != layer_role::residual_begin &&
+            d.role != layer_role::residual_end)
+          return d.role == layer_role::embedding;
+      }
+      return false;
+    }
+  }();
+
+  // Per-sample input of the model: Input<...>, else the first shape-fixing layer's input.
+  static constexpr shape_t input_shape = [] {
+    if constexpr (input_option.rank > 0) {
+      return input_option;
+    } else {
+      for (int i = 0; i < num_layers; ++i) {
+        const auto& d = descs[idx(i)];
+        if (d.in_shape.rank > 0) return d.in_shape;
+        if (d.role == layer_role::embedding) return shape_v<1>;
+      }
+      return shape_v<1>;
+    }
+  }();
+
+  // ---- what a data loader needs ------------------------------------------------------------
+  // Each sample is input_elems values (input_shape, row-major; token ids when an Embedding
+  // comes first).
+  static constexpr long long input_elems = input_shape.numel();
+  static constexpr bool reads_token_ids = num_layers > 0 && descs[0].role == layer_role::embedding;
+  // the embedding's vocabulary (token ids lie in [0, vocabulary)); 0 when the model reads no ids
+  static constexpr long long vocabulary = reads_token_ids ? descs[0].params[0].shape.dim[0] : 0;
+  // Elements of every logical parameter tensor (the model's size, before any split).
+  static constexpr long long model_parameters = [] {
+    long long n = 0;
+    for (const layer_desc& d : descs)
+      for (int k = 0; k < d.num_params; ++k) n += d.params[idx(k)].shape.numel();
+    return n;
+  }();
+
+  // The pipeline part of every layer.
+  static constexpr auto layer_part = [] {
+    std::array<int, idx(num_layers) + 1> a{};
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[idx(t)];
+      for (int i = tg.first_layer; i < tg.first_layer + tg.num_layers && i < num_layers; ++i) a[idx(i)] = tg.part;
+    }
+    return a;
+  }();
+  // Every layer's input and output shape, per sample.
+  static constexpr auto shapes = [] {
+    std::array<std::array<shape_t, 2>, idx(num_layers)> s{};
+    shape_t cur = input_shape;
+    for (int i = 0; i < num_layers; ++i) {
+      s[idx(i)][0] = cur;
+      cur = descs[idx(i)].out_shape(cur);
+      s[idx(i)][1] = cur;
+    }
+    return s;
+  }();
+
+  static constexpr diagnosis model_diag = [] {
+    using enum rule_id;
+    if (!input_known) return diagnosis{input_shape};
+    for (int i = 0; i < num_layers; ++i) {
+      const auto& d = descs[idx(i)];
+      const shape_t in = shapes[idx(i)][0];
+      if (d.in_shape.rank > 0 && in.last() != d.in_shape.last())
+        return diagnosis{shapes_chain, i, in.last(), d.in_shape.last()};
+      // layers that fix more than the feature axis (attention's sequence) check every axis,
+      // once the input has as many
+      if (d.in_shape.rank > 1 && in.rank < d.in_shape.rank) return diagnosis{input_rank, i, in.rank, d.in_shape.rank};
+      if (d.in_shape.rank > 1)
+        for (int a = 0; a < d.in_shape.rank; ++a) {
+          const int want = d.in_shape.dim[idx(a)];
+          const int got = in.dim[idx(in.rank - d.in_shape.rank + a)];
+          if (got != want) return diagnosis{shapes_chain, i, got, want};
+        }
+    }
+    int losses = 0;
+    for (int i = 0; i < num_layers - (loss_from_option ? 1 : 0); ++i)
+      if (descs[idx(i)].role == layer_role::loss) ++losses;
+    if (loss_from_option && losses > 0) return diagnosis{loss_once, losses, 1};
+    for (int i = 0; i < num_layers; ++i)
+      if (descs[idx(i)].role == layer_role::loss && i != num_layers - 1) return diagnosis{loss_last, i, num_layers};
+    if (num_layers == 0 || descs[idx(num_layers - 1)].role != layer_role::loss) return diagnosis{needs_loss};
+    // residuals: the branch returns the input's shape, within one pipeline part
+    std::array<int, idx(num_layers) + 1> open{};
+    int depth = 0;
+    for (int i = 0; i < num_layers; ++i) {
+      const layer_role r = descs[idx(i)].role;
+      if (r == layer_role::residual_begin) open[idx(depth++)] = i;
+      if (r != layer_role::residual_end) continue;
+      if (depth == 0) return diagnosis{residual_pairs, i, 0};
+      const int b = open[idx(--depth)];
+      const long long got = shapes[idx(i)][0].numel(), want = shapes[idx(b)][0].numel();
+      if (shapes[idx(i)][0] != shapes[idx(b)][0])
+        return diagnosis{residual_shape, i, static_cast<int>(got), static_cast<int>(want)};
+      const int pb = layer_part[idx(b)], pe = layer_part[idx(i)];
+      if (pb != pe) return diagnosis{residual_part, b, pb, pe};
+    }
+    if (depth > 0) return diagnosis{residual_pairs, open[idx(depth - 1)], 1};
+    return diagnosis{};
+  }();
+  // The guard is part of the template argument: `ok || raise<...>()` would still instantiate raise<...>.
+  static_assert(raise<structure_diag.ok() ? model_diag.id : rule_id::ok, model_diag.a, model_diag.b, model_diag.c>());
+};
+
+}  // namespace strata::detail

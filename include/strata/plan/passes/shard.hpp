@@ -1,0 +1,116 @@
+#pragma once
+// Pass 4, sharding: each layer's layouts, local shapes and collectives on its TaskGraph
+// (plan/sharding.hpp), the sharding rules, the activation-recomputation regions
+// (plan/recompute.hpp), and the facts derived from them.
+#include <array>
+
+#include "strata/plan/passes/shapes.hpp"
+#include "strata/plan/recompute.hpp"
+#include "strata/plan/sharding.hpp"
+
+namespace strata::detail {
+
+template <class S>
+struct shard_pass : S {
+  using S::num_layers, S::num_taskgraphs, S::taskgraphs, S::descs, S::shapes, S::structure_diag, S::model_diag,
+      S::mode, S::tensor_depth, S::micro_batch, S::sequence_parallel, S::recompute, S::mesh, S::chunks;
+  using typename S::items;
+
+  static constexpr auto sharded = [] {
+    std::array<layer_plan, idx(num_layers)> lp{};
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[idx(t)];
+      for (int i = tg.first_layer; i < tg.first_layer + tg.num_layers && i < num_layers; ++i) {
+        lp[idx(i)].taskgraph = t;
+        lp[idx(i)].part = tg.part;
+      }
+    }
+    for (int i = 0; i < num_layers; ++i) {
+      lp[idx(i)].desc = descs[idx(i)];
+      lp[idx(i)].in = shapes[idx(i)][0];
+      lp[idx(i)].out = shapes[idx(i)][1];
+    }
+    // A model that breaks a structural or shape rule is reported by that rule alone.
+    if (!structure_diag.ok() || !model_diag.ok()) {
+      shard_result<idx(num_layers), idx(num_taskgraphs)> r{};
+      r.layers = lp;
+      return r;
+    }
+    return plan_shardings(lp, taskgraphs, shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel});
+  }();
+
+  static constexpr diagnosis shard_diag = [] {
+    using enum rule_id;
+    const shard_violation v = sharded.violation;
+    switch (v.rule) {
+      case shard_rule::ok: return diagnosis{};
+      case shard_rule::split_features: return diagnosis{split_features, v.layer, v.value, v.n};
+      case shard_rule::split_vocab: return diagnosis{split_vocab, v.layer, v.value, v.n};
+      case shard_rule::split_heads: return diagnosis{split_heads, v.layer, v.value, v.n};
+      case shard_rule::split_experts: return diagnosis{split_experts, v.layer, v.value, v.n};
+      case shard_rule::split_tokens: return diagnosis{split_tokens, v.layer, v.value, v.n};
+      case shard_rule::split_rows: return diagnosis{split_rows, v.layer, v.value, v.n};
+      case shard_rule::tensor_features: return diagnosis{tensor_features, v.layer, v.value, v.n};
+      case shard_rule::tensor_mode_layer: return diagnosis{tensor_mode_layer, v.layer, v.value};
+      case shard_rule::tensor_batch: return diagnosis{tensor_batch, v.value, v.n};
+      case shard_rule::tensor_residual: return diagnosis{tensor_residual, v.layer};
+    }
+    return diagnosis{};
+  }();
+  static_assert(raise<structure_diag.ok() && model_diag.ok() ? shard_diag.id : rule_id::ok, shard_diag.a, shard_diag.b,
+                      shard_diag.c>());
+
+  static constexpr std::array<layer_plan, idx(num_layers)> layer_plans = sharded.layers;
+
+  // ---- activation recomputation (plan/recompute.hpp) -----------------------------------------
+  static constexpr auto recompute_plan =
+      plan_recompute(layer_plans, recompute, items_info<items>::user_marks, items_info<items>::block_marks);
+  // The region each layer is recomputed in (−1: its activations are kept), and their number.
+  static constexpr auto recompute_region = recompute_plan.region;
+  static constexpr int recompute_regions = recompute_plan.regions;
+
+  // ---- the loss's labels -------------------------------------------------------------------
+  // labels_per_sample labels per sample, each in [0, classes).
+  static constexpr long long labels_per_sample = [] {
+    if constexpr (num_layers == 0) return 0LL;
+    else {
+      const shape_t in = layer_plans[idx(num_layers - 1)].in;
+      return in.last() > 0 ? in.rows() : 0LL;
+    }
+  }();
+  static constexpr long long classes = [] {
+    if constexpr (num_layers == 0) return 0LL;
+    else return static_cast<long long>(layer_plans[idx(num_layers - 1)].in.last());
+  }();
+
+  // ---- blocks a device holds -------------------------------------------------------------------
+  // The block of parameter k of layer `layer` that device `index` of its part holds
+  // (exec::logical_index's numbering), and the first device of the part that holds the same
+  // block: the one that writes it where one copy is wanted (checkpoints, gathers).
+  static constexpr int param_block(int layer, int k, int index) {
+    return detail::param_block(layer_plans[idx(layer)], k, mode, mesh.features, index);
+  }
+  static constexpr int param_holder(int layer, int k, int index) {
+    for (int d = 0; d < index; ++d)
+      if (param_block(layer, k, d) == param_block(layer, k, index)) return d;
+    return index;
+  }
+  // The block of layer `layer`'s input activation that device `index` holds (S(0,-1)).
+  static constexpr act_block input_block(int layer, int index) {
+    return block_of(mode, mesh.features, index, layer_plans[idx(layer)].turned);
+  }
+  // Parameter elements this device holds for pipeline part `part`, and for all parts of `stage`.
+  static constexpr long long part_param_elems(int part) {
+    long long n = 0;
+    for (const auto& lp : layer_plans)
+      if (lp.part == part) n += lp.local_param_elems;
+    return n;
+  }
+  static constexpr long long stage_param_elems(int stage) {
+    long long n = 0;
+    for (int c = 0; c < chunks; ++c) n += part_param_elems(S::part_of(stage, c));
+    return n;
+  }
+};
+
+}  // namespace strata::detail

@@ -1,0 +1,256 @@
+#pragma once
+// Pass 1, structure: the options read, the model's items and layers, its TaskGraphs and
+// pipeline parts, the stages they run on — and the structural rules (nesting, device
+// counts, the schedule's own conditions, World<N>).
+#include <array>
+#include <string_view>
+#include <type_traits>
+
+#include "strata/core/diagnosis.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/core/rules.hpp"
+#include "strata/layers/layer.hpp"
+#include "strata/plan/auto_stages.hpp"
+#include "strata/plan/model.hpp"
+#include "strata/plan/options_parse.hpp"
+#include "strata/plan/schedule.hpp"
+#include "strata/strategy/options.hpp"
+#include "strata/strategy/strategy.hpp"
+
+namespace strata {
+
+struct NoLoss {};
+
+namespace detail {
+
+template <class L>
+constexpr bool layer_ok() {
+  if constexpr (Layer<L> || is_annotation_v<L>) return true;  // annotations: the nesting rule speaks
+  else return layer_requirements<L>::value;
+}
+template <class L>
+constexpr layer_desc describe_any() {
+  if constexpr (Layer<L>) return describe<L>();
+  else return layer_desc{};
+}
+
+template <class List>
+struct layer_checks;
+template <class... L>
+struct layer_checks<type_list<L...>> {
+  // an array, not a fold: a fold over 257 layers exceeds clang's expression nesting limit
+  static constexpr bool value = [] {
+    constexpr std::array<bool, sizeof...(L) + 1> ok{layer_ok<L>()..., true};
+    for (bool b : ok)
+      if (!b) return false;
+    return true;
+  }();
+  static constexpr std::array<layer_desc, sizeof...(L)> descs{describe_any<L>()...};
+};
+
+template <class S>
+constexpr bool default_ok() {
+  if constexpr (is_strategy_v<S>) {
+    if constexpr (S::layers::size == 0) return true;
+    else return rule::default_is_strategy<S>::value;
+  } else {
+    return rule::default_is_strategy<S>::value;
+  }
+}
+
+template <class T>
+constexpr bool element_ok() {
+  if constexpr (is_precision_v<T>) return true;
+  else return rule::element_type_supported<T>::value;
+}
+
+constexpr int max1(int x) { return x > 0 ? x : 1; }
+constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
+
+// TaskGraphs: one per strategy item, one per run of bare items in a part.
+template <std::size_t NI>
+constexpr int count_taskgraphs(const std::array<item_desc, NI>& items, const std::array<int, NI>& part,
+                               bool explicit_parts) {
+  int n = 0;
+  for (std::size_t i = 0; i < NI; ++i) {
+    const bool continues = items[i].bare && i > 0 && items[i - 1].bare && (!explicit_parts || part[i] == part[i - 1]);
+    if (!continues) ++n;
+  }
+  return n;
+}
+
+template <std::size_t NT, std::size_t NI>
+constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_desc, NI>& items,
+                                                          const std::array<int, NI>& part, bool explicit_parts,
+                                                          strategy_kind default_kind, int default_devices,
+                                                          bool extra_loss_layer) {
+  std::array<taskgraph_desc, NT> tgs{};
+  int t = -1, layer = 0;
+  for (std::size_t i = 0; i < NI; ++i) {
+    const bool continues = items[i].bare && i > 0 && items[i - 1].bare && (!explicit_parts || part[i] == part[i - 1]);
+    if (!continues) {
+      ++t;
+      tgs[idx(t)].kind = items[i].bare ? default_kind : items[i].kind;
+      tgs[idx(t)].devices = items[i].bare ? default_devices : items[i].devices;
+      tgs[idx(t)].part = explicit_parts ? part[i] : t;
+      tgs[idx(t)].first_layer = layer;
+      tgs[idx(t)].is_default = items[i].bare;
+    }
+    tgs[idx(t)].num_layers += items[i].num_layers;
+    layer += items[i].num_layers;
+  }
+  if (extra_loss_layer && NT > 0) tgs[NT - 1].num_layers += 1;
+  return tgs;
+}
+
+template <class Net, class... Options>
+struct structure_pass {
+  // ---- options -------------------------------------------------------------------------
+  static_assert(check_options<Options...>());
+  using schedule_t = typename pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type;
+  using loss_option_t = typename pick_t<option_kind::loss, Loss<NoLoss>, Options...>::type;
+  using tensor_t = pick_t<option_kind::tensor_mode, Tensor1D, Options...>;
+  using default_strategy = typename pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
+  using element_type = typename pick_t<option_kind::element, Element<float>, Options...>::type;
+  static_assert(default_ok<default_strategy>());
+  static_assert(element_ok<element_type>());
+
+  static constexpr int micro_batch = pick_t<option_kind::micro_batch, MicroBatch<1>, Options...>::value;
+  static constexpr int num_micro_batch = pick_t<option_kind::num_micro_batch, NumMicroBatch<1>, Options...>::value;
+  static_assert(rule::micro_batch_positive<micro_batch>::value);
+  static_assert(rule::num_micro_batch_positive<num_micro_batch>::value);
+  // A replica's step: replica_batch samples.
+  static constexpr int replica_batch = micro_batch * num_micro_batch;
+  // The schedule's builder, name and traits, read the same way for every tag (plan/schedule_traits.hpp).
+  using schedule_info = sched::schedule_traits<schedule_t>;
+  static constexpr std::string_view schedule_name = schedule_info::name;
+  static constexpr int chunks = schedule_info::chunks;
+  static_assert(rule::interleave_chunks_positive<chunks>::value);
+  static_assert(rule::buckets_positive<pick_t<option_kind::buckets, Buckets<5>, Options...>::value>::value);
+  static constexpr int fixed_world = pick_t<option_kind::world, World<0>, Options...>::value;
+  static constexpr tensor_mode mode = tensor_t::mode;
+  static constexpr int tensor_depth = tensor_t::depth;
+  static constexpr reduce_method gradient_reduce =
+      pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
+  static constexpr int buckets = pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
+  static constexpr int zero = pick_t<option_kind::zero, Zero<0>, Options...>::value;
+  static_assert(rule::zero_level_known<zero>::value);
+  static constexpr int apply_groups = pick_t<option_kind::apply_groups, ApplyGroups<1>, Options...>::value;
+  static_assert(rule::apply_groups_positive<apply_groups>::value);
+  static constexpr offload_level offload = pick_t<option_kind::offload, Offload<offload_level::none>, Options...>::value;
+  static constexpr bool cast_weights_per_use = pick_t<option_kind::weight_copies, KeepWeightCopies, Options...>::value;
+  // Layers read their TaskGraph's weights from a staging buffer (exec/store.hpp); under
+  // Zero<3> it is filled by an all-gather of the TaskGraph's partitioned parameters.
+  static constexpr bool staged_weights = offload != offload_level::none || cast_weights_per_use || zero >= 3;
+  // HalfGradientReduce<S>: S, or 0 for reductions in master precision.
+  static constexpr int half_reduce = pick_t<option_kind::half_reduce, FullGradientReduce, Options...>::value;
+  static_assert(rule::half_reduce_scale<half_reduce == 0 ? 1 : half_reduce>::value);
+  // AMP O1: an Element<f16> plan scales its loss dynamically unless it says otherwise.
+  using loss_scale = typename pick_t<
+      option_kind::loss_scale, LossScale<std::conditional_t<std::is_same_v<element_type, f16>, DynamicScale<>, NoScale>>,
+      Options...>::type;
+  static_assert(rule::loss_scale_valid<static_cast<int>(loss_scale::kind), loss_scale::log2_init,
+                                       loss_scale::growth_interval, static_cast<long long>(loss_scale::initial)>::value);
+  static constexpr bool sequence_parallel = pick_t<option_kind::sequence_parallel, NoSequenceParallel, Options...>::value;
+  static constexpr checkpoint_mode recompute =
+      pick_t<option_kind::gradient_checkpoint, GradientCheckpoint<checkpoint_mode::collection>, Options...>::value;
+  // Element<T> is the training precision (make_trainer's default T): activations and the
+  // weights layers read in T, master weights, gradients and optimizer state in master_t<T>
+  // (float for bf16), so the analyses count each in its own type.
+  static constexpr long long element_bytes = static_cast<long long>(sizeof(element_type));
+  static constexpr long long master_bytes = static_cast<long long>(sizeof(master_t<element_type>));
+  static constexpr long long stat_bytes = static_cast<long long>(sizeof(stat_t<element_type>));
+  static constexpr bool mixed_precision = is_mixed_v<element_type>;
+  static constexpr bool loss_from_option = !std::is_same_v<loss_option_t, NoLoss>;
+  static constexpr shape_t input_option = pick_t<option_kind::input, Input<>, Options...>::shape;
+
+  // ---- model: items, layers, TaskGraphs, parts --------------------------------------------
+  // The network planned: Net as written, or with AutoStages<K> the Pipeline the planner
+  // cut it into (plan/auto_stages.hpp).
+  using net = resolve_net_t<Net, Options...>;
+  using traits = net_traits<net>;
+  using items = typename traits::items;
+  using model_layers = typename items_info<items>::layers;
+  using layers = std::conditional_t<loss_from_option, concat_t<model_layers, type_list<loss_option_t>>, model_layers>;
+  static constexpr int num_items = items::size;
+  static constexpr int num_layers = layers::size;
+  static constexpr auto item_descs = items_info<items>::value;
+
+  static constexpr std::array<layer_desc, idx(num_layers)> descs = layer_checks<layers>::descs;
+
+  static constexpr int default_devices = [] {
+    if constexpr (is_strategy_v<default_strategy>) return default_strategy::devices;
+    else return 1;
+  }();
+  static constexpr strategy_kind default_kind = [] {
+    if constexpr (is_strategy_v<default_strategy>) return default_strategy::kind;
+    else return strategy_kind::replicate;
+  }();
+
+  static constexpr auto item_part = [] {
+    std::array<int, idx(num_items)> a{};
+    if constexpr (traits::explicit_parts)
+      for (int i = 0; i < num_items; ++i) a[idx(i)] = traits::item_part[idx(i)];
+    return a;
+  }();
+  static constexpr int num_taskgraphs = count_taskgraphs(item_descs, item_part, traits::explicit_parts);
+  static constexpr std::array<taskgraph_desc, idx(num_taskgraphs)> taskgraphs = build_taskgraphs<idx(num_taskgraphs)>(
+      item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
+  static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
+  // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
+  // a V placement (ZeroBubbleV) puts the second chunk in reverse: stage s runs parts s and 2·stages − 1 − s.
+  static constexpr int stages = max1(num_parts / max1(chunks));
+  static constexpr bool v_shape = schedule_info::v_shape;
+  static constexpr int part_devices = num_taskgraphs > 0 ? max1(taskgraphs[0].devices) : 1;
+  static constexpr int devices_per_replica = stages * part_devices;
+
+  // ---- structural rules ---------------------------------------------------------------------
+  static constexpr diagnosis structure_diag = [] {
+    using enum rule_id;
+    for (int i = 0; i < num_items; ++i) {
+      const auto& it = item_descs[idx(i)];
+      if (it.group) return diagnosis{nested_group, i};
+      if (!it.bare && it.devices < 1) return diagnosis{device_count, it.devices};
+      if (it.nested_at >= 0) return diagnosis{nested, it.devices, it.nested_at};
+    }
+    if (default_devices < 1) return diagnosis{device_count, default_devices};
+    if (traits::empty_part >= 0) return diagnosis{empty_stage, traits::empty_part};
+    for (int t = 0; t < num_taskgraphs; ++t)
+      if (taskgraphs[idx(t)].num_layers == 0) return diagnosis{empty_taskgraph, t};
+    for (int t = 1; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[idx(t)];
+      int first = t;  // first TaskGraph of the same part
+      while (first > 0 && taskgraphs[idx(first - 1)].part == tg.part) --first;
+      if (first != t && tg.devices != taskgraphs[idx(first)].devices)
+        return diagnosis{colocate_devices, t, tg.devices, taskgraphs[idx(first)].devices};
+      if (first == t && tg.devices != taskgraphs[0].devices)
+        return diagnosis{stage_devices, tg.part, tg.devices, taskgraphs[0].devices};
+    }
+    for (int t = 0; t < num_taskgraphs; ++t) {
+      const auto& tg = taskgraphs[idx(t)];
+      if (tg.kind == strategy_kind::replicate && tg.devices > 1 && micro_batch % tg.devices != 0)
+        return diagnosis{replicate_batch, micro_batch, tg.devices};
+      if (tg.kind == strategy_kind::split && tg.devices > 1) {
+        const int n = tg.devices;
+        if (mode == tensor_mode::d2 && isqrt(n) * isqrt(n) != n) return diagnosis{tensor_2d, n};
+        if (mode == tensor_mode::d2p5) {
+          const int d = tensor_depth;
+          const int q = d > 0 && n % d == 0 ? isqrt(n / d) : 0;
+          if (d < 1 || q * q * d != n || q < 1) return diagnosis{tensor_2p5d, n, d};
+        }
+        if (mode == tensor_mode::d3 && icbrt(n) * icbrt(n) * icbrt(n) != n) return diagnosis{tensor_3d, n};
+        if (mode != tensor_mode::d1 && zero > 0) return diagnosis{tensor_zero, static_cast<int>(mode), zero};
+      }
+    }
+    if (const diagnosis d = schedule_info::check(num_parts, stages, num_micro_batch); !d.ok()) return d;
+    if (fixed_world != 0 && (fixed_world < devices_per_replica || fixed_world % devices_per_replica != 0))
+      return diagnosis{world, fixed_world, devices_per_replica};
+    return diagnosis{};
+  }();
+  static_assert(raise<structure_diag.id, structure_diag.a, structure_diag.b, structure_diag.c>());
+  static_assert(!structure_diag.ok() || layer_checks<layers>::value,
+                "strata: a model entry is not a Layer (see the message above)");
+};
+
+}  // namespace detail
+}  // namespace strata

@@ -1,6 +1,7 @@
 // Colossal-AI tensor modes: 2D on q² devices, 2.5D on q²·d, 3D on q³, with their meshes.
 #include <array>
 
+#include <strata/plan/cost.hpp>
 #include <strata/strata.hpp>
 
 using namespace strata;
@@ -84,5 +85,78 @@ static_assert(T3::layer_plans[0].grad_group[1] == group_axis::plane_data &&
 static_assert(T3::input_block(0, 6).row == 3 && T3::input_block(0, 6).feature == 0);
 static_assert(T3::input_block(1, 6).row == 2 && T3::input_block(1, 6).feature == 1);
 static_assert(T3::param_block(0, 0, 5) == 5 && T3::param_block(0, 1, 5) == 1);
+
+// ---- a user layer that says how it shards on a mesh and what it costs -----------------------
+// A bias-free projection of role opaque: its role alone keeps it whole and refuses the mesh
+// modes (rule [tensor-mode-layer]) and leaves it to the roofline; its own mesh_shard makes it
+// the mode's Linear, and its own gemms let the cost model time it GEMM by GEMM. Declared =
+// false: the same layer without the two members.
+template <int In, int Out, bool Declared = true>
+struct Project {
+  static constexpr std::string_view name = "Project";
+  static constexpr layer_role role = layer_role::opaque;
+  static constexpr shape_t in_shape = shape_v<In>;
+  static constexpr shape_t out_shape(shape_t in) { return in.with_last(Out); }
+  static constexpr std::array<param_t, 1> params{{{"weight", shape_v<In, Out>, param_role::weight, 1}}};
+  static constexpr long long forward_flops(shape_t in) { return in.numel() / In * 2LL * In * Out; }
+  static constexpr long long backward_flops(shape_t in) { return 2 * forward_flops(in); }
+  static constexpr buffer_needs memory(const local_dims&) { return {.keep_input = true}; }
+  static constexpr mesh_choice mesh_shard(const mesh_query& q)
+    requires Declared
+  {
+    return sharding::mesh_linear(q, In, Out);
+  }
+  static constexpr call_gemms gemms(const local_dims& d)
+    requires Declared
+  {
+    call_gemms g;
+    g.add({1, static_cast<double>(d.rows), static_cast<double>(d.out_cols), static_cast<double>(d.in_cols), true});
+    return g;
+  }
+};
+static_assert(!describe<Project<512, 256, false>>()
+                   .mesh_shard(mesh_query{signature::summa_2d, 2, shape_v<512>, shape_v<256>})
+                   .supported);
+
+// Under 2D it is SUMMA with the collectives, shards and gradient groups of the built-in Linear.
+template <int N, class Mode, class... L>
+using Mesh = Plan<Split<N, L...>, Mode, Loss<SoftmaxCrossEntropy>, MicroBatch<8>>;
+using UP2 = Mesh<4, Tensor2D, Linear<256, 512>, GeLU, Project<512, 256>>;
+using LP2 = Mesh<4, Tensor2D, Linear<256, 512>, GeLU, Linear<512, 256, false>>;
+template <class A, class B>
+constexpr bool planned_alike(int i) {
+  const auto& a = A::layer_plans[static_cast<std::size_t>(i)];
+  const auto& b = B::layer_plans[static_cast<std::size_t>(i)];
+  if (a.sig != b.sig || a.num_comms != b.num_comms || a.turned != b.turned || a.local_params[0] != b.local_params[0] ||
+      a.grad_group[0] != b.grad_group[0])
+    return false;
+  for (int k = 0; k < a.num_comms; ++k) {
+    const comm_desc &x = a.comms[static_cast<std::size_t>(k)], &y = b.comms[static_cast<std::size_t>(k)];
+    if (x.kind != y.kind || x.group != y.group || x.when != y.when || x.elems != y.elems || x.calls != y.calls)
+      return false;
+  }
+  for (int d = 0; d < A::part_devices; ++d)
+    if (A::param_block(i, 0, d) != B::param_block(i, 0, d)) return false;
+  return true;
+}
+static_assert(UP2::valid && UP2::layer_plans[2].sig == signature::summa_2d);
+static_assert(UP2::layer_plans[2].local_params[0] == shape_v<256, 128> && UP2::layer_plans[2].num_comms == 6);
+static_assert(planned_alike<UP2, LP2>(2));
+// Under 3D its projection turns the layout as a Linear's does: the GeLU after it reads features
+// along the depth, the loss after the next Linear along the columns again.
+using UP3 = Mesh<8, Tensor3D, Project<256, 512>, GeLU, Linear<512, 256>>;
+using LP3 = Mesh<8, Tensor3D, Linear<256, 512, false>, GeLU, Linear<512, 256>>;
+static_assert(UP3::valid && UP3::layer_plans[1].turned && !UP3::layer_plans[3].turned);
+static_assert(planned_alike<UP3, LP3>(0) && planned_alike<UP3, LP3>(2));
+
+// The cost model times its GEMMs as the Linear's; without them it takes the roofline.
+constexpr hardware A100 = hw::A100_80GB::value;
+template <class L>
+using Probe = Plan<Replicate<1, L>, Input<512, 1024>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, Element<bf16>>;
+template <class L>
+constexpr cost::unit_time unit_of = cost::profile_of<Probe<L>, 1>(std::array<int, 2>{0, 1}, A100).units[0];
+static_assert(unit_of<Project<1024, 1024>>.forward_s == unit_of<Linear<1024, 1024, false>>.forward_s &&
+              unit_of<Project<1024, 1024>>.backward_s == unit_of<Linear<1024, 1024, false>>.backward_s);
+static_assert(unit_of<Project<1024, 1024, false>>.forward_s != unit_of<Project<1024, 1024>>.forward_s);
 
 int main() { return 0; }

@@ -23,11 +23,11 @@ void check_static_memory(int in_elems, int classes) {
   if constexpr (std::is_same_v<T, typename P::element_type>) CHECK(train.activation_bytes() == P::activation_arena_bytes(0));
   const std::size_t n = std::size_t(P::micro_batch) * P::num_micro_batch;
   std::vector<master_t<T>> x(n * std::size_t(in_elems));
-  std::vector<std::int32_t> y(n * (P::input_shape.rank > 0 && P::layer_plans[0].desc.role == layer_role::embedding
+  std::vector<std::int32_t> y(n * (P::input_shape.rank > 0 && P::layer_plans[0].desc.reads_ids
                                        ? std::size_t(P::input_shape.numel())
                                        : 1));
   std::mt19937 g(3);
-  for (auto& v : x) v = master_t<T>(P::layer_plans[0].desc.role == layer_role::embedding ? double(g() % 16) : 0.1 * (g() % 19) - 0.9);
+  for (auto& v : x) v = master_t<T>(P::layer_plans[0].desc.reads_ids ? double(g() % 16) : 0.1 * (g() % 19) - 0.9);
   for (auto& v : y) v = std::int32_t(g() % unsigned(classes));
   const batch_view<master_t<T>> b{.inputs = x, .labels = y, .samples = n};
   train.step(b);  // first step: the BLAS and the thread pool warm up
@@ -37,7 +37,47 @@ void check_static_memory(int in_elems, int classes) {
   CHECK(Host::buffer<char>::allocation_count().load() == before);
 }
 
+// A user layer with its own initialisation rule (an init member): y = x + b, b starting at
+// 1/2 + element/8 where its role (opaque) would draw U(±1/√D).
+template <int D>
+struct Shift {
+  static constexpr std::string_view name = "Shift";
+  static constexpr layer_role role = layer_role::opaque;
+  static constexpr shape_t in_shape = shape_v<D>;
+  static constexpr shape_t out_shape(shape_t in) { return in; }
+  static constexpr std::array<param_t, 1> params{{{"shift", shape_v<D>, param_role::replicated, -1}}};
+  static constexpr long long forward_flops(shape_t in) { return in.numel(); }
+  static constexpr long long backward_flops(shape_t in) { return in.numel(); }
+  static constexpr buffer_needs memory(const local_dims&) { return {}; }
+  static double init(const init_site& s) { return 0.5 + 0.125 * static_cast<double>(s.element); }
+  template <class C>
+  static void forward(C& c) {
+    using T = typename C::value_type;
+    bias_activation_forward(c.q, backend::activation::none, c.rows, c.in_cols, c.x, c.w[0], static_cast<T*>(nullptr), c.y);
+  }
+  template <class C>
+  static void backward(C& c) {
+    bias_grad(c.q, c.rows, c.in_cols, c.dy, c.g[0], true);
+    if (c.dx) copy(c.q, c.rows * c.in_cols, c.dy, c.dx);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("the trainer starts from each layer's init rule: its own member, else its role's") {
+  using P = Plan<Replicate<1, Linear<4, 8>, Shift<8>, Linear<8, 3>>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>>;
+  auto world = local_world<Host>();
+  auto train = make_trainer<P, double>(world, SGD{.lr = 0.1}, /*seed=*/7);
+  const auto w = train.gather_parameters();
+  REQUIRE(w.size() == std::size_t(P::num_layers));  // the loss too, without parameters
+  REQUIRE(w[1][0].size() == 8);
+  for (std::size_t e = 0; e < 8; ++e) CHECK(w[1][0][e] == 0.5 + 0.125 * double(e));
+  // Linear: U(±1/√fan_in) from the role's rule, fan_in its 4 and 8 input features
+  for (std::size_t e = 0; e < w[0][0].size(); ++e)
+    CHECK(w[0][0][e] == init_rules::fan_in_uniform(init_site{0, 0, e, 7}, 4));
+  for (std::size_t e = 0; e < w[2][1].size(); ++e)
+    CHECK(w[2][1][e] == init_rules::fan_in_uniform(init_site{2, 1, e, 7}, 8));
+}
 
 TEST_CASE("a step allocates nothing and uses exactly the planned activation buffers") {
   using CE = Loss<SoftmaxCrossEntropy>;

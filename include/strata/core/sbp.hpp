@@ -215,4 +215,42 @@ struct shard_choice {
   }
 };
 
+// What the sharding pass asks a layer in a Split<n> TaskGraph under 2D, 2.5D or 3D tensor
+// parallelism (Colossal-AI): activations are S(0,-1) blocks, their features cut q ways.
+struct mesh_query {
+  signature linear = signature::summa_2d;  // the mode's Linear: summa_2d, tesseract_2p5d or cube_3d
+  int q = 1;                               // the mesh side
+  shape_t in{}, out{};                     // per-sample shapes
+  int split_extent = 0;                    // heads, vocabulary or experts
+};
+
+// One projection the layer runs as the mode's Linear (layers/linear_mesh.hpp): in → out features.
+struct mesh_projection {
+  long long in = 0, out = 0;
+};
+
+// A layer's answer on the mesh: its signature, the projections it runs (their collectives
+// are the planner's; under 3D each turns the layout), which projection each parameter
+// belongs to (cut over the mesh: weights on both axes, biases on the output's feature
+// blocks; −1: whole), whether it all-reduces row moments over the features' mesh axis
+// (LayerNorm), and the rule it breaks. Not supported: rule [tensor-mode-layer].
+struct mesh_choice {
+  bool supported = true;
+  signature sig = signature::replicated;
+  std::array<mesh_projection, 2> projections{};
+  int num_projections = 0;
+  std::array<signed char, max_layer_params> param_projection{-1, -1, -1, -1, -1, -1};
+  bool row_moments = false;
+  shard_rule violated = shard_rule::ok;
+  int violated_value = 0;
+
+  constexpr void project(long long in, long long out) {
+    if (num_projections < static_cast<int>(projections.size()))
+      projections[static_cast<std::size_t>(num_projections++)] = {in, out};
+  }
+  constexpr void violate(shard_rule r, int value) {
+    if (violated == shard_rule::ok) violated = r, violated_value = value;
+  }
+};
+
 }  // namespace strata

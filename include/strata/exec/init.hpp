@@ -1,25 +1,17 @@
 #pragma once
 // Parameter initialisation that depends only on the logical parameter (layer, tensor,
 // element), never on how a plan shards it: every plan starts from the same model.
-#include <cmath>
 #include <array>
 #include <cstdint>
 
-#include "strata/core/random.hpp"
 #include "strata/layers/layer.hpp"
 
 namespace strata::exec {
 
-// The initial value of logical element `element` of parameter `tensor` of layer `layer`.
-// Linear/attention/MoE weights and biases: U(−1/√fan_in, 1/√fan_in) (PyTorch's Linear
-// default); LayerNorm: γ = 1, β = 0; embeddings: U(−1, 1).
+// The initial value of logical element `element` of parameter `tensor` of layer `layer`:
+// the layer's rule (its init member, else its role's: layers/role_defaults.hpp).
 inline double initial_value(const layer_desc& d, int layer, int tensor, std::uint64_t element, std::uint64_t seed) {
-  const param_t& p = d.params[static_cast<std::size_t>(tensor)];
-  if (d.role == layer_role::layernorm) return tensor == 0 ? 1.0 : 0.0;
-  if (d.role == layer_role::embedding) return unit_uniform(seed, layer, tensor, element);
-  int fan_in = d.in_shape.rank > 0 ? d.in_shape.last() : p.shape.dim[0];
-  if (d.role == layer_role::moe && tensor == 2) fan_in = p.shape.dim[1];  // experts' second matrix
-  return unit_uniform(seed, layer, tensor, element) / std::sqrt(static_cast<double>(fan_in > 0 ? fan_in : 1));
+  return d.init(init_site{layer, tensor, element, seed});
 }
 
 // Logical flat index of local element `flat` of a shard: block `block` of the tensor's

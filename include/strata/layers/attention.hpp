@@ -57,6 +57,29 @@ struct MultiHeadAttention {
     if (Heads % q.n != 0) c.violate(shard_rule::split_heads, Heads);
     return c;
   }
+  // 2D/2.5D/3D: heads divided over the mesh columns (whole heads per feature block); the QKV
+  // projection (w_qkv, b_qkv), then the output projection (w_out, b_out) as the mode's Linear.
+  static constexpr mesh_choice mesh_shard(const mesh_query& q) {
+    mesh_choice c;
+    c.sig = q.linear;
+    if (Heads % q.q != 0) c.violate(shard_rule::split_heads, Heads);
+    c.project(D, 3 * D);
+    c.project(D, D);
+    c.param_projection = {0, 0, 1, 1, -1, -1};
+    return c;
+  }
+  // The cost model's GEMMs (one device, 1D): the two projections over this device's heads,
+  // and the attention core of its sequences × heads.
+  static constexpr call_gemms gemms(const local_dims& d) {
+    const double split = d.sig == signature::head_parallel ? d.n : 1;
+    const double rows = static_cast<double>(d.rows), dm = D, local_heads = Heads / split, dh = dm / Heads;
+    const double width = local_heads * dh;
+    call_gemms g;
+    g.add({1, rows, 3 * width, dm, true});  // QKV projection
+    g.add({1, rows, dm, width, true});      // output projection
+    g.scores = {rows / Seq * local_heads, static_cast<double>(Seq), dh};
+    return g;
+  }
 
   // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (head-major), the context
   // (token rows, for dW_out) and the attention probabilities. Scratch: the QKV rows and

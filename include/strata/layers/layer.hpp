@@ -14,6 +14,7 @@
 #include "strata/core/precision.hpp"
 #include "strata/core/sbp.hpp"
 #include "strata/core/shape.hpp"
+#include "strata/layers/role_defaults.hpp"
 
 namespace strata {
 
@@ -32,20 +33,33 @@ template <class L> concept has_flops = requires(shape_t s) {
 };
 template <class L> concept has_memory = requires(local_dims d) { { L::memory(d) } -> std::convertible_to<buffer_needs>; };
 template <class L> concept has_shard = requires(shard_query q) { { L::shard(q) } -> std::convertible_to<shard_choice>; };
+template <class L> concept has_mesh_shard = requires(mesh_query q) {
+  { L::mesh_shard(q) } -> std::convertible_to<mesh_choice>;
+};
+template <class L> concept has_init = requires(init_site s) { { L::init(s) } -> std::convertible_to<double>; };
+template <class L> concept has_gemms = requires(local_dims d) { { L::gemms(d) } -> std::convertible_to<call_gemms>; };
+template <class L> concept has_reads_ids = requires { { L::reads_ids } -> std::convertible_to<bool>; };
+template <class L> concept has_aux_loss = requires { { L::aux_loss_stats } -> std::convertible_to<long long>; };
 // Stands for the executor's per-layer context when asking whether a layer can run.
 struct exec_probe;
 }  // namespace detail
 
 // A layer is a type with static shapes (per sample), parameters, costs, memory and a role.
 //   name            std::string_view
-//   role            layer_role (the default sharding rule; user layers use layer_role::opaque)
+//   role            layer_role (the defaults of the optional members; user layers use layer_role::opaque)
 //   in_shape        shape_t; rank 0 = accepts any shape; otherwise its trailing dims are checked
 //   out_shape(in)   shape_t out for a given per-sample input
 //   params          std::array<param_t, K> (K may be 0)
 //   forward_flops(in), backward_flops(in)   per sample
 //   memory(local_dims)   buffer_needs: what its forward keeps for backward, its scratch
-// Optional:
-//   shard(shard_query)   shard_choice under Split<N>; default: the role's rule (below)
+// Optional (absent: the role's default, layers/role_defaults.hpp):
+//   shard(shard_query)        shard_choice under Split<N> (1D)
+//   mesh_shard(mesh_query)    mesh_choice under 2D/2.5D/3D: signature, projections, parameters cut
+//   init(init_site)           double: a parameter element's initial value
+//   gemms(local_dims)         call_gemms: the GEMMs the cost model times for one call
+//   reads_ids                 bool: first in the model, it reads the batch's token ids
+//   aux_loss_stats            long long: statistics of an auxiliary loss (MoE's load balance),
+//                             summed over a data-parallel part; 0: no auxiliary loss
 //   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
@@ -69,69 +83,34 @@ concept SplitBackwardLayer = ExecutableLayer<L> && requires(detail::exec_probe& 
   L::backward_weights(c);
 };
 
-// ---- default sharding rules by role (1D tensor parallelism) ----------------------------
-namespace sharding {
-
-constexpr void split_share(shard_choice& c, int n) {
-  if (c.need == sbp::split_feature) c.feat_div = n;
-  if (c.need == sbp::split_batch) c.rows_div = n;
-  c.flops_div = c.rows_div * c.feat_div;
-}
-
-// Where a row-wise layer receives a partial sum: reduced whole, or under SequenceParallel
-// reduced and scattered by rows.
-constexpr sbp reduced(const shard_query& q) { return q.sequence_parallel ? sbp::split_batch : sbp::broadcast; }
-
-// Pointwise: any split or broadcast layout passes through; a partial sum is reduced first.
-constexpr shard_choice pointwise(const shard_query& q) {
-  shard_choice c;
-  c.sig = signature::pointwise;
-  c.need = c.out = q.arrives == sbp::partial ? reduced(q) : q.arrives;
-  split_share(c, q.n);
-  return c;
-}
-
-// Reshape: keeps a row split, and a feature split of a vector input; else whole tensors.
-constexpr shard_choice reshape(const shard_query& q) {
-  shard_choice c;
-  c.sig = signature::pointwise;
-  c.need = c.out = q.arrives == sbp::split_batch                      ? sbp::split_batch
-                   : (q.arrives == sbp::split_feature && q.in.rank <= 1) ? sbp::split_feature
-                                                                        : sbp::broadcast;
-  split_share(c, q.n);
-  return c;
-}
-
-// Whole features (normalisation, user layers that know nothing of sharding): keeps a row
-// split, gathers anything else; parameters stay whole.
-constexpr shard_choice whole_features(const shard_query& q) {
-  shard_choice c;
-  c.sig = signature::replicated;
-  c.need = c.out = q.arrives == sbp::split_batch ? sbp::split_batch : q.arrives == sbp::partial ? reduced(q) : sbp::broadcast;
-  split_share(c, q.n);
-  if (c.need != sbp::split_batch) c.flops_div = 1;  // every device computes the whole layer
-  return c;
-}
-
-constexpr shard_choice by_role(layer_role r, const shard_query& q) {
-  switch (r) {
-    case layer_role::elementwise: return pointwise(q);
-    case layer_role::reshape: return reshape(q);
-    default: return whole_features(q);
-  }
-}
-
-}  // namespace sharding
-
 namespace detail {
 constexpr shape_t same_shape(shape_t s) { return s; }
 constexpr long long no_cost(shape_t) { return 0; }
 constexpr buffer_needs no_memory(const local_dims&) { return {}; }
 constexpr shard_choice whole(const shard_query& q) { return sharding::whole_features(q); }
+constexpr mesh_choice no_mesh(const mesh_query&) { return {.supported = false}; }
+inline double no_init(const init_site&) { return 0; }
+constexpr call_gemms no_gemms(const local_dims&) { return {}; }
 template <class L>
 constexpr shard_choice shard_of(const shard_query& q) {
   if constexpr (has_shard<L>) return L::shard(q);
   else return sharding::by_role(L::role, q);
+}
+template <class L>
+constexpr mesh_choice mesh_shard_of(const mesh_query& q) {
+  if constexpr (has_mesh_shard<L>) return L::mesh_shard(q);
+  else return sharding::mesh_by_role(L::role, q);
+}
+template <class L>
+double init_of(const init_site& s) {
+  if constexpr (has_init<L>) return L::init(s);
+  else if constexpr (L::params.size() == 0) return 0;
+  else return init_rules::by_role(L::role, L::in_shape, L::params[static_cast<std::size_t>(s.tensor)], s);
+}
+template <class L>
+constexpr call_gemms gemms_of(const local_dims& d) {
+  if constexpr (has_gemms<L>) return L::gemms(d);
+  else return gemm_rules::by_role(L::role, d);
 }
 }  // namespace detail
 
@@ -147,11 +126,16 @@ struct layer_desc {
   long long (*backward_flops)(shape_t) = &detail::no_cost;
   buffer_needs (*memory)(const local_dims&) = &detail::no_memory;
   shard_choice (*shard)(const shard_query&) = &detail::whole;
+  mesh_choice (*mesh_shard)(const mesh_query&) = &detail::no_mesh;
+  double (*init)(const init_site&) = &detail::no_init;  // run time only (not constexpr)
+  call_gemms (*gemms)(const local_dims&) = &detail::no_gemms;
   std::array<param_t, max_layer_params> params{};
   int num_params = 0;
   // The dimension tensor parallelism cuts, for divisibility rules and shard sizes:
   // heads (attention), vocabulary (embedding), experts (moe); linear layers use in/out.
   int split_extent = 0;
+  bool reads_ids = false;         // first in the model, it reads the batch's token ids
+  long long aux_loss_stats = 0;   // > 0: it adds an auxiliary loss from this many statistics
   bool executable = false;
 };
 
@@ -195,12 +179,18 @@ constexpr layer_desc describe() {
   d.backward_flops = &L::backward_flops;
   d.memory = &L::memory;
   d.shard = &detail::shard_of<L>;
+  d.mesh_shard = &detail::mesh_shard_of<L>;
+  d.init = &detail::init_of<L>;
+  d.gemms = &detail::gemms_of<L>;
   static_assert(L::params.size() <= static_cast<std::size_t>(max_layer_params),
                 "strata: a layer has at most 6 parameter tensors");
   d.num_params = static_cast<int>(L::params.size());
   if constexpr (L::params.size() > 0)
     for (std::size_t i = 0; i < L::params.size(); ++i) d.params[i] = L::params[i];
   d.split_extent = detail::split_extent_of<L>();
+  if constexpr (detail::has_reads_ids<L>) d.reads_ids = L::reads_ids;
+  else d.reads_ids = reads_ids_by_role(L::role);
+  if constexpr (detail::has_aux_loss<L>) d.aux_loss_stats = L::aux_loss_stats;
   d.executable = ExecutableLayer<L>;
   return d;
 }

@@ -68,6 +68,11 @@ struct MoE {
     return tokens(in) * (2LL * D * Experts + TopK * 4LL * D * Hidden);
   }
   static constexpr long long backward_flops(shape_t in) { return 2 * forward_flops(in); }
+  // The load-balancing loss reads per-expert choice counts and probability sums of the
+  // whole micro-batch: a data-parallel part sums its devices' shares of these 2·E.
+  static constexpr long long aux_loss_stats = 2LL * Experts;
+  // U(±1/√fan_in) per matrix: the gate and w_in read D features, w_out Hidden.
+  static double init(const init_site& s) { return init_rules::fan_in_uniform(s, s.tensor == 2 ? Hidden : D); }
 
   static constexpr shard_choice shard(const shard_query& q) {
     shard_choice c;

@@ -162,7 +162,7 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       c.ping[x] = big > c.ping[x] ? big : c.ping[x];
       c.scratch[x] = scratch > c.scratch[x] ? scratch : c.scratch[x];
       if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
-      if (i == hi - 1 && lp.desc.role != layer_role::loss) c.exit[x] = out_elems * eb;
+      if (i == hi - 1 && !call.loss) c.exit[x] = out_elems * eb;
     }
   }
   return c;

@@ -5,8 +5,9 @@
 // A probe plan (the model on one stage, plan/auto_stages.hpp) gives every layer call of
 // one device and micro-batch: its FLOPs (layer_plans[i].local_flops_per_sample), the
 // bytes it touches (its input, output, stash, scratch and weights, from the lowered
-// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A Linear or
-// attention call is timed GEMM by GEMM (gemm_s: tile and wave quantization over the SMs, a
+// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A call whose
+// description gives GEMMs (layer_desc::gemms: a Linear's, an attention's) is timed GEMM by
+// GEMM (gemm_s: tile and wave quantization over the SMs, a
 // roofline per GEMM) plus, for materialized attention, the elementwise passes over its
 // score tensor; any other call takes max(FLOPs / (peak · gemm_efficiency), bytes / sustained
 // HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
@@ -103,23 +104,22 @@ constexpr pass_s activation_pair_s(double items, double m, double n, double k, d
 }
 
 // A layer call made of GEMMs, timed GEMM by GEMM (they run one after another, so their
-// times add): a Linear's one product, or the attention's projections, score products and
-// the memory-bound passes over the score tensor between them. rows: local rows (tokens);
-// in/out: local columns. Other roles (and the mesh tensor modes): {-1, -1}, the caller
-// falls back to the per-call roofline.
-constexpr pass_s gemm_layer_s(const layer_plan& lp, const local_dims& d, double eb, double peak, const hardware& hw) {
-  const double rows = static_cast<double>(d.rows);
-  if (d.q > 0) return {-1, -1};
-  if (lp.desc.role == layer_role::linear) return gemm_pair_s(1, rows, static_cast<double>(d.out_cols),
-                                                             static_cast<double>(d.in_cols), eb, peak, hw);
-  if (lp.desc.role != layer_role::attention || lp.desc.split_extent <= 0 || lp.desc.in_shape.rank != 2) return {-1, -1};
-  const double seq = lp.desc.in_shape.dim[0], dm = lp.desc.in_shape.dim[1], heads = lp.desc.split_extent;
-  const double local_heads = heads / (lp.features_div > 0 ? lp.features_div : 1), dh = dm / heads;
-  const double width = local_heads * dh, items = rows / seq * local_heads;
+// times add): the shapes its description gives (a Linear's one product; the attention's
+// projections and its core: the score products and the memory-bound passes over the score
+// tensor between them, or one fused kernel). A call without GEMMs (and any call under the
+// mesh tensor modes): {-1, -1}, the caller falls back to the per-call roofline.
+constexpr pass_s gemm_layer_s(const call_gemms& cg, const local_dims& d, double eb, double peak, const hardware& hw) {
+  if (d.q > 0 || !cg.timed()) return {-1, -1};
   pass_s t{};
   auto add = [&t](pass_s x) { t.forward += x.forward, t.backward += x.backward, t.weight += x.weight; };
-  add(gemm_pair_s(1, rows, 3 * width, dm, eb, peak, hw));  // QKV projection
-  add(gemm_pair_s(1, rows, dm, width, eb, peak, hw));      // output projection
+  for (int i = 0; i < cg.num_gemms; ++i) {
+    const gemm_shape& g = cg.gemm[static_cast<std::size_t>(i)];
+    add(g.weight ? gemm_pair_s(g.items, g.m, g.n, g.k, eb, peak, hw)
+                 : activation_pair_s(g.items, g.m, g.n, g.k, eb, peak, hw));
+  }
+  const score_shape& a = cg.scores;
+  if (a.items <= 0) return t;
+  const double items = a.items, seq = a.seq, dh = a.head_dim;
   if (hw.attention == attention_kernels::flash) {
     // one fused kernel: the score products' FLOPs only (nothing [s, s] reaches HBM); its
     // backward recomputes q kᵀ
@@ -198,7 +198,8 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                                                c.needs.stash_values + c.needs.scratch_values + lp.local_param_elems) *
                                eb +
                            static_cast<double>(c.needs.stash_stats + c.needs.scratch_stats) * sb;
-      const pass_s g = gemm_layer_s(lp, c.dims, eb, r.peak_flops, hw);
+      const call_gemms cg = lp.desc.gemms(c.dims);
+      const pass_s g = gemm_layer_s(cg, c.dims, eb, r.peak_flops, hw);
       const double tf = g.forward >= 0 ? g.forward : ff / flops_rate > bytes / hbm_rate ? ff / flops_rate : bytes / hbm_rate;
       const double tb = g.backward >= 0 ? g.backward
                         : fb / flops_rate > 2 * bytes / hbm_rate ? fb / flops_rate
@@ -219,8 +220,8 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       if (hw.separate_grad_accumulation)
         t.accumulate_s += static_cast<double>(lp.local_param_elems) * (2 * r.master_bytes + eb) / hbm_rate;
       if (c.needs.weight_pass && lp.desc.num_params > 0) {
-        // W: the weight-gradient GEMMs; an embedding's whole backward; else half the backward
-        t.weight_s += g.backward >= 0 ? g.weight : lp.desc.role == layer_role::embedding ? tb : tb / 2;
+        // W: the weight-gradient GEMMs, else the layer's share of its backward
+        t.weight_s += g.backward >= 0 ? g.weight : tb * cg.weight_share;
         t.keep_bytes += static_cast<double>(c.dims.out_rows * c.dims.out_cols + c.needs.weight_keep) * eb;
       }
     }

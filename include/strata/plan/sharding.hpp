@@ -4,6 +4,7 @@
 // into the next is derived here, forward and backward, never written by hand.
 #include <array>
 #include <string_view>
+#include <tuple>
 
 #include "strata/core/sbp.hpp"
 #include "strata/layers/layer.hpp"
@@ -43,6 +44,9 @@ struct layer_plan {
   // the features from one cube axis to another, so the layout turns with every 3D Linear
   // (as Colossal-AI's alternating input/output parallel modes).
   bool turned = false;
+  // 3D: the input features of the projection each parameter belongs to lie along the depth
+  // (a layer's second projection reads its first's output: the other turn)
+  std::array<bool, max_layer_params> param_turned{};
 };
 
 namespace detail {
@@ -135,8 +139,7 @@ constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, 
   const bool weight = lp.desc.params[K].role == param_role::weight;
   const int j = index % q, i = (index / q) % q, kk = index / (q * q);
   if (mode != tensor_mode::d3) return weight ? i * q + j : j;
-  // an attention's output projection reads the QKV's output: the other turn
-  const bool t = lp.turned != (lp.desc.role == layer_role::attention && k >= 2);
+  const bool t = lp.param_turned[K];
   const int f = t ? kk : j, g = t ? j : kk;
   return weight ? (f * q + i) * q + g : g;
 }
@@ -276,6 +279,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
                                 r.layers[static_cast<std::size_t>(li + 1)].desc.role == layer_role::loss &&
                                 r.layers[static_cast<std::size_t>(li + 1)].taskgraph == static_cast<int>(t);
       shard_choice c;
+      mesh_choice m{};
       std::array<shape_t, max_layer_params> local{};
       for (int pi = 0; pi < d.num_params; ++pi) local[static_cast<std::size_t>(pi)] = d.params[static_cast<std::size_t>(pi)].shape;
       if (n == 1) {
@@ -284,47 +288,25 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         c.sig = signature::data_parallel;
         c.need = c.out = sbp::split_batch;
         c.rows_div = c.flops_div = n;
-        // MoE's load-balancing loss wants the micro-batch's per-expert choice counts and
-        // probability sums: the devices' shares are summed (2 × experts statistics)
-        if (d.role == layer_role::moe)
-          c.add(collective::all_reduce, group_axis::part, pass::forward, 2LL * d.split_extent, 1, /*stats=*/true);
+        // an auxiliary loss (MoE's load balance) wants statistics of the whole micro-batch:
+        // the devices' shares are summed
+        if (d.aux_loss_stats > 0)
+          c.add(collective::all_reduce, group_axis::part, pass::forward, d.aux_loss_stats, 1, /*stats=*/true);
       } else if (nd) {
-        const int mode_code = static_cast<int>(ctx.mode);
         c.need = c.out = sbp::block;
         c.rows_div = mesh.rows;
         c.feat_div = mesh.features;
         c.flops_div = mesh.rows * mesh.features;
-        switch (d.role) {
-          case layer_role::linear:
-            c.sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
-                    : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
-            if (d.in_shape.last() % mesh.features != 0)
-              fail(shard_rule::split_features, li, d.in_shape.last(), mesh.features);
-            else if (d.out_shape(d.in_shape).last() % mesh.features != 0)
-              fail(shard_rule::split_features, li, d.out_shape(d.in_shape).last(), mesh.features);
-            for (int pi = 0; pi < d.num_params; ++pi)
-              local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
-            break;
-          case layer_role::attention:
-            // heads divided over the mesh columns (whole heads per feature block); each
-            // projection runs as the mode's Linear, the attention itself on local heads and rows
-            c.sig = ctx.mode == tensor_mode::d2 ? signature::summa_2d
-                    : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d : signature::cube_3d;
-            if (d.split_extent % mesh.features != 0) fail(shard_rule::split_heads, li, d.split_extent, mesh.features);
-            for (int pi = 0; pi < d.num_params; ++pi)
-              local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
-            break;
-          case layer_role::residual_begin:
-          case layer_role::residual_end:
-          case layer_role::elementwise: c.sig = signature::pointwise; break;
-          case layer_role::layernorm:
-            c.sig = signature::pointwise;
-            // the features of a row are spread over a mesh row
-            if (lp.in.last() % mesh.features != 0) fail(shard_rule::tensor_features, li, lp.in.last(), mesh.features);
-            break;
-          case layer_role::loss: c.sig = signature::vocab_loss; break;
-          default: fail(shard_rule::tensor_mode_layer, li, mode_code, n); break;
-        }
+        const signature linear = ctx.mode == tensor_mode::d2     ? signature::summa_2d
+                                 : ctx.mode == tensor_mode::d2p5 ? signature::tesseract_2p5d
+                                                                 : signature::cube_3d;
+        m = d.mesh_shard(mesh_query{linear, mesh.features, lp.in, lp.out, d.split_extent});
+        c.sig = m.sig;
+        if (!m.supported) fail(shard_rule::tensor_mode_layer, li, static_cast<int>(ctx.mode), n);
+        else if (m.violated != shard_rule::ok) fail(m.violated, li, m.violated_value, mesh.features);
+        for (int pi = 0; pi < d.num_params; ++pi)
+          if (m.param_projection[static_cast<std::size_t>(pi)] >= 0)
+            local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
       } else {
         c = d.shard(
             shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch, next_is_loss, ctx.sequence_parallel});
@@ -384,20 +366,23 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       const group_axis features_axis = turned ? group_axis::mesh_depth : group_axis::mesh_row;
       const bool dx = need_dx[static_cast<std::size_t>(li)];
       const long long rows_here = ctx.micro_batch / mesh.rows * lp.in.rows();
-      if (nd && d.role == layer_role::layernorm) {
+      // turn_at[p]: the turn projection p reads (3D), turn_at[num_projections] what the layer hands on
+      std::array<bool, std::tuple_size_v<decltype(m.projections)> + 1> turn_at{};
+      turn_at[0] = turned;
+      if (nd && m.row_moments) {
         // Σx and Σx² of rows whose features are spread over the mesh row; backward, Σg and
         // Σg·x̂ (only for the input's gradient: dγ and dβ need the forward's statistics only)
         add_comm(lp, collective::all_reduce, features_axis, pass::forward, 2 * rows_here, 1, true);
         if (dx) add_comm(lp, collective::all_reduce, features_axis, pass::backward, 2 * rows_here, 1, true);
       } else if (nd && c.sig == signature::vocab_loss) {
         add_comm(lp, collective::all_reduce, features_axis, pass::forward, rows_here, 3, true);
-      } else if (nd && d.role == layer_role::linear) {
-        turned = add_mesh_linear(lp, c.sig, mesh, rows_here, d.in_shape.last(), lp.out.last(), turned, dx);
-      } else if (nd && d.role == layer_role::attention) {
-        // the QKV projection, then the output projection (which turns a 3D layout back)
-        const long long f = d.in_shape.last();
-        const bool mid = add_mesh_linear(lp, c.sig, mesh, rows_here, f, 3 * f, turned, dx);
-        add_mesh_linear(lp, c.sig, mesh, rows_here, f, f, mid, true);
+      } else if (nd) {
+        // projections after the first read the layer's own intermediate: their dX is always wanted
+        for (int p = 0; p < m.num_projections; ++p) {
+          const mesh_projection& pr = m.projections[static_cast<std::size_t>(p)];
+          turned = add_mesh_linear(lp, c.sig, mesh, rows_here, pr.in, pr.out, turned, dx || p > 0);
+          turn_at[static_cast<std::size_t>(p + 1)] = turned;
+        }
       }
 
       // Parameters: local shards and the group that must reduce their gradients.
@@ -405,6 +390,12 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       for (int pi = 0; pi < d.num_params; ++pi) {
         const param_t& prm = d.params[static_cast<std::size_t>(pi)];
         const shape_t sh = local[static_cast<std::size_t>(pi)];
+        // the turn its projection reads, and the one it writes (where its bias lies)
+        const int pp = m.param_projection[static_cast<std::size_t>(pi)];
+        const int proj = pp < 0 ? 0 : pp < m.num_projections ? pp : m.num_projections;
+        const bool reads_turned = turn_at[static_cast<std::size_t>(proj)];
+        const bool writes_turned = turn_at[static_cast<std::size_t>(proj < m.num_projections ? proj + 1 : proj)];
+        lp.param_turned[static_cast<std::size_t>(pi)] = reads_turned;
         lp.local_params[static_cast<std::size_t>(pi)] = sh;
         lp.local_param_elems += sh.numel();
         const bool whole = sh == prm.shape;
@@ -414,9 +405,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         // N-D biases are cut by the output's feature blocks only: the devices of that block
         // (a mesh column; in 3D, a depth plane when the output turned) saw other rows
         if (nd && prm.role == param_role::bias && !whole)
-          g = c.sig == signature::cube_3d && (d.role == layer_role::attention ? !turned : turned)
-                  ? group_axis::plane_data
-                  : group_axis::col_data;
+          g = c.sig == signature::cube_3d && writes_turned ? group_axis::plane_data : group_axis::col_data;
         if (nd && whole) g = group_axis::part_data;
         lp.grad_group[static_cast<std::size_t>(pi)] = g;
       }

@@ -57,9 +57,9 @@ constexpr void describe_calls(Tables& t) {
     c.needs = L.desc.memory(c.dims);
     c.num_params = L.desc.num_params;
     c.taskgraph = L.taskgraph;
-    c.reads_ids = i == 0 && L.desc.role == layer_role::embedding;
+    c.reads_ids = i == 0 && L.desc.reads_ids;
     c.loss = loss;
-    c.aux_loss = L.desc.role == layer_role::moe;
+    c.aux_loss = L.desc.aux_loss_stats > 0;
     for (int k = L.num_conversion_comms; k < L.num_comms && c.num_groups < 3; ++k)
       c.groups[idx(c.num_groups++)] = L.comms[idx(k)].group;
     for (int d = 0; d < n; ++d) {

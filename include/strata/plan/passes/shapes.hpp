@@ -21,7 +21,7 @@ struct shapes_pass : S {
         if (d.in_shape.rank > 0) return true;
         if (d.role != layer_role::elementwise && d.role != layer_role::reshape && d.role != layer_role::residual_begin &&
             d.role != layer_role::residual_end)
-          return d.role == layer_role::embedding;
+          return d.reads_ids;
       }
       return false;
     }
@@ -35,18 +35,19 @@ struct shapes_pass : S {
       for (int i = 0; i < num_layers; ++i) {
         const auto& d = descs[idx(i)];
         if (d.in_shape.rank > 0) return d.in_shape;
-        if (d.role == layer_role::embedding) return shape_v<1>;
+        if (d.reads_ids) return shape_v<1>;
       }
       return shape_v<1>;
     }
   }();
 
   // ---- what a data loader needs ------------------------------------------------------------
-  // Each sample is input_elems values (input_shape, row-major; token ids when an Embedding
-  // comes first).
+  // Each sample is input_elems values (input_shape, row-major; token ids when the first
+  // layer reads ids, as an Embedding does).
   static constexpr long long input_elems = input_shape.numel();
-  static constexpr bool reads_token_ids = num_layers > 0 && descs[0].role == layer_role::embedding;
-  // the embedding's vocabulary (token ids lie in [0, vocabulary)); 0 when the model reads no ids
+  static constexpr bool reads_token_ids = num_layers > 0 && descs[0].reads_ids;
+  // the vocabulary (token ids lie in [0, vocabulary)): the rows of the id-reading layer's
+  // first parameter, its table; 0 when the model reads no ids
   static constexpr long long vocabulary = reads_token_ids ? descs[0].params[0].shape.dim[0] : 0;
   // Elements of every logical parameter tensor (the model's size, before any split).
   static constexpr long long model_parameters = [] {

@@ -1,6 +1,8 @@
 // Prints the plan of DESIGN.md's Fashion-MNIST pipeline (OneFlow's seed-004 MLP as two
-// stages) and writes its schedule timeline as a Chrome trace.
+// stages) and writes its schedule timeline as a Chrome trace:
+//   fashion_mnist_plan [world (4)] [trace path (fashion_mnist_schedule.json beside the program)]
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -19,7 +21,14 @@ static_assert(P::peak_activation_bytes(0) <= (64 << 20));
 int main(int argc, char** argv) {
   const int world = argc > 1 ? std::stoi(argv[1]) : 4;
   std::fputs(report<P>(world).c_str(), stdout);
-  const char* trace = argc > 2 ? argv[2] : "fashion_mnist_schedule.json";
-  std::ofstream(trace) << chrome_trace<P>();
-  std::printf("\nschedule timeline written to %s (open in ui.perfetto.dev or chrome://tracing)\n", trace);
+  // By default next to the program (the build folder), never into the source tree it may be run from.
+  const std::string trace =
+      argc > 2 ? argv[2] : (std::filesystem::path(argv[0]).parent_path() / "fashion_mnist_schedule.json").string();
+  std::ofstream out(trace);
+  out << chrome_trace<P>();
+  if (!out.flush()) {
+    std::fprintf(stderr, "cannot write %s\n", trace.c_str());
+    return 1;
+  }
+  std::printf("\nschedule timeline written to %s (open in ui.perfetto.dev or chrome://tracing)\n", trace.c_str());
 }

@@ -3,7 +3,7 @@
 # when something is actually missing (so CI re-runs stay offline and fast).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang libboost-dev doctest-dev
+packages=(cmake ninja-build g++ clang libboost-dev nlohmann-json3-dev doctest-dev
           libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist fortunes python3-venv)
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fills the git-ignored .carry/ with what the GPU machine lacks (it has CMake, ninja, the
 # CUDA toolkit and PyTorch, but no package registry), for bench/gpu/run_all.sh's CMake
-# build: Boost.Hana and doctest headers, OpenBLAS (gzipped: the carry limit is 64 MiB;
+# build: Boost.Hana, nlohmann/json and doctest headers, OpenBLAS (gzipped: the carry limit is 64 MiB;
 # run_all.sh unpacks it), zlib and the Fashion-MNIST files. Run here, then name .carry in
 # the device tool's `carry`.
 set -euo pipefail
@@ -13,6 +13,10 @@ mkdir -p .carry/include/boost .carry/include/openblas .carry/lib .carry/data
 cp -r /usr/include/boost/hana /usr/include/boost/hana.hpp /usr/include/boost/version.hpp .carry/include/boost/
 cp -r /usr/include/boost/config /usr/include/boost/config.hpp /usr/include/boost/core .carry/include/boost/
 cp -r /usr/include/doctest .carry/include/
+# nlohmann/json (checkpoint headers) with its CMake package, found under CMAKE_PREFIX_PATH=.carry
+cp -r /usr/include/nlohmann .carry/include/
+mkdir -p .carry/share/cmake
+cp -r /usr/share/cmake/nlohmann_json .carry/share/cmake/
 # OpenBLAS for the host backend (the reference the GPU trainer test compares with)
 blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libopenblas.so.0)"
 gzip -9 -c "$blas" >.carry/lib/libopenblas.so.0.gz

@@ -30,7 +30,7 @@
 # Dependencies on the GPU machine: CMake, ninja and the CUDA toolkit (nvcc, cuBLAS/cuBLASLt,
 # CUB); NCCL >= 2.18 (the toolkit, /usr, $NCCL_HOME, or PyTorch's nvidia-nccl wheel, passed to
 # CMake); what Debian gives the build machine and the GPU machine lacks comes in .carry/
-# (bash scripts/gpu_carry.sh fills it; carry ".carry"): Boost.Hana and doctest headers with
+# (bash scripts/gpu_carry.sh fills it; carry ".carry"): Boost.Hana, nlohmann/json and doctest headers with
 # their CMake packages, OpenBLAS, zlib, the Fashion-MNIST files. MPI is optional: without it
 # every program is a world of one GPU (nccl_communicator::single). PyTorch for the baselines.
 #

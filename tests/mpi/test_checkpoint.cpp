@@ -248,6 +248,48 @@ TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored"
     std::ofstream(victim, std::ios::binary).write(original.data(), std::streamsize(original.size() - 100));
   });
   refused<TP4>(dir, "truncated or replaced", [&](auto& t) { t.load_checkpoint(dir); });
+  edit([&] { std::ofstream(victim, std::ios::binary).write(original.data(), std::streamsize(original.size())); });
+  // a damaged index: each refusal names index.json and what is wrong with it
+  const std::string index = dir + "/index.json";
+  std::string good;
+  edit([&] {
+    std::ifstream in(index, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  auto damaged = [&](const char* expect, auto&& change) {
+    edit([&] {
+      std::string text = good;
+      change(text);
+      std::ofstream(index, std::ios::binary | std::ios::trunc) << text;
+    });
+    refused<TP4>(dir, expect, [&](auto& t) { t.load_checkpoint(dir); });
+  };
+  auto replace_all = [](std::string& text, const std::string& from, const std::string& to) {
+    REQUIRE(text.find(from) != std::string::npos);
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  };
+  damaged("index.json: not a valid index: malformed JSON, at byte ", [](std::string& t) { t.resize(t.size() / 2); });
+  damaged("index.json: not a valid index: malformed JSON, duplicate key \"format\"",
+          [&](std::string& t) { replace_all(t, "\"metadata\": {", "\"metadata\": {\"format\": \"x\", "); });
+  damaged("index.json: the index lacks its metadata, files or weight_map object",
+          [&](std::string& t) { replace_all(t, "\"files\": {", "\"files\": [0], \"unused\": {"); });
+  damaged("index.json: step \"3x\" is not a number",
+          [&](std::string& t) { replace_all(t, "\"step\": \"1\"", "\"step\": \"3x\""); });
+  damaged("\"0\" is not a block count of layers.", [&](std::string& t) { replace_all(t, "shard0of2", "shard0of0"); });
+  damaged("\"99999999999\" is not a block count of layers.",
+          [&](std::string& t) { replace_all(t, "shard0of2", "shard0of99999999999"); });
+  damaged("file \"../rank-00001-of-00004.safetensors\" is not a file name in the checkpoint's directory",
+          [&](std::string& t) { replace_all(t, "\": \"rank-00001", "\": \"../rank-00001"); });
+  damaged("the index says \"12\": truncated or replaced", [&](std::string& t) {
+    const auto at = t.find("\"rank-00000-of-00004.safetensors\": ") + 35;
+    t.replace(at, t.find_first_not_of("0123456789", at) - at, "\"12\"");
+  });
+  edit([&] { std::ofstream(index, std::ios::binary | std::ios::trunc) << good; });
+  {
+    run<TP4> r;  // the undamaged index still loads
+    r.t.load_checkpoint(dir);
+  }
   edit([&] { std::filesystem::remove(dir + "/index.json"); });
   refused<TP4>(dir, "index.json: cannot open", [&](auto& t) { t.load_checkpoint(dir); });
 }

@@ -1,69 +1,97 @@
-// The strict JSON reader of checkpoint headers (io/json.hpp): what it accepts, decodes
-// exactly, and rejects with the byte offset where the input went wrong.
+// The strict JSON layer of checkpoint headers and indexes (io/json.hpp over nlohmann::json):
+// what it adds to nlohmann's parser (duplicate keys and a depth limit are errors), errors that
+// name the byte, sizes exact in 64 bits, writers whose output reads back, and the sharded
+// index (io/safetensors_index.hpp) read and written with hostile names and damaged files.
 #include <doctest/doctest.h>
 
+#include "temp_dir.hpp"
+
 #include <strata/io/json.hpp>
+#include <strata/io/safetensors_index.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
+namespace io = strata::io;
 namespace json = strata::io::json;
-using kind = json::value::kind;
 
 namespace {
 
-// The error of parsing text: its offset and message, or offset npos when it parsed.
-json::parse_error error_of(const std::string& text) {
+struct outcome {
+  bool parsed = false;
+  std::optional<std::size_t> offset;
+  std::string problem, what;
+};
+outcome parse_of(const std::string& text) {
   try {
     json::parse(text);
+    return {true, std::nullopt, "", ""};
   } catch (const json::parse_error& e) {
-    return e;
+    return {false, e.offset, e.problem, e.what()};
   }
-  return json::parse_error(std::string::npos, "(parsed)");
 }
+
+doctest::Contains has(const std::string& s) { return doctest::Contains(s.c_str()); }
 
 }  // namespace
 
-TEST_CASE("json: values, nesting, document order and byte ranges") {
-  const std::string text = R"( {"b": [1, -2, 0, 1.5e3, true, false, null], "a": {"x": "y"}, "e": {}, "f": []} )";
-  const auto v = json::parse(text);
-  REQUIRE(v.type == kind::object);
-  REQUIRE(v.members.size() == 4);
-  CHECK(v.members[0].key == "b");  // document order, not sorted
-  CHECK(v.members[1].key == "a");
-  const auto& b = *v.find("b");
-  REQUIRE(b.items.size() == 7);
-  CHECK(b.items[0].type == kind::integer);
-  CHECK(b.items[1].integer == -2);
-  CHECK(b.items[3].type == kind::number);
-  CHECK(b.items[3].number == 1500.0);
-  CHECK((b.items[4].type == kind::boolean && b.items[4].boolean));
-  CHECK((b.items[5].type == kind::boolean && !b.items[5].boolean));
-  CHECK(b.items[6].type == kind::null);
-  CHECK(text.substr(b.begin, b.end - b.begin) == "[1, -2, 0, 1.5e3, true, false, null]");
-  CHECK(v.find("a")->find("x")->text == "y");
-  CHECK(v.find("e")->members.empty());
-  CHECK(v.find("f")->items.empty());
-  CHECK(v.find("zz") == nullptr);
+TEST_CASE("json: duplicate keys are errors in every object; the same key in different objects is not") {
+  for (const std::string text : {R"({"a":1,"a":2})", R"({"x":{"a":1,"a":2}})", R"([{"k":[{"a":1,"b":2,"a":3}]}])",
+                                 R"({"a":1,"b":{},"a":1})"}) {
+    CAPTURE(text);
+    const auto o = parse_of(text);
+    CHECK_FALSE(o.parsed);
+    CHECK(o.problem == "duplicate key \"a\"");
+    CHECK_FALSE(o.offset.has_value());
+  }
+  for (const std::string text :
+       {R"([{"a":1},{"a":2}])", R"({"a":{"a":1},"b":{"a":2}})", R"({"a":{"b":1},"b":2})", R"({"a":[{"a":1}]})"}) {
+    CAPTURE(text);
+    CHECK(parse_of(text).parsed);
+  }
+  // A key escaped differently is the same key.
+  CHECK(parse_of(R"({"a":1,"\u0061":2})").problem == "duplicate key \"a\"");
 }
 
-TEST_CASE("json: 64-bit integers are exact") {
-  CHECK(json::parse("9223372036854775807").integer == std::numeric_limits<std::int64_t>::max());
-  CHECK(json::parse("-9223372036854775808").integer == std::numeric_limits<std::int64_t>::min());
-  CHECK(json::parse("281474976710655").integer == 281474976710655);  // would be fine as double, too
-  CHECK(json::parse("9007199254740993").integer == 9007199254740993);  // would not
-  const auto e = error_of("[9223372036854775808]");
-  CHECK(e.offset == 1);
-  CHECK(e.problem.find("does not fit in 64 bits") != std::string::npos);
+TEST_CASE("json: nesting 64 levels below the top, not deeper") {
+  const auto nested = [](int levels, bool objects) {
+    std::string s;
+    for (int i = 0; i < levels; ++i) s += objects ? "{\"k\":" : "[";
+    s += "1";
+    for (int i = 0; i < levels; ++i) s += objects ? "}" : "]";
+    return s;
+  };
+  for (bool objects : {false, true}) {
+    CAPTURE(objects);
+    CHECK(parse_of(nested(json::max_depth + 1, objects)).parsed);  // containers at depths 0..64
+    const auto o = parse_of(nested(json::max_depth + 2, objects));
+    CHECK_FALSE(o.parsed);
+    CHECK(o.problem == "nesting deeper than 64");
+  }
+  CHECK_FALSE(parse_of(std::string(100000, '[') + std::string(100000, ']')).parsed);  // no deep recursion
 }
 
-TEST_CASE("json: string escapes and UTF-8") {
-  CHECK(json::parse(R"("a\"b\\c\/d\b\f\n\r\t")").text == "a\"b\\c/d\b\f\n\r\t");
-  CHECK(json::parse(R"("\u00e9\u20AC")").text == "\xC3\xA9\xE2\x82\xAC");
-  CHECK(json::parse(R"("\ud83d\ude00")").text == "\xF0\x9F\x98\x80");  // surrogate pair -> U+1F600
-  CHECK(json::parse("\"\xC3\xA9\xF0\x9F\x98\x80\"").text == "\xC3\xA9\xF0\x9F\x98\x80");  // raw UTF-8 kept
-  CHECK(json::parse(R"("\u0000")").text == std::string(1, '\0'));
+TEST_CASE("json: sizes are exact 64-bit naturals; anything else is not a size") {
+  CHECK(json::natural(json::parse("18446744073709551615")) == std::numeric_limits<std::uint64_t>::max());
+  CHECK(json::natural(json::parse("9007199254740993")) == 9007199254740993u);  // not representable as double
+  CHECK(json::natural(json::parse("0")) == 0u);
+  CHECK(json::natural(json::parse("-0")) == 0u);
+  for (const char* text : {"18446744073709551616", "-1", "-9223372036854775808", "1.0", "1e3", "\"5\"", "true",
+                           "null", "[1]", "{}"}) {
+    CAPTURE(text);
+    CHECK_FALSE(json::natural(json::parse(text)).has_value());
+  }
+  CHECK(json::described(json::parse("7")) == "an integer");
+  CHECK(json::described(json::parse("-7")) == "an integer");
+  CHECK(json::described(json::parse("0.5")) == "a number");
+  CHECK(json::described(json::parse("[]")) == "an array");
+  CHECK(json::described(json::parse("{}")) == "an object");
+  CHECK(json::described(json::parse("\"\"")) == "a string");
+  CHECK(json::described(json::parse("false")) == "a boolean");
+  CHECK(json::described(json::parse("null")) == "null");
 }
 
 TEST_CASE("json: malformed input names the byte and the problem") {
@@ -73,58 +101,104 @@ TEST_CASE("json: malformed input names the byte and the problem") {
     const char* problem;
   };
   const bad cases[] = {
-      {"", 0, "expected a value, found the end of the input"},
-      {"{", 1, "expected a string key"},
-      {R"({"a" 1})", 5, "expected ':' after an object key, found '1'"},
-      {R"({"a":1,})", 7, "expected a string key"},
-      {R"({"a":1 "b":2})", 7, "expected '}' or ',' in an object"},
-      {"[1,2", 4, "expected ']' or ','"},
-      {"[1,]", 3, "expected a value, found ']'"},
-      {R"({"a":1,"a":2})", 7, "duplicate key \"a\""},
-      {"{} x", 3, "unexpected 'x' after the end"},
-      {"{}{}", 2, "unexpected '{'"},
-      {"01", 0, "leading zero"},
-      {"-", 1, "expected a digit"},
-      {"1.", 2, "expected a digit after '.'"},
-      {"1e", 2, "expected a digit in an exponent"},
-      {"+1", 0, "expected a value, found '+'"},
-      {"tru", 0, "expected a value"},
-      {"nul", 0, "expected a value"},
-      {"\"abc", 4, "unterminated string"},
-      {"\"a\tb\"", 2, "control character \\x09"},
-      {"\"a\\x\"", 2, "unknown escape '\\x'"},
-      {R"("\u12G4")", 5, "bad hex digit 'G'"},
-      {R"("\u12")", 3, "truncated \\u escape"},
-      {R"("\udc00")", 1, "lone low surrogate"},
-      {R"("\ud800")", 1, "high surrogate without its low half"},
-      {R"("\ud800\u0041")", 1, "high surrogate without its low half"},
-      {"\"\xFF\"", 1, "invalid UTF-8 byte \\xff"},
-      {"\"\xC0\xAF\"", 1, "invalid UTF-8"},          // overlong '/'
-      {"\"\xED\xA0\x80\"", 1, "invalid UTF-8"},      // encoded surrogate
-      {"\"\xF4\x90\x80\x80\"", 1, "invalid UTF-8"},  // above U+10FFFF
-      {"\"\xE2\x82\"", 1, "invalid UTF-8"},          // cut sequence
-      {std::string(100, '[') + std::string(100, ']'), 65, "nesting deeper than 64"},
+      {"", 0, "unexpected end of input"},
+      {"{", 1, "expected string literal"},
+      {R"({"a" 1})", 5, "expected ':'"},
+      {R"({"a":1,})", 7, "unexpected '}'; expected string literal"},
+      {"[1,2", 4, "expected ']'"},
+      {"{}x", 2, "expected end of input"},
+      {"{}{}", 2, "expected end of input"},
+      {"01", 1, "expected end of input"},  // no leading zeros
+      {"1.", 2, "expected digit after '.'"},
+      {"+1", 0, "invalid literal"},
+      {"tru", 3, "invalid literal"},
+      {"NaN", 0, "invalid literal"},
+      {"// comment\n{}", 0, "invalid literal"},  // no comments
+      {"\"abc", 4, "missing closing quote"},
+      {"\"a\tb\"", 2, "control character U+0009"},
+      {"\"a\\x\"", 3, "forbidden character after backslash"},
+      {R"("\udc00")", 6, "surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF"},
+      {R"("\ud800")", 7, "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"},
+      {"\"\xFF\"", 1, "ill-formed UTF-8 byte"},
+      {"\"\xC0\xAF\"", 1, "ill-formed UTF-8 byte"},          // overlong '/'
+      {"\"\xED\xA0\x80\"", 2, "ill-formed UTF-8 byte"},      // an encoded surrogate
+      {"\"\xF4\x90\x80\x80\"", 2, "ill-formed UTF-8 byte"},  // above U+10FFFF
+      {"\"\xE2\x82\"", 3, "ill-formed UTF-8 byte"},          // a cut sequence
   };
   for (const auto& c : cases) {
     CAPTURE(c.text);
-    const auto e = error_of(c.text);
-    CHECK(e.offset == c.offset);
-    CHECK(e.problem.find(c.problem) != std::string::npos);
-    CAPTURE(e.what());
-    CHECK(std::string(e.what()).starts_with("at byte " + std::to_string(c.offset) + ": "));
+    const auto o = parse_of(c.text);
+    CAPTURE(o.what);
+    REQUIRE_FALSE(o.parsed);
+    CHECK(o.offset == c.offset);
+    CHECK(o.problem.find(c.problem) != std::string::npos);
+    CHECK(o.what.starts_with("at byte " + std::to_string(c.offset) + ": "));
+    CHECK(o.problem.find("[json.exception") == std::string::npos);  // nlohmann's prefix is dropped
   }
 }
 
-TEST_CASE("json: append_quoted writes what parse reads back") {
+TEST_CASE("json: what quoted() and dump() write, parse() reads back; invalid UTF-8 is refused") {
   const std::string samples[] = {"", "plain", "quote\" backslash\\ slash/", std::string("nul\0byte", 8),
                                  "\x01\x1f\n\t\r\b\f", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80", "\x7f"};
   for (const auto& s : samples) {
     CAPTURE(s);
     const std::string q = json::quoted(s);
-    CHECK(json::parse(q).text == s);
+    CHECK(json::parse(q).get<std::string>() == s);
     for (char c : q) CHECK((static_cast<unsigned char>(c) >= 0x20));  // no raw control characters
+    const json::value doc = {{s, s}};
+    CHECK(json::parse(json::dump(doc)).at(s) == s);
   }
   CHECK(json::quoted("a\"b") == R"("a\"b")");
-  CHECK_THROWS_AS(json::quoted("bad \xFF"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(json::quoted("bad \xFF"), has("not valid UTF-8"), std::invalid_argument);
   CHECK_THROWS_AS(json::quoted("\xC3"), std::invalid_argument);
+  CHECK_THROWS_AS(json::dump(json::value{{"k", "\xED\xA0\x80"}}), std::invalid_argument);
+}
+
+TEST_CASE("sharded index: hostile names round trip; every damaged file is a checkpoint_error naming it") {
+  const temp_dir t;
+  io::safetensors_index idx;
+  idx.total_size = std::numeric_limits<std::uint64_t>::max();
+  idx.metadata["note"] = "caf\xC3\xA9 \"quoted\"\n\ttab \\ end";
+  idx.metadata[std::string("nul\0key", 7)] = std::string(1, '\0');
+  idx.weight_map["layer.0.w \"q\""] = "shard \\ 1.safetensors";
+  idx.weight_map["\xF0\x9F\x98\x80"] = "\xE2\x82\xAC.safetensors";
+  const auto path = t.file("model.safetensors.index.json");
+  io::write_index(path, idx);
+  const auto back = io::read_index(path);
+  CHECK(back.total_size == idx.total_size);
+  CHECK(back.metadata == idx.metadata);
+  CHECK(back.weight_map == idx.weight_map);
+  idx.weight_map["bad\xFF"] = "x";
+  CHECK_THROWS_WITH_AS(io::write_index(path, idx), has("UTF-8"), std::invalid_argument);
+  CHECK(io::read_index(path).weight_map == back.weight_map);  // the old file stays
+
+  const std::string text = io::to_json(back);
+  struct damaged {
+    std::string text;
+    const char* message;
+  };
+  const damaged cases[] = {
+      {text.substr(0, text.size() / 2), "the index JSON is malformed at byte "},
+      {"", "the index JSON is malformed at byte 0: "},
+      {text + "}", "the index JSON is malformed at byte "},
+      {R"({"weight_map": {"a": "x", "a": "y"}})", "the index JSON is malformed: duplicate key \"a\""},
+      {std::string(70, '[') + std::string(70, ']'), "the index JSON is malformed: nesting deeper than 64"},
+      {"{\"weight_map\": {\"a\": \"\xFF\"}}", "ill-formed UTF-8 byte"},
+      {"[]", "the index is not a JSON object"},
+      {R"({"metadata": []})", "\"metadata\" is not an object"},
+      {R"({"metadata": {}})", "the index has no \"weight_map\""},
+      {R"({"weight_map": []})", "\"weight_map\" is not an object"},
+      {R"({"weight_map": {"a": ""}})", "weight_map entry 'a' is not a file name"},
+      {R"({"metadata": {"total_size": 18446744073709551616}, "weight_map": {}})",
+       "metadata.total_size is not a non-negative integer"},
+      {R"({"metadata": {"total_size": 1.5}, "weight_map": {}})", "metadata.total_size is not a non-negative integer"},
+      {R"({"metadata": {"total_size": "12"}, "weight_map": {}})", "metadata.total_size is not a non-negative integer"},
+  };
+  const auto bad = t.file("bad.index.json");
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << c.text;
+    CHECK_THROWS_WITH_AS(io::read_index(bad), has("checkpoint " + bad + ": "), io::checkpoint_error);
+    CHECK_THROWS_WITH_AS(io::read_index(bad), has(c.message), io::checkpoint_error);
+  }
 }

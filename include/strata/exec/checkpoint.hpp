@@ -24,13 +24,16 @@
 // the trainer is left as it was.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <variant>
@@ -46,6 +49,7 @@
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/exec/zero.hpp"
+#include "strata/io/json.hpp"
 #include "strata/io/safetensors.hpp"
 #include "strata/plan/plan.hpp"
 
@@ -294,35 +298,21 @@ class checkpointer {
                    const std::map<std::string, std::string>& user,
                    const std::map<std::string, std::string>& trainer) const {
     const int W = world_.size();
-    std::string j = "{\n  \"metadata\": {\n";
-    auto kv = [&](const std::string& k, const std::string& v, bool last = false) {
-      j += "    " + io::json::quoted(k) + ": " + io::json::quoted(v) + (last ? "\n" : ",\n");
-    };
-    kv("format", ckpt::format);
-    kv("step", std::to_string(step));
-    kv("world", std::to_string(W));
-    kv("optimizer", ckpt::optimizer_name(opt));
-    kv("model", ckpt::joined(ckpt::model_entries<P>()));
-    auto object = [&](const char* key, const std::map<std::string, std::string>& m, bool last) {
-      j += std::string("    \"") + key + "\": {";
-      bool first = true;
-      for (const auto& [k, v] : m) {
-        j += std::string(first ? "" : ", ") + io::json::quoted(k) + ": " + io::json::quoted(v);
-        first = false;
-      }
-      j += last ? "}\n" : "},\n";
-    };
-    object("trainer", trainer, false);
-    object("user", user, true);
-    j += "  },\n  \"files\": {\n";
-    bool first = true;
+    nlohmann::ordered_json j;  // in this order, for a reader's eyes
+    auto& meta = j["metadata"];
+    meta["format"] = ckpt::format;
+    meta["step"] = std::to_string(step);
+    meta["world"] = std::to_string(W);
+    meta["optimizer"] = ckpt::optimizer_name(opt);
+    meta["model"] = ckpt::joined(ckpt::model_entries<P>());
+    meta["trainer"] = trainer;
+    meta["user"] = user;
+    auto& files = j["files"] = nlohmann::ordered_json::object();
     for (int r = 0; r < W; ++r) {
       const std::string f = ckpt::rank_file(r, W);
-      j += "    " + io::json::quoted(f) + ": " + std::to_string(std::filesystem::file_size(tmp + "/" + f)) +
-           (r + 1 < W ? ",\n" : "\n");
+      files[f] = std::filesystem::file_size(tmp + "/" + f);
     }
-    j += "  },\n  \"weight_map\": {\n";
-    first = true;
+    auto& map = j["weight_map"] = nlohmann::ordered_json::object();
     // every rank's pieces, from the plan: no message needed
     for (int r = 0; r < W; ++r) {
       const rank_coord c = P::coord(r);
@@ -333,16 +323,15 @@ class checkpointer {
           const int n = ckpt::blocks<P>(i, k);
           if (n == 1 && c.index != 0) continue;
           const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), c.index, n);
-          const std::string file = io::json::quoted(ckpt::rank_file(r, W));
-          j += std::string(first ? "" : ",\n") + "    " + io::json::quoted(piece) + ": " + file;
-          first = false;
-          for (const std::string& s : ckpt::state_names(opt))
-            j += ",\n    " + io::json::quoted("optimizer." + s + "." + piece) + ": " + file;
+          const std::string file = ckpt::rank_file(r, W);
+          map[piece] = file;
+          for (const std::string& s : ckpt::state_names(opt)) map["optimizer." + s + "." + piece] = file;
         }
       }
     }
-    j += "\n  }\n}\n";
-    io::write_atomic(tmp + "/" + ckpt::index_name, [&](io::atomic_file_sink& sink) { sink.write(j.data(), j.size()); });
+    const std::string text = io::json::dump(j, 2) + "\n";  // std::invalid_argument for a non-UTF-8 entry
+    io::write_atomic(tmp + "/" + ckpt::index_name,
+                     [&](io::atomic_file_sink& sink) { sink.write(text.data(), text.size()); });
   }
 
   // <dir> becomes the new checkpoint: the old one (if any) is moved aside, then removed;
@@ -391,22 +380,29 @@ class checkpointer {
     const io::json::value root = [&] {
       try {
         return io::json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-      } catch (const std::exception& e) {
-        throw io::checkpoint_error(index_path, std::string("not a valid index: ") + e.what());
+      } catch (const io::json::parse_error& e) {
+        throw io::checkpoint_error(index_path, std::string("not a valid index: malformed JSON, ") + e.what());
       }
     }();
     auto bad = [&](const std::string& what) { throw io::checkpoint_error(index_path, what); };
-    using kind = io::json::value::kind;
-    const io::json::value* meta = root.find("metadata");
-    const io::json::value* files = root.find("files");
-    const io::json::value* map = root.find("weight_map");
-    if (!meta || meta->type != kind::object || !files || files->type != kind::object || !map ||
-        map->type != kind::object)
-      bad("the index lacks its metadata, files or weight_map object");
+    auto object = [&](const io::json::value& in, const char* key) -> const io::json::value* {
+      const auto it = in.find(key);
+      return it != in.end() && it->is_object() ? &*it : nullptr;
+    };
+    const io::json::value* meta = root.is_object() ? object(root, "metadata") : nullptr;
+    const io::json::value* files = root.is_object() ? object(root, "files") : nullptr;
+    const io::json::value* map = root.is_object() ? object(root, "weight_map") : nullptr;
+    if (!meta || !files || !map) bad("the index lacks its metadata, files or weight_map object");
     auto text = [&](const char* key) {
-      const io::json::value* v = meta->find(key);
-      if (!v || v->type != kind::string) bad(std::string("the index's metadata has no \"") + key + "\"");
-      return v->text;
+      const auto v = meta->find(key);
+      if (v == meta->end() || !v->is_string()) bad(std::string("the index's metadata has no \"") + key + "\"");
+      return v->get<std::string>();
+    };
+    // a file the index names: a plain name inside dir, never a path out of it
+    auto file_name = [&](const std::string& f, const std::string& what) {
+      if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || f.find('\0') != std::string::npos)
+        bad(what + " \"" + f + "\" is not a file name in the checkpoint's directory");
+      return f;
     };
     if (text("format") != ckpt::format) bad("format \"" + text("format") + "\", expected \"" + ckpt::format + "\"");
     // the model: the first tensor that differs, by name and shape
@@ -424,27 +420,32 @@ class checkpointer {
             " in this plan");
     if (text("optimizer") != ckpt::optimizer_name(opt))
       bad("written with " + text("optimizer") + "'s state; this trainer runs " + ckpt::optimizer_name(opt));
-    try {
-      info.step = std::stoll(text("step"));
-    } catch (const std::exception&) {
-      bad("step \"" + text("step") + "\" is not a number");
-    }
+    const std::string step = text("step");
+    const auto [step_end, step_ec] = std::from_chars(step.data(), step.data() + step.size(), info.step);
+    if (step.empty() || step_ec != std::errc{} || step_end != step.data() + step.size())
+      bad("step \"" + step + "\" is not a number");
     for (auto [key, out] : {std::pair{"user", &info.user}, std::pair{"trainer", &info.trainer}})
-      if (const io::json::value* u = meta->find(key); u && u->type == kind::object)
-        for (const auto& m : u->members)
-          if (m.val.type == kind::string) (*out)[m.key] = m.val.text;
+      if (const io::json::value* u = object(*meta, key))
+        for (const auto& e : u->items())
+          if (e.value().is_string()) (*out)[e.key()] = e.value().get<std::string>();
     // every file listed, at its recorded size (a truncated file fails here, by name)
-    for (const auto& f : files->members) {
-      const std::string path = dir + "/" + f.key;
+    for (const auto& e : files->items()) {
+      const io::json::value& recorded = e.value();
+      const std::string path = dir + "/" + file_name(e.key(), "the files entry");
       std::error_code ec;
       const auto size = std::filesystem::file_size(path, ec);
       if (ec) throw io::checkpoint_error(path, "missing: " + ec.message());
-      if (f.val.type != kind::integer || static_cast<std::uintmax_t>(f.val.integer) != size)
+      if (io::json::natural(recorded) != std::optional<std::uint64_t>(size))
         throw io::checkpoint_error(path, "holds " + std::to_string(size) + " bytes, the index says " +
-                                             std::to_string(f.val.integer) + ": truncated or replaced");
+                                             recorded.dump() + ": truncated or replaced");
     }
     std::map<std::string, std::string, std::less<>> where;
-    for (const auto& m : map->members) where[m.key] = m.val.text;
+    for (const auto& e : map->items()) {
+      const std::string& piece = e.key();
+      if (!e.value().is_string())
+        bad("weight_map entry " + piece + " is " + io::json::described(e.value()) + ", not a file name");
+      where[piece] = file_name(e.value().get<std::string>(), "weight_map entry " + piece + ": file");
+    }
     std::map<std::string, std::unique_ptr<io::reader>> open;
     auto reader_of = [&](const std::string& file) -> const io::reader& {
       auto& r = open[file];
@@ -459,7 +460,14 @@ class checkpointer {
       const auto it = where.lower_bound(first);
       if (it == where.end() || it->first.compare(0, first.size(), first) != 0)
         bad("tensor " + name + " is not in the checkpoint");
-      return std::stoi(it->first.substr(first.size()));
+      // n from the file: a whole number of blocks, at most one element each
+      const std::string_view count = std::string_view(it->first).substr(first.size());
+      int n = 0;
+      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+      const long long elements = P::layer_plans[idx(i)].desc.params[idx(k)].shape.numel();
+      if (ec != std::errc{} || end != count.data() + count.size() || n < 1 || n > elements)
+        bad("piece " + it->first + ": \"" + std::string(count) + "\" is not a block count of " + name);
+      return n;
     };
     // a tensor's logical values, assembled from its pieces
     auto assemble = [&](int i, int k, const std::string& prefix) {

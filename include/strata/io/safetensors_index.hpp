@@ -7,13 +7,14 @@
 //    "weight_map": {"<tensor name>": "<shard file name>", ...}}
 //
 // Shard names are relative to the index's directory. Written atomically (io/file.hpp),
-// read with the strict parser of io/json.hpp; every failure is a checkpoint_error.
+// read strictly (io/json.hpp); every failure to read is a checkpoint_error.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "strata/io/file.hpp"
 #include "strata/io/json.hpp"
@@ -27,34 +28,16 @@ struct safetensors_index {
   std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
 };
 
-// The index as JSON text, sorted and indented as Hugging Face writes it.
+// The index as JSON text, keys sorted and indented as Hugging Face writes it
+// (json.dumps(index, indent=2, sort_keys=True)).
 inline std::string to_json(const safetensors_index& index) {
   if (index.metadata.count("total_size"))
     throw std::invalid_argument("safetensors index: put total_size in the total_size field, not in metadata");
-  std::string out = "{\n  \"metadata\": {";
-  const char* sep = "\n";
-  if (index.total_size) {
-    out += std::string(sep) + "    \"total_size\": " + std::to_string(*index.total_size);
-    sep = ",\n";
-  }
-  for (const auto& [k, v] : index.metadata) {
-    out += std::string(sep) + "    ";
-    json::append_quoted(out, k);
-    out += ": ";
-    json::append_quoted(out, v);
-    sep = ",\n";
-  }
-  out += std::string(*sep == ',' ? "\n  " : "") + "},\n  \"weight_map\": {";
-  sep = "\n";
-  for (const auto& [name, file] : index.weight_map) {
-    out += std::string(sep) + "    ";
-    json::append_quoted(out, name);
-    out += ": ";
-    json::append_quoted(out, file);
-    sep = ",\n";
-  }
-  out += std::string(*sep == ',' ? "\n  " : "") + "}\n}\n";
-  return out;
+  json::value meta = json::value::object();
+  if (index.total_size) meta["total_size"] = *index.total_size;
+  for (const auto& [k, v] : index.metadata) meta[k] = v;
+  const json::value doc = {{"metadata", std::move(meta)}, {"weight_map", index.weight_map}};
+  return json::dump(doc, 2) + "\n";  // std::invalid_argument for a name that is not UTF-8
 }
 
 inline void write_index(const std::string& path, const safetensors_index& index) {
@@ -64,34 +47,34 @@ inline void write_index(const std::string& path, const safetensors_index& index)
 
 // Parses index JSON; `name` stands for the file in messages.
 inline safetensors_index parse_index(std::string_view text, const std::string& name) {
-  using kind = json::value::kind;
   json::value root;
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw checkpoint_error(name, "the index JSON is malformed at byte " + std::to_string(e.offset) + ": " + e.problem);
+    throw checkpoint_error(name, "the index JSON is malformed" +
+                                     (e.offset ? " at byte " + std::to_string(*e.offset) : std::string()) + ": " +
+                                     e.problem);
   }
-  if (root.type != kind::object) throw checkpoint_error(name, "the index is not a JSON object");
+  if (!root.is_object()) throw checkpoint_error(name, "the index is not a JSON object");
   safetensors_index index;
-  if (const json::value* meta = root.find("metadata")) {
-    if (meta->type != kind::object) throw checkpoint_error(name, "\"metadata\" is not an object");
-    for (const auto& [k, v] : meta->members) {
+  if (const auto meta = root.find("metadata"); meta != root.end()) {
+    if (!meta->is_object()) throw checkpoint_error(name, "\"metadata\" is not an object");
+    for (const auto& [k, v] : meta->items()) {
       if (k == "total_size") {
-        if (v.type != kind::integer || v.integer < 0)
-          throw checkpoint_error(name, "metadata.total_size is not a non-negative integer");
-        index.total_size = static_cast<std::uint64_t>(v.integer);
+        index.total_size = json::natural(v);
+        if (!index.total_size) throw checkpoint_error(name, "metadata.total_size is not a non-negative integer");
       } else {
-        index.metadata[k] = v.type == kind::string ? v.text : std::string(text.substr(v.begin, v.end - v.begin));
+        index.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
       }
     }
   }
-  const json::value* map = root.find("weight_map");
-  if (!map) throw checkpoint_error(name, "the index has no \"weight_map\"");
-  if (map->type != kind::object) throw checkpoint_error(name, "\"weight_map\" is not an object");
-  for (const auto& [tensor, file] : map->members) {
-    if (file.type != kind::string || file.text.empty())
+  const auto map = root.find("weight_map");
+  if (map == root.end()) throw checkpoint_error(name, "the index has no \"weight_map\"");
+  if (!map->is_object()) throw checkpoint_error(name, "\"weight_map\" is not an object");
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string() || file.get_ref<const std::string&>().empty())
       throw checkpoint_error(name, "weight_map entry '" + tensor + "' is not a file name");
-    index.weight_map[tensor] = file.text;
+    index.weight_map[tensor] = file.get<std::string>();
   }
   return index;  // other top-level keys are ignored, as Hugging Face's loaders do
 }

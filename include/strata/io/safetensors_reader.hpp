@@ -90,7 +90,7 @@ class reader {
   [[noreturn]] void fail(const std::string& problem) const { throw checkpoint_error(path_, problem); }
 
   void validate();
-  void check_header_crc(const json::value& crc, std::size_t header_bytes) const;
+  void check_header_crc(const json::value& crc, std::string_view header) const;
   void check_tensor_crcs() const;
   tensor_info parse_tensor(const std::string& name, const json::value& v) const;
 };
@@ -114,24 +114,26 @@ inline void reader::validate() {
   try {
     root = json::parse(header);
   } catch (const json::parse_error& e) {
-    fail("the header JSON is malformed at byte " + std::to_string(e.offset) + " of the header (file offset " +
-         std::to_string(e.offset + 8) + "): " + e.problem);
+    fail("the header JSON is malformed" +
+         (e.offset ? " at byte " + std::to_string(*e.offset) + " of the header (file offset " +
+                         std::to_string(*e.offset + 8) + ")"
+                   : std::string()) +
+         ": " + e.problem);
   }
-  if (root.type != json::value::kind::object) fail("the header is not a JSON object");
+  if (!root.is_object()) fail("the header is not a JSON object");
   data_start_ = static_cast<std::size_t>(8 + n);
 
   // Metadata first: a strata checkpoint's header CRC is checked before anything in the
   // header is believed, so a corrupt header says so instead of "shape mismatch".
   const json::value* crc = nullptr;
-  if (const json::value* meta = root.find("__metadata__")) {
-    if (meta->type != json::value::kind::object)
-      fail("__metadata__ is a " + std::string(json::kind_name(meta->type)) + ", not an object");
-    for (const auto& [k, v] : meta->members) {
-      if (v.type != json::value::kind::string)
-        fail("__metadata__ entry '" + k + "' is a " + json::kind_name(v.type) + "; metadata values must be strings");
-      metadata_.emplace(k, v.text);
+  if (const auto meta = root.find("__metadata__"); meta != root.end()) {
+    if (!meta->is_object()) fail("__metadata__ is " + json::described(*meta) + ", not an object");
+    for (const auto& [k, v] : meta->items()) {
+      if (!v.is_string())
+        fail("__metadata__ entry '" + k + "' is " + json::described(v) + "; metadata values must be strings");
+      metadata_.emplace(k, v.get<std::string>());
     }
-    crc = meta->find(header_crc_key);
+    if (const auto c = meta->find(header_crc_key); c != meta->end()) crc = &*c;
   }
   const auto format = metadata(format_key);
   if (format && *format != format_version)
@@ -141,10 +143,10 @@ inline void reader::validate() {
     fail("a strata checkpoint without its " + std::string(header_crc_key) + ": the header is corrupt");
   if (!format && crc)
     fail("has " + std::string(header_crc_key) + " but no " + std::string(format_key) + ": the header is corrupt");
-  if (crc) check_header_crc(*crc, header.size());
+  if (crc) check_header_crc(*crc, header);
 
   std::vector<std::pair<std::string, tensor_info>> sorted;
-  for (const auto& [name, v] : root.members)
+  for (const auto& [name, v] : root.items())
     if (name != "__metadata__") sorted.emplace_back(name, parse_tensor(name, v));
   // Any order in the header is valid; the offsets, sorted, must tile the data exactly.
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
@@ -177,29 +179,28 @@ inline void reader::validate() {
 }
 
 inline tensor_info reader::parse_tensor(const std::string& name, const json::value& v) const {
-  using kind = json::value::kind;
   const std::string who = "tensor '" + name + "'";
-  if (v.type != kind::object) fail(who + " is described by a " + json::kind_name(v.type) + ", not an object");
-  const auto field = [&](const char* key, kind k) -> const json::value& {
-    const json::value* f = v.find(key);
-    if (!f) fail(who + " has no \"" + key + "\"");
-    if (f->type != k)
-      fail(who + ": \"" + key + "\" is a " + json::kind_name(f->type) + ", not a " + json::kind_name(k));
+  if (!v.is_object()) fail(who + " is described by " + json::described(v) + ", not an object");
+  const auto field = [&](const char* key, bool (json::value::*is)() const noexcept,
+                         const char* kind) -> const json::value& {
+    const auto f = v.find(key);
+    if (f == v.end()) fail(who + " has no \"" + key + "\"");
+    if (!((*f).*is)()) fail(who + ": \"" + key + "\" is " + json::described(*f) + ", not " + kind);
     return *f;
   };
   const auto naturals = [&](const char* key) {
     std::vector<std::uint64_t> out;
-    for (const auto& x : field(key, kind::array).items) {
-      if (x.type != kind::integer || x.integer < 0)
-        fail(who + ": \"" + key + "\" holds something other than a non-negative integer");
-      out.push_back(static_cast<std::uint64_t>(x.integer));
+    for (const auto& x : field(key, &json::value::is_array, "an array")) {
+      const auto d = json::natural(x);
+      if (!d) fail(who + ": \"" + key + "\" holds something other than a non-negative integer");
+      out.push_back(*d);
     }
     return out;
   };
-  for (const auto& [k, _] : v.members)
+  for (const auto& [k, _] : v.items())
     if (k != "dtype" && k != "shape" && k != "data_offsets") fail(who + " has an unknown field \"" + k + "\"");
   tensor_info t;
-  const std::string& type = field("dtype", kind::string).text;
+  const auto& type = field("dtype", &json::value::is_string, "a string").get_ref<const std::string&>();
   const auto d = parse_dtype(type);
   if (!d) fail(who + " has an unknown dtype \"" + type + "\"");
   t.type = *d;
@@ -220,14 +221,27 @@ inline tensor_info reader::parse_tensor(const std::string& name, const json::val
   return t;
 }
 
-inline void reader::check_header_crc(const json::value& crc, std::size_t header_bytes) const {
-  // The stored digits must be raw in the text (no escapes) to be zeroed for the check.
-  const auto* text = reinterpret_cast<const char*>(file_.data()) + 8;
-  const auto stored = detail::parse_hex8(crc.text);
-  if (!stored || crc.end - crc.begin != 10)
+// The CRC covers the header with its own 8 digits zeroed, so they are found in the raw text:
+// the one place where the key, as a token, is followed by ':' and a string (inside a JSON
+// string every '"' is escaped, so "<key>" cannot match there; a tensor of that name is
+// followed by an object), the digits unescaped between its quotes.
+inline void reader::check_header_crc(const json::value& crc, std::string_view header) const {
+  const std::string key = "\"" + std::string(header_crc_key) + "\"";
+  std::size_t digits = 0, found = 0;
+  for (std::size_t at = header.find(key); at != std::string_view::npos; at = header.find(key, at + 1)) {
+    std::size_t i = header.find_first_not_of(" \t\n\r", at + key.size());
+    if (i == std::string_view::npos || header[i] != ':') continue;
+    i = header.find_first_not_of(" \t\n\r", i + 1);
+    if (i == std::string_view::npos || header[i] != '"') continue;
+    digits = i + 1;
+    ++found;
+  }
+  const std::string& text = crc.get_ref<const std::string&>();
+  const auto stored = detail::parse_hex8(text);
+  if (!stored || found != 1 || header.substr(digits, 9) != text + "\"")
     fail(std::string(header_crc_key) + " is not 8 lowercase hex digits: the header is corrupt");
-  std::string head(text - 8, header_bytes + 8);
-  head.replace(8 + crc.begin + 1, 8, "00000000");
+  std::string head(reinterpret_cast<const char*>(file_.data()), header.size() + 8);
+  head.replace(8 + digits, 8, "00000000");
   const std::uint32_t computed = detail::crc32(head.data(), head.size());
   if (computed != *stored)
     fail("the header fails its CRC32 check (stored " + detail::hex8(*stored) + ", computed " + detail::hex8(computed) +

@@ -136,31 +136,21 @@ class writer {
     for (const auto& e : entries_)
       meta[std::string(tensor_crc_prefix) + e.name] = detail::hex8(detail::crc32(e.bytes().data(), e.bytes().size()));
 
-    std::string h = "{\"__metadata__\":{";
-    std::size_t crc_at = 0;  // where the header CRC's digits go
-    for (const auto& [k, v] : meta) {
-      if (h.back() != '{') h += ',';
-      json::append_quoted(h, k);
-      h += ':';
-      if (k == header_crc_key) crc_at = h.size() + 1;
-      json::append_quoted(h, v);
-    }
-    h += '}';
+    // Compact, in file order: metadata first, then the tensors as the data holds them.
+    nlohmann::ordered_json doc;
+    doc["__metadata__"] = meta;
     std::uint64_t offset = 0;
     for (auto i : layout()) {
       const auto& e = entries_[i];
-      h += ',';
-      json::append_quoted(h, e.name);
-      h += ":{\"dtype\":\"" + std::string(name_of(e.type)) + "\",\"shape\":[";
-      for (std::size_t d = 0; d < e.shape.size(); ++d) {
-        if (d) h += ',';  // (a temporary "," + string trips GCC 12's -Wrestrict)
-        h += std::to_string(e.shape[d]);
-      }
-      h += "],\"data_offsets\":[" + std::to_string(offset) + ",";
+      const std::uint64_t begin = offset;
       offset += e.bytes().size();
-      h += std::to_string(offset) + "]}";
+      doc[e.name] = {{"dtype", name_of(e.type)}, {"shape", e.shape}, {"data_offsets", {begin, offset}}};
     }
-    h += '}';
+    std::string h = json::dump(doc);
+    // the header CRC's digits: the one "<key>":"00000000" (metadata keys are unique, and a
+    // tensor of that name is followed by an object)
+    const std::string crc_field = json::quoted(header_crc_key) + ":\"00000000\"";
+    const std::size_t crc_at = h.find(crc_field) + crc_field.size() - 9;
     h.resize((h.size() + 7) / 8 * 8, ' ');  // the data then starts 8-byte aligned
     if (h.size() > max_header_bytes)
       throw std::invalid_argument("safetensors writer: the header is " + std::to_string(h.size()) +

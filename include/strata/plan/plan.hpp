@@ -21,7 +21,7 @@ template <class Net, class... Options>
 struct Plan : detail::plan_passes<Net, Options...> {
   using passes = detail::plan_passes<Net, Options...>;
   using lowering = lower::lowered<passes>;
-  using passes::default_dp, passes::element_bytes, passes::stat_bytes, passes::master_bytes, passes::num_layers;
+  using passes::default_dp, passes::element_bytes, passes::stat_bytes, passes::master_bytes;
 
   // ---- memory of parameters, gradients and optimizer state (plan/memory.hpp) ----------
   // `dp`: the data-parallel degree (0: unknown, counted as 1), which ZeRO divides by.

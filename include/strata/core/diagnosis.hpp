@@ -1,103 +1,62 @@
 #pragma once
-// The first broken rule of a plan, found by constexpr code, raised as the matching
-// rule template so that its numbers appear in the diagnostic.
+// The first broken rule of a plan, found by constexpr code (a diagnosis), and raised as
+// the matching rule template so that its numbers appear in the diagnostic. rule_id and
+// the mapping from a diagnosis's numbers to the template's arguments come from the same
+// table as the rules (core/rules.def).
 #include "strata/core/rules.hpp"
 
-namespace strata::detail {
+namespace strata {
 
 enum class rule_id : unsigned char {
   ok,
-  device_count,
-  nested,
-  nested_group,
-  empty_taskgraph,
-  empty_stage,
-  colocate_devices,
-  stage_devices,
-  replicate_batch,
-  interleave_parts,
-  interleave_micro_batches,
-  tensor_2d,
-  tensor_2p5d,
-  tensor_3d,
-  tensor_zero,
-  world,
-  shapes_chain,
-  loss_last,
-  loss_once,
-  needs_loss,
-  input_shape,
-  input_rank,
-  residual_shape,
-  residual_part,
-  residual_pairs,
-  split_features,
-  split_vocab,
-  split_heads,
-  split_experts,
-  split_tokens,
-  split_rows,
-  tensor_mode_layer,
-  tensor_batch,
-  tensor_features,
-  tensor_residual,
-  deadlock,
-  schedule_complete,
-  zero_bubble,
-  zero_bubble_v_parts
+#define STRATA_RULE(id, ...) id,
+#define STRATA_TYPE_RULE(id, ...) id,
+#include "strata/core/rules.def"
+#undef STRATA_RULE
+#undef STRATA_TYPE_RULE
+  reported  // broken and already raised where it was checked (a type rule): raise nothing more
 };
 
+// A broken rule and its numbers, in the order of the rule's template arguments (the
+// table's argument column reads them as A, B, C, D).
 struct diagnosis {
   rule_id id = rule_id::ok;
-  int a = 0, b = 0, c = 0;
+  long long a = 0, b = 0, c = 0, d = 0;
   constexpr bool ok() const { return id == rule_id::ok; }
 };
 
 constexpr diagnosis first_of(diagnosis x, diagnosis y) { return x.ok() ? y : x; }
 
-template <rule_id R, int A, int B, int C>
-constexpr bool raise() {
-  using enum rule_id;
-  if constexpr (R == ok) return true;
-  else if constexpr (R == device_count) return rule::device_count_positive<A>::value;
-  else if constexpr (R == nested) return rule::no_nested_strategy<A, B>::value;
-  else if constexpr (R == nested_group) return rule::nested_group<A>::value;
-  else if constexpr (R == empty_taskgraph) return rule::taskgraph_not_empty<A>::value;
-  else if constexpr (R == empty_stage) return rule::stage_not_empty<A>::value;
-  else if constexpr (R == colocate_devices) return rule::colocate_equal_devices<A, B, C>::value;
-  else if constexpr (R == stage_devices) return rule::pipeline_equal_devices<A, B, C>::value;
-  else if constexpr (R == replicate_batch) return rule::replicate_batch_divisible<A, B>::value;
-  else if constexpr (R == interleave_parts) return rule::interleave_parts_divisible<A, B>::value;
-  else if constexpr (R == interleave_micro_batches) return rule::interleave_micro_batches<A, B>::value;
-  else if constexpr (R == tensor_2d) return rule::tensor_2d_square<A>::value;
-  else if constexpr (R == tensor_2p5d) return rule::tensor_2p5d_shape<A, B>::value;
-  else if constexpr (R == tensor_3d) return rule::tensor_3d_cube<A>::value;
-  else if constexpr (R == tensor_zero) return rule::tensor_mode_without_zero<A, B>::value;
-  else if constexpr (R == world) return rule::world_multiple_of_replica<A, B>::value;
-  else if constexpr (R == shapes_chain) return rule::shapes_chain<A, B, C>::value;
-  else if constexpr (R == loss_last) return rule::loss_last<A, B>::value;
-  else if constexpr (R == loss_once) return rule::loss_once<A, B>::value;
-  else if constexpr (R == needs_loss) return rule::plan_needs_loss<(A != 0)>::value;
-  else if constexpr (R == input_shape) return rule::input_shape_known<(A != 0)>::value;
-  else if constexpr (R == input_rank) return rule::input_rank<A, B, C>::value;
-  else if constexpr (R == residual_shape) return rule::residual_shape<A, B, C>::value;
-  else if constexpr (R == residual_part) return rule::residual_part<A, B, C>::value;
-  else if constexpr (R == residual_pairs) return rule::residual_pairs<A, B>::value;
-  else if constexpr (R == split_features) return rule::split_features_divisible<A, B, C>::value;
-  else if constexpr (R == split_vocab) return rule::split_vocab_divisible<A, B, C>::value;
-  else if constexpr (R == split_heads) return rule::split_heads_divisible<A, B, C>::value;
-  else if constexpr (R == split_experts) return rule::split_experts_divisible<A, B, C>::value;
-  else if constexpr (R == split_tokens) return rule::split_tokens_divisible<A, B, C>::value;
-  else if constexpr (R == split_rows) return rule::split_rows_divisible<A, B, C>::value;
-  else if constexpr (R == tensor_mode_layer) return rule::tensor_mode_supports_layer<A, B>::value;
-  else if constexpr (R == tensor_batch) return rule::tensor_batch_divisible<A, B>::value;
-  else if constexpr (R == tensor_features) return rule::tensor_features_divisible<A, B, C>::value;
-  else if constexpr (R == tensor_residual) return rule::tensor_3d_residual_even<A>::value;
-  else if constexpr (R == deadlock) return rule::deadlock_free<A, B>::value;
-  else if constexpr (R == schedule_complete) return rule::schedule_complete<A, B>::value;
-  else if constexpr (R == zero_bubble) return rule::zero_bubble_options<A, B, C>::value;
-  else if constexpr (R == zero_bubble_v_parts) return rule::zero_bubble_v_parts<A>::value;
-  else return false;
+namespace detail {
+using strata::diagnosis;
+using strata::first_of;
+using strata::rule_id;
+
+// raised<id, A, B, C, D> is the rule's template with its arguments; instantiating it
+// (`static_assert(sizeof(raised<...>) != 0)`, or a member of that type) checks the rule
+// and reports nothing else when it breaks. rule_id::ok raises nothing.
+template <rule_id R, long long A, long long B, long long C, long long D>
+struct raised {};
+// holds<id, A, B, C, D>: whether the rule holds for these numbers, without raising it.
+template <rule_id R, long long A, long long B, long long C, long long D>
+inline constexpr bool holds = true;
+
+#define STRATA_TYPE_RULE(...)
+#define STRATA_RULE(id, name, tag, params, args, condition, message)                        \
+  template <long long A, long long B, long long C, long long D>                              \
+  struct raised<rule_id::id, A, B, C, D> : rule::name<STRATA_UNPAREN_ args> {};               \
+  template <long long A, long long B, long long C, long long D>                              \
+  inline constexpr bool holds<rule_id::id, A, B, C, D> = rule::name##_holds<STRATA_UNPAREN_ args>;
+#include "strata/core/rules.def"
+#undef STRATA_RULE
+#undef STRATA_TYPE_RULE
+
+// The diagnosis of one rule checked on its numbers: ok, or the rule and the numbers.
+template <rule_id R, long long A = 0, long long B = 0, long long C = 0, long long D = 0>
+constexpr diagnosis check() {
+  if constexpr (holds<R, A, B, C, D>) return diagnosis{};
+  else return diagnosis{R, A, B, C, D};
 }
 
-}  // namespace strata::detail
+}  // namespace detail
+}  // namespace strata

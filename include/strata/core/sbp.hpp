@@ -4,6 +4,7 @@
 #include <array>
 #include <string_view>
 
+#include "strata/core/diagnosis.hpp"
 #include "strata/core/shape.hpp"
 
 namespace strata {
@@ -128,24 +129,6 @@ struct comm_desc {
   bool stats = false;  // elements of the statistics type (stat_t<T>), not of T
 };
 
-// Where the sharding pass found a broken rule; the Plan turns it into a static_assert.
-enum class shard_rule : unsigned char {
-  ok,
-  split_features,
-  split_vocab,
-  split_heads,
-  split_experts,
-  split_tokens,
-  split_rows,
-  tensor_mode_layer,
-  tensor_batch,
-  tensor_features,
-  tensor_residual
-};
-struct shard_violation {
-  shard_rule rule = shard_rule::ok;
-  int layer = 0, value = 0, n = 1;
-};
 
 // What one device holds of a layer's tensors for one micro-batch, as the planner's
 // sharding decided (local rows of the input and output, local columns).
@@ -203,15 +186,15 @@ struct shard_choice {
   int flops_div = 1;  // share of the layer's FLOPs one device executes
   std::array<comm_desc, 4> comms{};  // collectives inside the layer, per micro-batch
   int num_comms = 0;
-  shard_rule violated = shard_rule::ok;
+  rule_id violated = rule_id::ok;
   int violated_value = 0;
 
   constexpr void add(collective c, group_axis g, pass p, long long elems, int calls = 1, bool stats = false) {
     if (num_comms < static_cast<int>(comms.size()))
       comms[static_cast<std::size_t>(num_comms++)] = {c, g, p, elems, calls, -1, stats};
   }
-  constexpr void violate(shard_rule r, int value) {
-    if (violated == shard_rule::ok) violated = r, violated_value = value;
+  constexpr void violate(rule_id r, int value) {
+    if (violated == rule_id::ok) violated = r, violated_value = value;
   }
 };
 
@@ -241,15 +224,15 @@ struct mesh_choice {
   int num_projections = 0;
   std::array<signed char, max_layer_params> param_projection{-1, -1, -1, -1, -1, -1};
   bool row_moments = false;
-  shard_rule violated = shard_rule::ok;
+  rule_id violated = rule_id::ok;
   int violated_value = 0;
 
   constexpr void project(long long in, long long out) {
     if (num_projections < static_cast<int>(projections.size()))
       projections[static_cast<std::size_t>(num_projections++)] = {in, out};
   }
-  constexpr void violate(shard_rule r, int value) {
-    if (violated == shard_rule::ok) violated = r, violated_value = value;
+  constexpr void violate(rule_id r, int value) {
+    if (violated == rule_id::ok) violated = r, violated_value = value;
   }
 };
 

@@ -136,8 +136,9 @@ class trainer {
   // time), and a checkpoint written by another plan is refused.
   template <class From>
   checkpoint_info load_checkpoint_from(const std::string& dir) {
-    static_assert(rule::checkpoint_same_model<exec::ckpt::same_model<From, P>() ? -1
-                                                  : exec::ckpt::first_model_difference<From, P>()>::value);
+    static_assert(sizeof(rule::checkpoint_same_model<exec::ckpt::same_model<From, P>()
+                                                         ? -1
+                                                         : exec::ckpt::first_model_difference<From, P>()>) != 0);
     return guarded("load_checkpoint", [&] { return took(checkpoints().template load_from<From>(dir, opt_)); });
   }
 

@@ -54,7 +54,7 @@ struct MultiHeadAttention {
     c.flops_div = q.n;
     c.partial_input_grad = true;
     c.param_axis = {1, 0, 0, -1, -1, -1};  // QKV on its outputs, the out-projection on its inputs
-    if (Heads % q.n != 0) c.violate(shard_rule::split_heads, Heads);
+    if (Heads % q.n != 0) c.violate(rule_id::split_heads, Heads);
     return c;
   }
   // 2D/2.5D/3D: heads divided over the mesh columns (whole heads per feature block); the QKV
@@ -62,7 +62,7 @@ struct MultiHeadAttention {
   static constexpr mesh_choice mesh_shard(const mesh_query& q) {
     mesh_choice c;
     c.sig = q.linear;
-    if (Heads % q.q != 0) c.violate(shard_rule::split_heads, Heads);
+    if (Heads % q.q != 0) c.violate(rule_id::split_heads, Heads);
     c.project(D, 3 * D);
     c.project(D, D);
     c.param_projection = {0, 0, 1, 1, -1, -1};

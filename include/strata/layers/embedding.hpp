@@ -32,7 +32,7 @@ struct Embedding {
     c.partial_input_grad = true;
     c.param_axis = {0, -1, -1, -1, -1, -1};
     c.flops_div = q.n;
-    if (Vocab % q.n != 0) c.violate(shard_rule::split_vocab, Vocab);
+    if (Vocab % q.n != 0) c.violate(rule_id::split_vocab, Vocab);
     return c;
   }
   // The ids, for the gradient's scatter-add.

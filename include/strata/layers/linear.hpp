@@ -45,14 +45,14 @@ struct Linear {
       c.out = sbp::partial;
       c.feat_div = q.n;
       c.param_axis = {0, -1, -1, -1, -1, -1};  // W on In; the bias whole, added once after the reduction
-      if (In % q.n != 0) c.violate(shard_rule::split_features, In);
+      if (In % q.n != 0) c.violate(rule_id::split_features, In);
     } else {
       c.sig = signature::column_parallel;
       c.need = sbp::broadcast;
       c.out = sbp::split_feature;
       c.partial_input_grad = true;
       c.param_axis = {1, 0, -1, -1, -1, -1};  // W and b on Out
-      if (Out % q.n != 0) c.violate(q.next_is_loss ? shard_rule::split_vocab : shard_rule::split_features, Out);
+      if (Out % q.n != 0) c.violate(q.next_is_loss ? rule_id::split_vocab : rule_id::split_features, Out);
     }
     return c;
   }

@@ -81,10 +81,10 @@ struct MoE {
     c.rows_div = q.n;
     c.flops_div = q.n;
     c.param_axis = {-1, 0, 0, -1, -1, -1};  // experts divided; the gate whole
-    if (Experts % q.n != 0) c.violate(shard_rule::split_experts, Experts);
+    if (Experts % q.n != 0) c.violate(rule_id::split_experts, Experts);
     // every device routes an equal share of the micro-batch's tokens
     const long long micro_tokens = q.micro_batch * tokens(q.in);
-    if (micro_tokens % q.n != 0) c.violate(shard_rule::split_tokens, static_cast<int>(micro_tokens));
+    if (micro_tokens % q.n != 0) c.violate(rule_id::split_tokens, static_cast<int>(micro_tokens));
     // dispatch and combine, each way: a [E/n, C, D] block to and from every device, C the
     // micro-batch's capacity (the all-to-all passes E · C · D elements from each device)
     const long long slots_all = Experts * capacity(micro_tokens);

@@ -107,8 +107,8 @@ constexpr shard_choice by_role(layer_role r, const shard_query& q) {
 constexpr mesh_choice mesh_linear(const mesh_query& q, long long in, long long out) {
   mesh_choice c;
   c.sig = q.linear;
-  if (in % q.q != 0) c.violate(shard_rule::split_features, static_cast<int>(in));
-  else if (out % q.q != 0) c.violate(shard_rule::split_features, static_cast<int>(out));
+  if (in % q.q != 0) c.violate(rule_id::split_features, static_cast<int>(in));
+  else if (out % q.q != 0) c.violate(rule_id::split_features, static_cast<int>(out));
   c.project(in, out);
   c.param_projection = {0, 0, 0, 0, 0, 0};
   return c;
@@ -127,7 +127,7 @@ constexpr mesh_choice mesh_by_role(layer_role r, const mesh_query& q) {
     case layer_role::layernorm:
       c.sig = signature::pointwise;
       c.row_moments = true;
-      if (q.in.last() % q.q != 0) c.violate(shard_rule::tensor_features, q.in.last());
+      if (q.in.last() % q.q != 0) c.violate(rule_id::tensor_features, q.in.last());
       return c;
     case layer_role::loss: c.sig = signature::vocab_loss; return c;
     default: c.supported = false; return c;

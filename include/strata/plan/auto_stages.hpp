@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "strata/core/rules.hpp"
+#include "strata/core/diagnosis.hpp"
 #include "strata/core/typelist.hpp"
 #include "strata/layers/residual.hpp"
 #include "strata/plan/model.hpp"
@@ -100,6 +100,16 @@ struct plan_of<Net, type_list<O...>> {
   using type = Plan<Net, O...>;
 };
 
+// The probe plan, built only when the AutoStages rules hold.
+template <bool Ok, class Net, class OptionList>
+struct probe_of {
+  using type = void;
+};
+template <class Net, class OptionList>
+struct probe_of<true, Net, OptionList> {
+  using type = typename plan_of<Net, OptionList>::type;
+};
+
 template <class Units, template <class...> class Part>
 struct whole_part;
 template <class... U, template <class...> class Part>
@@ -178,16 +188,22 @@ struct auto_stages {
   using units = typename model::units;
   static constexpr int num_units = units::size;
 
-  static_assert(rule::auto_stages_model<model::unannotated>::value);
-  static_assert(rule::auto_stages_count<K, num_units>::value);
-  static_assert(rule::auto_stages_schedule<schedule::chunks>::value);
-  static constexpr bool ok = model::unannotated && K >= 1 && K <= num_units && schedule::chunks == 1;
+  // The three rules about K, the model and the schedule, in this order; the first broken
+  // one is raised alone, and nothing is probed or cut after it.
+  static constexpr diagnosis rules_diag = [] {
+    if (!model::unannotated) return diagnosis{rule_id::auto_stages_model, 0};
+    if (K < 1 || K > num_units) return diagnosis{rule_id::auto_stages_count, K, num_units};
+    if (schedule::chunks != 1) return diagnosis{rule_id::auto_stages_schedule, schedule::chunks};
+    return diagnosis{};
+  }();
+  static_assert(sizeof(raised<rules_diag.id, rules_diag.a, rules_diag.b, rules_diag.c, rules_diag.d>) != 0);
+  static constexpr bool ok = rules_diag.ok();
   static constexpr int stages = ok ? K : 1;
   static constexpr std::size_t NU = static_cast<std::size_t>(num_units > 0 ? num_units : 1);
 
   // ---- the probe: the whole model as one stage ------------------------------------------
-  using probe = typename plan_of<typename whole_part<units, model::template part>::type,
-                                 concat_t<probe_option_t<Options>...>>::type;
+  using probe = typename probe_of<ok, typename whole_part<units, model::template part>::type,
+                                  concat_t<probe_option_t<Options>...>>::type;
 
   // first flat layer of each unit (first[num_units] = the model's layers; the loss after)
   static constexpr auto first = [] {
@@ -196,7 +212,10 @@ struct auto_stages {
     return f;
   }();
 
-  static constexpr unit_costs<NU> costs = unit_costs_of<probe, NU>(first, num_units);
+  static constexpr unit_costs<NU> costs = [] {
+    if constexpr (ok) return unit_costs_of<probe, NU>(first, num_units);
+    else return unit_costs<NU>{};
+  }();
 
   // micro-batches each stage keeps in flight under the plan's schedule (its program on K
   // stages; none counted when a rule above has spoken)
@@ -214,10 +233,8 @@ struct auto_stages {
       best_cut(costs, in_flight, 0, cut_goal::least_memory);
   static constexpr long long mib(long long b) { return (b + (1LL << 20) - 1) >> 20; }
   // [auto-stages-memory], raised by resolve_net once this class is complete
-  static constexpr bool memory_checked() {
-    if constexpr (ok && !cut.fits) return rule::auto_stages_memory<K, mib(least_memory.fullest), budget / (1LL << 20)>::value;
-    else return true;
-  }
+  using memory_rule = raised<ok && !cut.fits ? rule_id::auto_stages_memory : rule_id::ok, K,
+                             mib(least_memory.fullest), budget / (1LL << 20), 0>;
 
   // first unit of each stage (a cut that fits, else an even one so only the rule speaks)
   static constexpr std::array<int, static_cast<std::size_t>(stages) + 1> cuts = [] {
@@ -234,18 +251,32 @@ struct auto_stages {
 };
 
 // The network a Plan plans: Net itself, or with AutoStages<K> the Pipeline cut from it.
+template <bool Ok, class Cut, class Net>
+struct cut_net {
+  using type = Net;
+};
+template <class Cut, class Net>
+struct cut_net<true, Cut, Net> {
+  using type = typename Cut::type;
+};
 template <bool Auto, class Net, class... Options>
 struct resolve_net {
   using type = Net;
+  static constexpr bool ok = true;
 };
 template <class Net, class... Options>
 struct resolve_net<true, Net, Options...> {
-  static_assert(auto_stages<Net, Options...>::memory_checked());
-  using type = typename auto_stages<Net, Options...>::type;
+  using cut = auto_stages<Net, Options...>;
+  static_assert(sizeof(typename cut::memory_rule) != 0);
+  // a broken AutoStages rule has been raised; the plan reports nothing after it
+  static constexpr bool ok = cut::ok && cut::cut.fits;
+  using type = typename cut_net<cut::ok, cut, Net>::type;
 };
 template <class Net, class... Options>
-using resolve_net_t =
-    typename resolve_net<(decltype(hana::length(options_of<option_kind::auto_stages, Options...>()))::value > 0), Net,
-                         Options...>::type;
+using resolve_net_for =
+    resolve_net<(decltype(hana::length(options_of<option_kind::auto_stages, Options...>()))::value > 0), Net,
+                Options...>;
+template <class Net, class... Options>
+using resolve_net_t = typename resolve_net_for<Net, Options...>::type;
 
 }  // namespace strata::detail

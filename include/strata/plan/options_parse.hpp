@@ -7,6 +7,8 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <type_traits>
+
 #include "strata/core/rules.hpp"
 #include "strata/core/typelist.hpp"
 #include "strata/strategy/options.hpp"
@@ -64,17 +66,24 @@ struct duplicate_option {
   }();
 };
 
+// Nothing to check: the rule type instantiated when the options are well formed.
+struct no_rule {};
+
+// The option rule a list of options breaks, as a type to instantiate: [unknown-option]
+// for the first entry that is no option, [option-once] for the first repeated category.
 template <class... O>
-constexpr bool check_options() {
+constexpr auto option_rule() {
   using D = duplicate_option<O...>;
-  if constexpr (D::unknown >= 0) {
-    return rule::is_known_option<nth_t<static_cast<std::size_t>(D::unknown), O...>>::value;
-  } else if constexpr (D::pair[0] >= 0) {
-    return rule::option_once<nth_t<static_cast<std::size_t>(D::pair[0]), O...>,
-                             nth_t<static_cast<std::size_t>(D::pair[1]), O...>>::value;
-  } else {
-    return true;
-  }
+  if constexpr (D::unknown >= 0)
+    return std::type_identity<rule::is_known_option<nth_t<static_cast<std::size_t>(D::unknown), O...>>>{};
+  else if constexpr (D::pair[0] >= 0)
+    return std::type_identity<rule::option_once<nth_t<static_cast<std::size_t>(D::pair[0]), O...>,
+                                                nth_t<static_cast<std::size_t>(D::pair[1]), O...>>>{};
+  else return std::type_identity<no_rule>{};
 }
+template <class... O>
+using option_rule_t = typename decltype(option_rule<O...>())::type;
+template <class... O>
+inline constexpr bool options_well_formed = std::is_same_v<option_rule_t<O...>, no_rule>;
 
 }  // namespace strata::detail

@@ -147,7 +147,7 @@ constexpr int param_block(const layer_plan& lp, int k, tensor_mode mode, int q, 
 template <std::size_t NL, std::size_t NT>
 struct shard_result {
   std::array<layer_plan, NL> layers{};
-  shard_violation violation{};
+  diagnosis violation{};  // the first sharding rule broken, in its template's argument order
 };
 
 constexpr void add_comm(layer_plan& lp, collective c, group_axis g, pass p, long long elems, int calls = 1,
@@ -247,8 +247,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
                                               const shard_inputs& ctx) {
   shard_result<NL, NT> r{};
   r.layers = in_layers;
-  auto fail = [&](shard_rule rule, int layer, int value, int n) {
-    if (r.violation.rule == shard_rule::ok) r.violation = shard_violation{rule, layer, value, n};
+  auto fail = [&](diagnosis d) {
+    if (r.violation.ok()) r.violation = d;
   };
   const std::array<bool, NL> need_dx = input_grads_needed(r.layers);
   // open residuals: the layout of each skip connection, innermost last
@@ -271,7 +271,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       prev_part = tg.part;
     }
     if (nd && ctx.micro_batch % mesh.rows != 0)
-      fail(shard_rule::tensor_batch, tg.first_layer, ctx.micro_batch, mesh.rows);
+      fail({rule_id::tensor_batch, ctx.micro_batch, mesh.rows});
     for (int li = tg.first_layer; li < tg.first_layer + tg.num_layers; ++li) {
       layer_plan& lp = r.layers[static_cast<std::size_t>(li)];
       const layer_desc& d = lp.desc;
@@ -302,8 +302,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
                                                                  : signature::cube_3d;
         m = d.mesh_shard(mesh_query{linear, mesh.features, lp.in, lp.out, d.split_extent});
         c.sig = m.sig;
-        if (!m.supported) fail(shard_rule::tensor_mode_layer, li, static_cast<int>(ctx.mode), n);
-        else if (m.violated != shard_rule::ok) fail(m.violated, li, m.violated_value, mesh.features);
+        if (!m.supported) fail({rule_id::tensor_mode_layer, li, static_cast<int>(ctx.mode)});
+        else if (m.violated != rule_id::ok) fail({m.violated, li, m.violated_value, mesh.features});
         for (int pi = 0; pi < d.num_params; ++pi)
           if (m.param_projection[static_cast<std::size_t>(pi)] >= 0)
             local[static_cast<std::size_t>(pi)] = nd_param(d.params[static_cast<std::size_t>(pi)], c.sig, mesh);
@@ -317,10 +317,10 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           c.need = c.out = skips[static_cast<std::size_t>(open - 1)];
           sharding::split_share(c, n);
         }
-        if (c.violated != shard_rule::ok) fail(c.violated, li, c.violated_value, n);
+        if (c.violated != rule_id::ok) fail({c.violated, li, c.violated_value, n});
         // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices
         if (c.need == sbp::split_batch && (ctx.micro_batch * lp.in.rows()) % n != 0)
-          fail(shard_rule::split_rows, li, static_cast<int>(ctx.micro_batch * lp.in.rows()), n);
+          fail({rule_id::split_rows, li, ctx.micro_batch * lp.in.rows(), n});
         for (int pi = 0; pi < d.num_params; ++pi)
           local[static_cast<std::size_t>(pi)] =
               cut_param(d.params[static_cast<std::size_t>(pi)].shape, c.param_axis[static_cast<std::size_t>(pi)], n);
@@ -333,7 +333,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       }
       if (d.role == layer_role::residual_end && open > 0) {
         // a 3D branch with an odd number of Linears hands back features along the other axis
-        if (nd && skip_turned[static_cast<std::size_t>(open - 1)] != turned) fail(shard_rule::tensor_residual, li, 0, n);
+        if (nd && skip_turned[static_cast<std::size_t>(open - 1)] != turned) fail({rule_id::tensor_residual, li});
         --open;
       }
       lp.arrives = cur;

@@ -26,16 +26,17 @@ struct schedule_pass : S {
   static constexpr sched::sim_result simulation = sched::simulate(lowered_program.prog);
 
   static constexpr diagnosis schedule_diag = [] {
-    using enum rule_id;
     if (split_backward && !sched::split_backward_allows(recompute_regions, zero, staged_weights))
-      return diagnosis{zero_bubble, recompute_regions, zero, staged_weights ? 1 : 0};
+      return diagnosis{rule_id::zero_bubble, recompute_regions, zero, staged_weights ? 1 : 0};
     if (completeness.status != sched::verdict::ok)
-      return diagnosis{schedule_complete, completeness.stage, completeness.instruction};
-    if (simulation.status != sched::verdict::ok) return diagnosis{deadlock, simulation.stage, simulation.instruction};
+      return diagnosis{rule_id::schedule_complete, completeness.stage, completeness.instruction};
+    if (simulation.status != sched::verdict::ok)
+      return diagnosis{rule_id::deadlock, simulation.stage, simulation.instruction};
     return diagnosis{};
   }();
-  static_assert(raise<structure_diag.ok() && model_diag.ok() && shard_diag.ok() ? schedule_diag.id : rule_id::ok,
-                      schedule_diag.a, schedule_diag.b, schedule_diag.c>());
+  static constexpr bool earlier_ok = structure_diag.ok() && model_diag.ok() && shard_diag.ok();
+  static_assert(sizeof(raised<earlier_ok ? schedule_diag.id : rule_id::ok, schedule_diag.a, schedule_diag.b,
+                              schedule_diag.c, schedule_diag.d>) != 0);
 
   static constexpr bool deadlock_free = simulation.status == sched::verdict::ok;
   static constexpr bool valid = structure_diag.ok() && model_diag.ok() && shard_diag.ok() && schedule_diag.ok();

@@ -39,26 +39,11 @@ struct shard_pass : S {
     return plan_shardings(lp, taskgraphs, shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel});
   }();
 
-  static constexpr diagnosis shard_diag = [] {
-    using enum rule_id;
-    const shard_violation v = sharded.violation;
-    switch (v.rule) {
-      case shard_rule::ok: return diagnosis{};
-      case shard_rule::split_features: return diagnosis{split_features, v.layer, v.value, v.n};
-      case shard_rule::split_vocab: return diagnosis{split_vocab, v.layer, v.value, v.n};
-      case shard_rule::split_heads: return diagnosis{split_heads, v.layer, v.value, v.n};
-      case shard_rule::split_experts: return diagnosis{split_experts, v.layer, v.value, v.n};
-      case shard_rule::split_tokens: return diagnosis{split_tokens, v.layer, v.value, v.n};
-      case shard_rule::split_rows: return diagnosis{split_rows, v.layer, v.value, v.n};
-      case shard_rule::tensor_features: return diagnosis{tensor_features, v.layer, v.value, v.n};
-      case shard_rule::tensor_mode_layer: return diagnosis{tensor_mode_layer, v.layer, v.value};
-      case shard_rule::tensor_batch: return diagnosis{tensor_batch, v.value, v.n};
-      case shard_rule::tensor_residual: return diagnosis{tensor_residual, v.layer};
-    }
-    return diagnosis{};
-  }();
-  static_assert(raise<structure_diag.ok() && model_diag.ok() ? shard_diag.id : rule_id::ok, shard_diag.a, shard_diag.b,
-                      shard_diag.c>());
+  // The first sharding rule a layer or the pass found broken, raised once the structure
+  // and shapes are known to hold.
+  static constexpr diagnosis shard_diag = sharded.violation;
+  static_assert(sizeof(raised<structure_diag.ok() && model_diag.ok() ? shard_diag.id : rule_id::ok, shard_diag.a,
+                              shard_diag.b, shard_diag.c, shard_diag.d>) != 0);
 
   static constexpr std::array<layer_plan, idx(num_layers)> layer_plans = sharded.layers;
 

@@ -24,11 +24,6 @@ struct NoLoss {};
 namespace detail {
 
 template <class L>
-constexpr bool layer_ok() {
-  if constexpr (Layer<L> || is_annotation_v<L>) return true;  // annotations: the nesting rule speaks
-  else return layer_requirements<L>::value;
-}
-template <class L>
 constexpr layer_desc describe_any() {
   if constexpr (Layer<L>) return describe<L>();
   else return layer_desc{};
@@ -38,31 +33,47 @@ template <class List>
 struct layer_checks;
 template <class... L>
 struct layer_checks<type_list<L...>> {
-  // an array, not a fold: a fold over 257 layers exceeds clang's expression nesting limit
-  static constexpr bool value = [] {
-    constexpr std::array<bool, sizeof...(L) + 1> ok{layer_ok<L>()..., true};
-    for (bool b : ok)
-      if (!b) return false;
-    return true;
+  // The first entry that is neither a Layer nor an annotation (annotations: the nesting
+  // rule speaks), −1 if none; an array, not a fold: a fold over 257 layers exceeds clang's
+  // expression nesting limit.
+  static constexpr int first_bad = [] {
+    constexpr std::array<bool, sizeof...(L) + 1> ok{(Layer<L> || is_annotation_v<L>)..., true};
+    for (std::size_t i = 0; i < sizeof...(L); ++i)
+      if (!ok[i]) return static_cast<int>(i);
+    return -1;
   }();
+  // The Layer concept's requirements of that entry, as the rule type to instantiate.
+  static constexpr auto rule() {
+    if constexpr (first_bad >= 0)
+      return std::type_identity<layer_requirements<nth_t<static_cast<std::size_t>(first_bad), L...>>>{};
+    else return std::type_identity<no_rule>{};
+  }
   static constexpr std::array<layer_desc, sizeof...(L)> descs{describe_any<L>()...};
 };
 
+// Default<S> and Element<T>: the rule each breaks, as a type (options_parse.hpp's no_rule if none).
 template <class S>
-constexpr bool default_ok() {
+constexpr auto default_rule() {
   if constexpr (is_strategy_v<S>) {
-    if constexpr (S::layers::size == 0) return true;
-    else return rule::default_is_strategy<S>::value;
+    if constexpr (S::layers::size == 0) return std::type_identity<no_rule>{};
+    else return std::type_identity<rule::default_is_strategy<S>>{};
   } else {
-    return rule::default_is_strategy<S>::value;
+    return std::type_identity<rule::default_is_strategy<S>>{};
   }
 }
-
 template <class T>
-constexpr bool element_ok() {
-  if constexpr (is_precision_v<T>) return true;
-  else return rule::element_type_supported<T>::value;
+constexpr auto element_rule() {
+  if constexpr (is_precision_v<T>) return std::type_identity<no_rule>{};
+  else return std::type_identity<rule::element_type_supported<T>>{};
 }
+template <class... Rules>
+struct first_rule {
+  using type = no_rule;
+};
+template <class R, class... Rules>
+struct first_rule<R, Rules...> {
+  using type = std::conditional_t<std::is_same_v<R, no_rule>, typename first_rule<Rules...>::type, R>;
+};
 
 constexpr int max1(int x) { return x > 0 ? x : 1; }
 constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
@@ -106,27 +117,28 @@ constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_
 template <class Net, class... Options>
 struct structure_pass {
   // ---- options -------------------------------------------------------------------------
-  static_assert(check_options<Options...>());
+  // The option rules are checked in one place each: the first broken rule about the option
+  // types here, the first about their values in options_diag (raised with the structure).
+  using default_option_t = typename pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
+  using element_option_t = typename pick_t<option_kind::element, Element<float>, Options...>::type;
+  using type_rule = typename first_rule<option_rule_t<Options...>,
+                                        typename decltype(default_rule<default_option_t>())::type,
+                                        typename decltype(element_rule<element_option_t>())::type>::type;
+  static_assert(sizeof(type_rule) != 0);
   using schedule_t = typename pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type;
   using loss_option_t = typename pick_t<option_kind::loss, Loss<NoLoss>, Options...>::type;
   using tensor_t = pick_t<option_kind::tensor_mode, Tensor1D, Options...>;
-  using default_strategy = typename pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
-  using element_type = typename pick_t<option_kind::element, Element<float>, Options...>::type;
-  static_assert(default_ok<default_strategy>());
-  static_assert(element_ok<element_type>());
+  using default_strategy = default_option_t;
+  using element_type = std::conditional_t<std::is_same_v<type_rule, no_rule>, element_option_t, float>;
 
   static constexpr int micro_batch = pick_t<option_kind::micro_batch, MicroBatch<1>, Options...>::value;
   static constexpr int num_micro_batch = pick_t<option_kind::num_micro_batch, NumMicroBatch<1>, Options...>::value;
-  static_assert(rule::micro_batch_positive<micro_batch>::value);
-  static_assert(rule::num_micro_batch_positive<num_micro_batch>::value);
   // A replica's step: replica_batch samples.
   static constexpr int replica_batch = micro_batch * num_micro_batch;
   // The schedule's builder, name and traits, read the same way for every tag (plan/schedule_traits.hpp).
   using schedule_info = sched::schedule_traits<schedule_t>;
   static constexpr std::string_view schedule_name = schedule_info::name;
   static constexpr int chunks = schedule_info::chunks;
-  static_assert(rule::interleave_chunks_positive<chunks>::value);
-  static_assert(rule::buckets_positive<pick_t<option_kind::buckets, Buckets<5>, Options...>::value>::value);
   static constexpr int fixed_world = pick_t<option_kind::world, World<0>, Options...>::value;
   static constexpr tensor_mode mode = tensor_t::mode;
   static constexpr int tensor_depth = tensor_t::depth;
@@ -134,9 +146,7 @@ struct structure_pass {
       pick_t<option_kind::gradient_reduce, GradientReduce<ReduceMean>, Options...>::method;
   static constexpr int buckets = pick_t<option_kind::buckets, Buckets<5>, Options...>::value;
   static constexpr int zero = pick_t<option_kind::zero, Zero<0>, Options...>::value;
-  static_assert(rule::zero_level_known<zero>::value);
   static constexpr int apply_groups = pick_t<option_kind::apply_groups, ApplyGroups<1>, Options...>::value;
-  static_assert(rule::apply_groups_positive<apply_groups>::value);
   static constexpr offload_level offload = pick_t<option_kind::offload, Offload<offload_level::none>, Options...>::value;
   static constexpr bool cast_weights_per_use = pick_t<option_kind::weight_copies, KeepWeightCopies, Options...>::value;
   // Layers read their TaskGraph's weights from a staging buffer (exec/store.hpp); under
@@ -144,13 +154,10 @@ struct structure_pass {
   static constexpr bool staged_weights = offload != offload_level::none || cast_weights_per_use || zero >= 3;
   // HalfGradientReduce<S>: S, or 0 for reductions in master precision.
   static constexpr int half_reduce = pick_t<option_kind::half_reduce, FullGradientReduce, Options...>::value;
-  static_assert(rule::half_reduce_scale<half_reduce == 0 ? 1 : half_reduce>::value);
   // AMP O1: an Element<f16> plan scales its loss dynamically unless it says otherwise.
   using loss_scale = typename pick_t<
       option_kind::loss_scale, LossScale<std::conditional_t<std::is_same_v<element_type, f16>, DynamicScale<>, NoScale>>,
       Options...>::type;
-  static_assert(rule::loss_scale_valid<static_cast<int>(loss_scale::kind), loss_scale::log2_init,
-                                       loss_scale::growth_interval, static_cast<long long>(loss_scale::initial)>::value);
   static constexpr bool sequence_parallel = pick_t<option_kind::sequence_parallel, NoSequenceParallel, Options...>::value;
   static constexpr checkpoint_mode recompute =
       pick_t<option_kind::gradient_checkpoint, GradientCheckpoint<checkpoint_mode::collection>, Options...>::value;
@@ -162,6 +169,25 @@ struct structure_pass {
   static constexpr long long stat_bytes = static_cast<long long>(sizeof(stat_t<element_type>));
   static constexpr bool mixed_precision = is_mixed_v<element_type>;
   static constexpr bool loss_from_option = !std::is_same_v<loss_option_t, NoLoss>;
+  // The first option value that breaks its rule.
+  static constexpr diagnosis options_diag = [] {
+    if constexpr (!std::is_same_v<type_rule, no_rule>) return diagnosis{rule_id::reported};
+    else {
+      const diagnosis found[] = {
+          check<rule_id::micro_batch, micro_batch>(),
+          check<rule_id::num_micro_batch, num_micro_batch>(),
+          check<rule_id::interleave_chunks, chunks>(),
+          check<rule_id::buckets, buckets>(),
+          check<rule_id::zero_level, zero>(),
+          check<rule_id::apply_groups, apply_groups>(),
+          check<rule_id::half_reduce_scale, half_reduce == 0 ? 1 : half_reduce>(),
+          check<rule_id::loss_scale, static_cast<int>(loss_scale::kind), loss_scale::log2_init,
+                loss_scale::growth_interval, static_cast<long long>(loss_scale::initial)>()};
+      for (const diagnosis& d : found)
+        if (!d.ok()) return d;
+      return diagnosis{};
+    }
+  }();
   static constexpr shape_t input_option = pick_t<option_kind::input, Input<>, Options...>::shape;
 
   // ---- model: items, layers, TaskGraphs, parts --------------------------------------------
@@ -206,50 +232,54 @@ struct structure_pass {
 
   // ---- structural rules ---------------------------------------------------------------------
   static constexpr diagnosis structure_diag = [] {
-    using enum rule_id;
+    if (!options_diag.ok()) return options_diag;
+    // a type rule (a non-Layer entry, a broken AutoStages) was raised where it was checked
+    if (layer_checks<layers>::first_bad >= 0 || !resolve_net_for<Net, Options...>::ok)
+      return diagnosis{rule_id::reported};
     for (int i = 0; i < num_items; ++i) {
       const auto& it = item_descs[idx(i)];
-      if (it.group) return diagnosis{nested_group, i};
-      if (!it.bare && it.devices < 1) return diagnosis{device_count, it.devices};
-      if (it.nested_at >= 0) return diagnosis{nested, it.devices, it.nested_at};
+      if (it.group) return diagnosis{rule_id::nested_group, i};
+      if (!it.bare && it.devices < 1) return diagnosis{rule_id::device_count, it.devices};
+      if (it.nested_at >= 0) return diagnosis{rule_id::nested, it.devices, it.nested_at};
     }
-    if (default_devices < 1) return diagnosis{device_count, default_devices};
-    if (traits::empty_part >= 0) return diagnosis{empty_stage, traits::empty_part};
+    if (default_devices < 1) return diagnosis{rule_id::device_count, default_devices};
+    if (traits::empty_part >= 0) return diagnosis{rule_id::empty_stage, traits::empty_part};
     for (int t = 0; t < num_taskgraphs; ++t)
-      if (taskgraphs[idx(t)].num_layers == 0) return diagnosis{empty_taskgraph, t};
+      if (taskgraphs[idx(t)].num_layers == 0) return diagnosis{rule_id::empty_taskgraph, t};
     for (int t = 1; t < num_taskgraphs; ++t) {
       const auto& tg = taskgraphs[idx(t)];
       int first = t;  // first TaskGraph of the same part
       while (first > 0 && taskgraphs[idx(first - 1)].part == tg.part) --first;
       if (first != t && tg.devices != taskgraphs[idx(first)].devices)
-        return diagnosis{colocate_devices, t, tg.devices, taskgraphs[idx(first)].devices};
+        return diagnosis{rule_id::colocate_devices, t, tg.devices, taskgraphs[idx(first)].devices};
       if (first == t && tg.devices != taskgraphs[0].devices)
-        return diagnosis{stage_devices, tg.part, tg.devices, taskgraphs[0].devices};
+        return diagnosis{rule_id::stage_devices, tg.part, tg.devices, taskgraphs[0].devices};
     }
     for (int t = 0; t < num_taskgraphs; ++t) {
       const auto& tg = taskgraphs[idx(t)];
       if (tg.kind == strategy_kind::replicate && tg.devices > 1 && micro_batch % tg.devices != 0)
-        return diagnosis{replicate_batch, micro_batch, tg.devices};
+        return diagnosis{rule_id::replicate_batch, micro_batch, tg.devices};
       if (tg.kind == strategy_kind::split && tg.devices > 1) {
         const int n = tg.devices;
-        if (mode == tensor_mode::d2 && isqrt(n) * isqrt(n) != n) return diagnosis{tensor_2d, n};
+        if (mode == tensor_mode::d2 && isqrt(n) * isqrt(n) != n) return diagnosis{rule_id::tensor_2d, n};
         if (mode == tensor_mode::d2p5) {
           const int d = tensor_depth;
           const int q = d > 0 && n % d == 0 ? isqrt(n / d) : 0;
-          if (d < 1 || q * q * d != n || q < 1) return diagnosis{tensor_2p5d, n, d};
+          if (d < 1 || q * q * d != n || q < 1) return diagnosis{rule_id::tensor_2p5d, n, d};
         }
-        if (mode == tensor_mode::d3 && icbrt(n) * icbrt(n) * icbrt(n) != n) return diagnosis{tensor_3d, n};
-        if (mode != tensor_mode::d1 && zero > 0) return diagnosis{tensor_zero, static_cast<int>(mode), zero};
+        if (mode == tensor_mode::d3 && icbrt(n) * icbrt(n) * icbrt(n) != n) return diagnosis{rule_id::tensor_3d, n};
+        if (mode != tensor_mode::d1 && zero > 0) return diagnosis{rule_id::tensor_zero, static_cast<int>(mode), zero};
       }
     }
     if (const diagnosis d = schedule_info::check(num_parts, stages, num_micro_batch); !d.ok()) return d;
     if (fixed_world != 0 && (fixed_world < devices_per_replica || fixed_world % devices_per_replica != 0))
-      return diagnosis{world, fixed_world, devices_per_replica};
+      return diagnosis{rule_id::world, fixed_world, devices_per_replica};
     return diagnosis{};
   }();
-  static_assert(raise<structure_diag.id, structure_diag.a, structure_diag.b, structure_diag.c>());
-  static_assert(!structure_diag.ok() || layer_checks<layers>::value,
-                "strata: a model entry is not a Layer (see the message above)");
+  static_assert(sizeof(raised<structure_diag.id, structure_diag.a, structure_diag.b, structure_diag.c,
+                              structure_diag.d>) != 0);
+  // A model entry that is not a Layer: the concept's requirements name what it lacks.
+  static_assert(sizeof(typename decltype(layer_checks<layers>::rule())::type) != 0);
 };
 
 }  // namespace detail

@@ -61,6 +61,10 @@ int run(World& world, const job_options& o) {
   int first_step = 0;
   if (!o.resume.empty()) {
     const checkpoint_info info = train.load_checkpoint(o.resume);
+    if (info.step > steps)  // the same on every rank: the ranks agreed on the checkpoint
+      throw agreed_error("checkpoint " + o.resume + " was written after step " + std::to_string(info.step) +
+                         ", beyond this run's " + std::to_string(steps) + " steps: pass at least " +
+                         std::to_string(info.step) + " steps");
     first_step = static_cast<int>(info.step);  // the data position: batch s is a function of s
     if (leader) std::printf("resumed from %s after step %d\n", o.resume.c_str(), first_step);
   }
@@ -69,7 +73,11 @@ int run(World& world, const job_options& o) {
     if (leader) std::printf("checkpoint after step %d: %s\n", done, o.checkpoint.c_str());
   };
   const int dp = train.data_parallel(), replica = train.coord().data;
-  const gpt_text::corpus text = examples::agreed_load(world, [] { return gpt_text::load(); });
+  const gpt_text::corpus text = examples::agreed_load(world, [] {
+    gpt_text::corpus c = gpt_text::load();
+    gpt_text::require_windows(c, Seq);
+    return c;
+  });
   if (leader)
     std::printf("strata GPT: %d blocks, D %d, %d heads, context %d, byte vocabulary; %d processes = %d stages x "
                 "Split<%d> x DP %d%s; %lld parameters\n"

@@ -63,6 +63,19 @@ inline corpus load(const std::string& dir = text_dir()) {
   return c;
 }
 
+// A window of context `seq` reads seq + 1 bytes (its inputs and their next bytes), and
+// training draws its start from [0, size - seq - 2]: a text shorter than that is refused
+// with the sizes named, before any size is computed from it.
+inline void require_windows(const std::string& text, std::size_t seq, std::size_t need, const std::string& what) {
+  if (text.size() < seq + need)
+    throw std::runtime_error(what + " holds " + std::to_string(text.size()) + " bytes; a window of context " +
+                             std::to_string(seq) + " needs at least " + std::to_string(seq + need));
+}
+inline void require_windows(const corpus& c, std::size_t seq) {
+  require_windows(c.train, seq, 2, "the training text (" + text_dir() + ")");
+  require_windows(c.validation, seq, 1, "the held-out text (" + text_dir() + ")");
+}
+
 // Entropy, in nats per byte, of the byte frequencies of `text`: the loss of the best
 // model that ignores context (the unigram baseline).
 inline double unigram_entropy(const std::string& text) {
@@ -94,6 +107,7 @@ struct windows {
 template <class M>
 windows<M> training_batch(const std::string& text, std::size_t seq, std::uint64_t seed, std::uint64_t step,
                           int replica, int replicas, std::size_t per_replica) {
+  require_windows(text, seq, 2, "the training text");
   std::mt19937_64 g(seed * 0x9e3779b97f4a7c15ULL + step);
   std::uniform_int_distribution<std::size_t> start(0, text.size() - seq - 2);
   windows<M> w;
@@ -117,6 +131,7 @@ struct validation_share {
 template <class M>
 validation_share<M> validation_windows(const std::string& text, std::size_t seq, std::size_t count, int replica,
                                        int replicas, std::size_t multiple) {
+  require_windows(text, seq, 1, "the held-out text");
   validation_share<M> v;
   for (std::size_t i = std::size_t(replica); i < count && (i + 1) * seq + 1 <= text.size(); i += std::size_t(replicas))
     v.w.add(text, i * seq, seq);

@@ -8,8 +8,9 @@
 //    TP2 x DP2 -> TP4, ZeRO-1 -> plain, offloaded -> TP, with the reading map from the writer's plan type
 //    (load_checkpoint_from<From>) and from the index;
 //  * failures: a truncated file, a flipped byte, a missing index, another model, another
-//    optimizer, a checkpoint of another plan than From: the same agreed_error on every
-//    rank, naming the problem, and the trainer's parameters untouched.
+//    optimizer, a checkpoint of another plan than From, numbers out of range, files of two
+//    saves mixed in one directory: the same agreed_error on every rank, naming the problem,
+//    and the trainer's parameters untouched.
 // mpi-ranks: 4
 #include "doctest_world.hpp"
 
@@ -274,8 +275,19 @@ TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored"
           [&](std::string& t) { replace_all(t, "\"metadata\": {", "\"metadata\": {\"format\": \"x\", "); });
   damaged("index.json: the index lacks its metadata, files or weight_map object",
           [&](std::string& t) { replace_all(t, "\"files\": {", "\"files\": [0], \"unused\": {"); });
-  damaged("index.json: step \"3x\" is not a number",
+  // every number read is range-checked: the step, the world, the trainer's entries
+  damaged("index.json: step \"3x\" is not a step number",
           [&](std::string& t) { replace_all(t, "\"step\": \"1\"", "\"step\": \"3x\""); });
+  damaged("index.json: step \"-5\" is not a step number",
+          [&](std::string& t) { replace_all(t, "\"step\": \"1\"", "\"step\": \"-5\""); });
+  damaged("index.json: step \"99999999999999999999\" is not a step number",
+          [&](std::string& t) { replace_all(t, "\"step\": \"1\"", "\"step\": \"99999999999999999999\""); });
+  damaged("index.json: world \"0\" is not a number of processes",
+          [&](std::string& t) { replace_all(t, "\"world\": \"4\"", "\"world\": \"0\""); });
+  damaged("index.json: trainer entry updates \"7\" is not a count from 0 to 1",
+          [&](std::string& t) { replace_all(t, "\"updates\": \"1\"", "\"updates\": \"7\""); });
+  damaged("index.json: trainer entry loss_scale \"nan\" is not a positive finite number",
+          [&](std::string& t) { replace_all(t, "\"loss_scale\": \"1\"", "\"loss_scale\": \"nan\""); });
   damaged("\"0\" is not a block count of layers.", [&](std::string& t) { replace_all(t, "shard0of2", "shard0of0"); });
   damaged("\"99999999999\" is not a block count of layers.",
           [&](std::string& t) { replace_all(t, "shard0of2", "shard0of99999999999"); });
@@ -292,4 +304,59 @@ TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored"
   }
   edit([&] { std::filesystem::remove(dir + "/index.json"); });
   refused<TP4>(dir, "index.json: cannot open", [&](auto& t) { t.load_checkpoint(dir); });
+}
+
+// Two saves (after steps 1 and 2): a rank file of one placed among the other's, or one's
+// index over the other's files, is refused naming both saves, never loaded.
+TEST_CASE("a checkpoint assembled from two saves is refused") {
+  const std::string one = shared_dir("save1"), two = shared_dir("save2");
+  cleanup c1{one}, c2{two};
+  {
+    run<TP2> a;
+    a.step(0);
+    a.t.save_checkpoint(one);
+    a.step(1);
+    a.t.save_checkpoint(two);
+  }
+  auto on_rank0 = [&](auto&& f) {
+    W().comm().agree(true, "");
+    if (W().rank() == 0) f();
+    W().comm().agree(true, "");
+  };
+  const std::string file = exec::ckpt::rank_file(1, W().size());
+  const std::string mixed = shared_dir("mixed");
+  cleanup c3{mixed};
+  on_rank0([&] {
+    std::filesystem::copy(two, mixed, std::filesystem::copy_options::recursive);
+    std::filesystem::copy_file(one + "/" + file, mixed + "/" + file, std::filesystem::copy_options::overwrite_existing);
+  });
+  // the sizes agree (same plan, same shapes): the step and the save id do not
+  refused<TP4>(mixed, "the checkpoint mixes two saves", [&](auto& t) { t.load_checkpoint(mixed); });
+  {
+    run<TP4> r;
+    std::string what;
+    try {
+      r.t.load_checkpoint(mixed);
+    } catch (const agreed_error& e) {
+      what = e.what();
+    }
+    const bool named = what.find("belongs to another save: it was written after step 1") != std::string::npos &&
+                       what.find("the index is of step 2") != std::string::npos &&
+                       what.find("the checkpoint mixes two saves") != std::string::npos;
+    if (W().rank() == 0) std::printf("[mixed] %s\n", what.c_str());
+    CHECK(named);
+  }
+  // the first save's index over the second save's files
+  on_rank0([&] {
+    std::filesystem::remove_all(mixed);
+    std::filesystem::copy(two, mixed, std::filesystem::copy_options::recursive);
+    std::filesystem::copy_file(one + "/index.json", mixed + "/index.json",
+                               std::filesystem::copy_options::overwrite_existing);
+  });
+  refused<TP4>(mixed, "the checkpoint mixes two saves", [&](auto& t) { t.load_checkpoint(mixed); });
+  {
+    run<TP4> r;  // each save alone still loads
+    CHECK(r.t.load_checkpoint(one).step == 1);
+    CHECK(r.t.load_checkpoint(two).step == 2);
+  }
 }

@@ -17,7 +17,10 @@
 //
 // Writing is atomic: the files go to <dir>.tmp, each written to a temporary name, fsynced
 // and renamed (io/file.hpp); rank 0 writes the index last, then replaces <dir> by the new
-// directory. Every file is checksummed (CRC-32 per tensor and of the header). Reading
+// directory. Every file is bound to its save: each rank file carries the step, its rank and
+// the world, the index records each file's header CRC (a digest of the file: the header
+// holds every tensor's CRC), and a reader refuses a directory whose files come from two
+// saves. Every file is checksummed (CRC-32 per tensor and of the header). Reading
 // checks the index, the model, the optimizer, each file's size and every checksum on every
 // rank, stages everything in host memory, and the ranks agree before anything is stored:
 // a truncated, corrupt or mismatched checkpoint is the same agreed_error on every rank, and
@@ -25,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -45,6 +50,7 @@
 #include "strata/core/agreed_error.hpp"
 #include "strata/core/communicator.hpp"
 #include "strata/core/precision.hpp"
+#include "strata/exec/checkpoint_format.hpp"
 #include "strata/exec/init.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
@@ -54,131 +60,6 @@
 #include "strata/plan/plan.hpp"
 
 namespace strata {
-
-// What a checkpoint carries besides the model: the step it was written after (the
-// learning-rate schedule's position) and the caller's own entries (e.g. the data loader's
-// position).
-struct checkpoint_info {
-  long long step = 0;
-  std::map<std::string, std::string> user;
-  std::map<std::string, std::string> trainer;  // the trainer's own: updates applied, the loss scale
-};
-
-namespace exec::ckpt {
-
-inline constexpr const char* format = "strata-checkpoint-1";
-inline constexpr const char* index_name = "index.json";
-
-inline std::string rank_file(int rank, int world) {
-  char b[64];
-  std::snprintf(b, sizeof b, "rank-%05d-of-%05d.safetensors", rank, world);
-  return b;
-}
-
-template <class P>
-std::string tensor_name(int layer, int k) {
-  const layer_desc& d = P::layer_plans[static_cast<std::size_t>(layer)].desc;
-  return "layers." + std::to_string(layer) + "." + std::string(d.name) + "." +
-         std::string(d.params[static_cast<std::size_t>(k)].name);
-}
-// Blocks plan P cuts tensor k of `layer` into (1: every device of the part holds it whole).
-template <class P>
-constexpr int blocks(int layer, int k) {
-  const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(layer)];
-  return static_cast<int>(lp.desc.params[static_cast<std::size_t>(k)].shape.numel() /
-                          lp.local_params[static_cast<std::size_t>(k)].numel());
-}
-inline std::string piece_name(const std::string& tensor, int block, int n) {
-  return n == 1 ? tensor : tensor + ".shard" + std::to_string(block) + "of" + std::to_string(n);
-}
-inline std::vector<std::uint64_t> dims(const shape_t& s) {
-  std::vector<std::uint64_t> d;
-  for (int a = 0; a < s.rank; ++a) d.push_back(static_cast<std::uint64_t>(s.dim[static_cast<std::size_t>(a)]));
-  return d;
-}
-inline std::string dims_text(const std::vector<std::uint64_t>& d) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    if (i) t += ',';
-    t += std::to_string(d[i]);
-  }
-  t += ']';
-  return t;
-}
-// The model as the checkpoint records it: every tensor's name and logical shape.
-template <class P>
-std::vector<std::string> model_entries() {
-  std::vector<std::string> m;
-  for (int i = 0; i < P::num_layers; ++i)
-    for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      m.push_back(tensor_name<P>(i, k) +
-                  dims_text(dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)));
-  return m;
-}
-inline std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& e : v) {
-    if (!s.empty()) s += ';';
-    s += e;
-  }
-  return s;
-}
-
-inline std::string optimizer_name(const optimizer& o) {
-  return std::visit([](const auto& x) { return std::string(x.name); }, o);
-}
-// The state tensors an optimizer keeps, in the store's order (state 0, state 1).
-inline std::vector<std::string> state_names(const optimizer& o) {
-  return std::visit(
-      [](const auto& x) {
-        std::vector<std::string> names;
-        for (int s = 0; s < x.states(); ++s) names.emplace_back(x.state_names[static_cast<std::size_t>(s)]);
-        return names;
-      },
-      o);
-}
-
-// Two plans hold the same model: the same tensors, names and shapes, in the same order.
-template <class A, class B>
-constexpr bool same_model() {
-  if (A::num_layers != B::num_layers) return false;
-  for (int i = 0; i < A::num_layers; ++i) {
-    const layer_desc &a = A::layer_plans[static_cast<std::size_t>(i)].desc,
-                     &b = B::layer_plans[static_cast<std::size_t>(i)].desc;
-    if (a.num_params != b.num_params || a.name != b.name) return false;
-    for (int k = 0; k < a.num_params; ++k)
-      if (!(a.params[static_cast<std::size_t>(k)].shape == b.params[static_cast<std::size_t>(k)].shape) ||
-          a.params[static_cast<std::size_t>(k)].name != b.params[static_cast<std::size_t>(k)].name)
-        return false;
-  }
-  return true;
-}
-template <class A, class B>
-constexpr int first_model_difference() {
-  const int n = A::num_layers < B::num_layers ? A::num_layers : B::num_layers;
-  for (int i = 0; i < n; ++i) {
-    const layer_desc &a = A::layer_plans[static_cast<std::size_t>(i)].desc,
-                     &b = B::layer_plans[static_cast<std::size_t>(i)].desc;
-    if (a.num_params != b.num_params || a.name != b.name) return i;
-    for (int k = 0; k < a.num_params; ++k)
-      if (!(a.params[static_cast<std::size_t>(k)].shape == b.params[static_cast<std::size_t>(k)].shape)) return i;
-  }
-  return n;
-}
-
-// A checkpoint tensor's values as doubles (F64 or F32: a float run's checkpoint loads
-// into a double run and back).
-inline std::vector<double> values(const io::reader& r, const std::string& name) {
-  const io::tensor_info& t = r.info(name);
-  if (t.type == io::dtype::F64) return r.read<double>(name);
-  if (t.type != io::dtype::F32)
-    throw io::checkpoint_error(r.path(), "tensor '" + name + "' is " + std::string(io::name_of(t.type)) +
-                                             "; a checkpoint holds F32 or F64");
-  const std::vector<float> f = r.read<float>(name);
-  return std::vector<double>(f.begin(), f.end());
-}
-
-}  // namespace exec::ckpt
 
 namespace exec {
 
@@ -307,11 +188,15 @@ class checkpointer {
     meta["model"] = ckpt::joined(ckpt::model_entries<P>());
     meta["trainer"] = trainer;
     meta["user"] = user;
-    auto& files = j["files"] = nlohmann::ordered_json::object();
+    // (built apart: a reference into j would not survive adding the next key)
+    nlohmann::ordered_json files = nlohmann::ordered_json::object(), digests = nlohmann::ordered_json::object();
     for (int r = 0; r < W; ++r) {
       const std::string f = ckpt::rank_file(r, W);
       files[f] = std::filesystem::file_size(tmp + "/" + f);
+      digests[f] = io::header_crc_of(tmp + "/" + f);  // binds each file to this save
     }
+    j["files"] = std::move(files);
+    j["file_crc32"] = std::move(digests);
     auto& map = j["weight_map"] = nlohmann::ordered_json::object();
     // every rank's pieces, from the plan: no message needed
     for (int r = 0; r < W; ++r) {
@@ -420,14 +305,31 @@ class checkpointer {
             " in this plan");
     if (text("optimizer") != ckpt::optimizer_name(opt))
       bad("written with " + text("optimizer") + "'s state; this trainer runs " + ckpt::optimizer_name(opt));
-    const std::string step = text("step");
-    const auto [step_end, step_ec] = std::from_chars(step.data(), step.data() + step.size(), info.step);
-    if (step.empty() || step_ec != std::errc{} || step_end != step.data() + step.size())
-      bad("step \"" + step + "\" is not a number");
+    // every number read is range-checked before use
+    const std::string step = text("step"), world = text("world");
+    const std::optional<long long> step_n = ckpt::whole_number(step, 0, ckpt::max_count);
+    if (!step_n) bad("step \"" + step + "\" is not a step number (a whole number from 0 to 2^53)");
+    info.step = *step_n;
+    const std::optional<long long> world_n = ckpt::whole_number(world, 1, 1 << 24);
+    if (!world_n) bad("world \"" + world + "\" is not a number of processes");
+    // each file's digest (an index written before digests has none: step and world still bind)
+    const io::json::value* digests = object(root, "file_crc32");
     for (auto [key, out] : {std::pair{"user", &info.user}, std::pair{"trainer", &info.trainer}})
       if (const io::json::value* u = object(*meta, key))
         for (const auto& e : u->items())
           if (e.value().is_string()) (*out)[e.key()] = e.value().get<std::string>();
+    // the trainer's own entries, read by the trainer after every rank agreed
+    for (const auto& [key, lo, hi] : {std::tuple{"updates", 0LL, info.step}, std::tuple{"loss_scale.clean_steps", 0LL,
+                                                                                        ckpt::max_count}})
+      if (const auto e = info.trainer.find(key); e != info.trainer.end() && !ckpt::whole_number(e->second, lo, hi))
+        bad(std::string("trainer entry ") + key + " \"" + e->second + "\" is not a count from " + std::to_string(lo) +
+            " to " + std::to_string(hi));
+    if (const auto e = info.trainer.find("loss_scale"); e != info.trainer.end()) {
+      double v = 0;
+      const auto [end, ec] = std::from_chars(e->second.data(), e->second.data() + e->second.size(), v);
+      if (ec != std::errc{} || end != e->second.data() + e->second.size() || !(v > 0) || !std::isfinite(v))
+        bad("trainer entry loss_scale \"" + e->second + "\" is not a positive finite number");
+    }
     // every file listed, at its recorded size (a truncated file fails here, by name)
     for (const auto& e : files->items()) {
       const io::json::value& recorded = e.value();
@@ -447,9 +349,27 @@ class checkpointer {
       where[piece] = file_name(e.value().get<std::string>(), "weight_map entry " + piece + ": file");
     }
     std::map<std::string, std::unique_ptr<io::reader>> open;
+    // each file opened must belong to the index's save: its step, world, rank and digest
     auto reader_of = [&](const std::string& file) -> const io::reader& {
       auto& r = open[file];
-      if (!r) r = std::make_unique<io::reader>(dir + "/" + file);
+      if (r) return *r;
+      r = std::make_unique<io::reader>(dir + "/" + file);
+      auto meta_of = [&](std::string_view key) { return r->metadata(key).value_or("none"); };
+      const std::string digest = meta_of(io::header_crc_key);
+      std::string recorded = digest;
+      if (digests) {
+        const auto d = digests->find(file);
+        recorded = d != digests->end() && d->is_string() ? d->get<std::string>() : "none";
+      }
+      int rank = -1, of = -1;
+      const bool named = std::sscanf(file.c_str(), "rank-%d-of-%d.safetensors", &rank, &of) == 2;
+      if (meta_of("checkpoint.step") != step || meta_of("checkpoint.world") != world || digest != recorded ||
+          (named && meta_of("checkpoint.rank") != std::to_string(rank)))
+        throw io::checkpoint_error(
+            r->path(), "belongs to another save: it was written after step " + meta_of("checkpoint.step") + " by rank " +
+                           meta_of("checkpoint.rank") + " of " + meta_of("checkpoint.world") + " (header CRC " +
+                           digest + "), the index is of step " + step + ", world " + world +
+                           " and records header CRC " + recorded + " for it: the checkpoint mixes two saves");
       return *r;
     };
     // the blocks a tensor was saved in: From's (compile time) or what the index lists

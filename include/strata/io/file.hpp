@@ -10,8 +10,10 @@
 // on every failure this process survives.
 //
 // Every error is a checkpoint_error naming the file and the system's reason.
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -51,14 +53,14 @@ inline std::string directory_of(const std::string& path) {
 
 }  // namespace detail
 
-// The whole content of path.
-inline std::vector<std::byte> read_file(const std::string& path) {
+// The whole content of path, or its first `limit` bytes (fewer if the file is shorter).
+inline std::vector<std::byte> read_file(const std::string& path, std::size_t limit = SIZE_MAX) {
   detail::fd_guard f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) throw checkpoint_error(path, "cannot open: " + detail::errno_text(errno));
   struct stat st{};
   if (::fstat(f.fd, &st) != 0) throw checkpoint_error(path, "cannot stat: " + detail::errno_text(errno));
   if (!S_ISREG(st.st_mode)) throw checkpoint_error(path, "cannot open: not a regular file");
-  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size));
+  std::vector<std::byte> bytes(std::min(static_cast<std::size_t>(st.st_size), limit));
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::read(f.fd, bytes.data() + done, bytes.size() - done);

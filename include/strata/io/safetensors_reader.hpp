@@ -263,4 +263,25 @@ inline void reader::check_tensor_crcs() const {
   }
 }
 
+// The header CRC of a strata checkpoint file, read from its header alone: a digest of the
+// whole file, since the header holds every tensor's CRC (the reader checks them all when
+// the file is read).
+inline std::string header_crc_of(const std::string& path) {
+  const std::vector<std::byte> head = read_file(path, 8);
+  std::uint64_t n = 0;
+  for (int b = 7; b >= 0 && head.size() == 8; --b) n = n << 8 | std::to_integer<std::uint64_t>(head[std::size_t(b)]);
+  if (head.size() < 8 || n > max_header_bytes) throw checkpoint_error(path, "not a safetensors file: no header length");
+  const std::vector<std::byte> file = read_file(path, 8 + static_cast<std::size_t>(n));
+  if (file.size() < 8 + n) throw checkpoint_error(path, "truncated inside its header");
+  try {
+    const json::value root =
+        json::parse(std::string_view(reinterpret_cast<const char*>(file.data()) + 8, static_cast<std::size_t>(n)));
+    const auto meta = root.find("__metadata__");
+    if (meta != root.end() && meta->is_object())
+      if (const auto c = meta->find(header_crc_key); c != meta->end() && c->is_string()) return c->get<std::string>();
+  } catch (const json::parse_error&) {
+  }
+  throw checkpoint_error(path, "its header holds no " + std::string(header_crc_key));
+}
+
 }  // namespace strata::io

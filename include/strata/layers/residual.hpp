@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "strata/core/rules.hpp"
 #include "strata/core/typelist.hpp"
 #include "strata/layers/layer.hpp"
 
@@ -28,10 +29,12 @@ namespace strata {
 template <class... L>
 struct Residual {};
 
+// Rule [repeat-count] is checked where the copies are made (layers::expand), since a
+// Repeat is named, never instantiated; a count below 1 is planned as 1 copy after it.
 template <int N, class... L>
-struct Repeat {
-  static_assert(N >= 1, "strata: Repeat<N, ...> needs N >= 1");
-};
+struct Repeat {};
+template <int N>
+inline constexpr int repeat_copies = N >= 1 ? N : 1;
 
 template <class... L>
 struct Checkpoint {};
@@ -107,7 +110,8 @@ struct expand<Residual<L...>> {
 };
 template <int N, class... L>
 struct expand<Repeat<N, L...>> {
-  using type = typename repeat_list<N, concat_t<typename expand<L>::type...>>::type;
+  static_assert(sizeof(rule::repeat_count_positive<N>) != 0);
+  using type = typename repeat_list<repeat_copies<N>, concat_t<typename expand<L>::type...>>::type;
 };
 template <class... L>
 struct expand<Checkpoint<L...>> {
@@ -155,8 +159,8 @@ struct marks<Residual<L...>> {
 };
 template <int N, class... L>
 struct marks<Repeat<N, L...>> {
-  static constexpr auto user = repeat_marks<N>(join_marks(marks<L>::user...));
-  static constexpr auto block = repeat_marks<N>(join_marks(marks<L>::block...));
+  static constexpr auto user = repeat_marks<repeat_copies<N>>(join_marks(marks<L>::user...));
+  static constexpr auto block = repeat_marks<repeat_copies<N>>(join_marks(marks<L>::block...));
 };
 template <class... L>
 struct marks<Checkpoint<L...>> {

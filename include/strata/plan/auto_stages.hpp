@@ -43,7 +43,7 @@ struct units_of_item {
 };
 template <int N, class... L>
 struct units_of_item<Repeat<N, L...>> {
-  using type = typename repeat_list<N, type_list<L...>>::type;
+  using type = typename repeat_list<repeat_copies<N>, type_list<L...>>::type;
 };
 
 // How a model is cut: its units, and the part each slice of units becomes.

@@ -30,7 +30,11 @@ template <class Backend>
 world<backend::Cuda, comm::nccl_communicator> init(int& argc, char**& argv) {
   auto st = std::make_shared<detail::cuda_world_state>();
 #ifdef STRATA_NCCL_WITH_MPI
-  st->mpi.emplace(&argc, &argv);
+  try {
+    st->mpi.emplace(&argc, &argv);
+  } catch (const comm::comm_error& e) {  // a bad setting, on every rank alike
+    comm::exit_before_world(e.what());
+  }
   comm::end_job_on_terminate();
   const bool several = st->mpi->size() > 1;
   if (several) st->nccl.emplace(comm::nccl_communicator::world(st->mpi->world()));

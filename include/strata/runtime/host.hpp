@@ -37,7 +37,12 @@ inline int launcher_world_size() {
 // Under mpirun/srun (or as an MPI singleton): one process per device.
 template <class Backend>
 world<Backend, comm::mpi_communicator> init(int& argc, char**& argv) {
-  auto env = std::make_shared<comm::mpi_environment>(&argc, &argv);
+  std::shared_ptr<comm::mpi_environment> env;
+  try {
+    env = std::make_shared<comm::mpi_environment>(&argc, &argv);
+  } catch (const comm::comm_error& e) {  // a bad setting, on every rank alike
+    comm::exit_before_world(e.what());
+  }
   comm::mpi_communicator* c = &env->world();
   // One rank failing alone ends the job (comm::fail_all), never leaves the others waiting.
   comm::end_job_on_terminate();

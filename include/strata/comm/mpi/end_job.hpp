@@ -13,6 +13,28 @@
 
 namespace strata::comm {
 
+// This process's rank as its launcher numbered it (Open MPI, MPICH/PMI, PMIx, Slurm), for
+// messages printed where MPI cannot say (not initialised, or finalised); -1 if none says.
+inline int launcher_rank() noexcept {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* s = std::getenv(v)) {
+      char* end = nullptr;
+      const long r = std::strtol(s, &end, 10);
+      if (end != s && *end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+    }
+  return -1;
+}
+
+// A setting refused while the world is being created (STRATA_MPI_TIMEOUT_S): there is no
+// communicator to agree through yet, and every rank reads the same setting, so each
+// prints the same "[strata] rank R: message" and exits with status 1, as an agreed error
+// does — no abort, no stack dump.
+[[noreturn]] inline void exit_before_world(std::string_view message) noexcept {
+  std::fprintf(stderr, "[strata] rank %d: %.*s\n", launcher_rank(), static_cast<int>(message.size()), message.data());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
 // Prints "[strata] rank R: message" and takes every rank down with MPI_Abort.
 // For a rank that finds bad input on its own: throwing there would leave the
 // other ranks blocked in their next collective forever.
@@ -21,7 +43,7 @@ namespace strata::comm {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   const bool live = init && !fin;
-  int rank = 0;
+  int rank = launcher_rank();
   if (live) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::fprintf(stderr, "[strata] rank %d: %.*s\n", rank, static_cast<int>(message.size()),
                message.data());

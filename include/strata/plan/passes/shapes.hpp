@@ -80,6 +80,11 @@ struct shapes_pass : S {
 
   static constexpr diagnosis model_diag = [] {
     if (!input_known) return diagnosis{rule_id::input_shape};
+    // in layer order, so that a broken residual is reported at the residual, before the
+    // layer after it receives the wrong shape: the branch returns the input's shape, within
+    // one pipeline part
+    std::array<int, idx(num_layers) + 1> open{};
+    int depth = 0;
     for (int i = 0; i < num_layers; ++i) {
       const auto& d = descs[idx(i)];
       const shape_t in = shapes[idx(i)][0];
@@ -90,12 +95,22 @@ struct shapes_pass : S {
       if (d.in_shape.rank > 1 && in.rank < d.in_shape.rank)
         return diagnosis{rule_id::input_rank, i, in.rank, d.in_shape.rank};
       if (d.in_shape.rank > 1)
-        for (int a = 0; a < d.in_shape.rank; ++a) {
+        for (int a = 0; a + 1 < d.in_shape.rank; ++a) {
           const int want = d.in_shape.dim[idx(a)];
           const int got = in.dim[idx(in.rank - d.in_shape.rank + a)];
-          if (got != want) return diagnosis{rule_id::shapes_chain, i, got, want};
+          if (got != want) return diagnosis{rule_id::input_axis, i, got, want};
         }
+      const layer_role r = d.role;
+      if (r == layer_role::residual_begin) open[idx(depth++)] = i;
+      if (r != layer_role::residual_end) continue;
+      if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
+      const int b = open[idx(--depth)];
+      const long long got = shapes[idx(i)][0].numel(), want = shapes[idx(b)][0].numel();
+      if (shapes[idx(i)][0] != shapes[idx(b)][0]) return diagnosis{rule_id::residual_shape, i, got, want};
+      const int pb = layer_part[idx(b)], pe = layer_part[idx(i)];
+      if (pb != pe) return diagnosis{rule_id::residual_part, b, pb, pe};
     }
+    if (depth > 0) return diagnosis{rule_id::residual_pairs, open[idx(depth - 1)], 1};
     int losses = 0;
     for (int i = 0; i < num_layers - (loss_from_option ? 1 : 0); ++i)
       if (descs[idx(i)].role == layer_role::loss) ++losses;
@@ -104,22 +119,6 @@ struct shapes_pass : S {
       if (descs[idx(i)].role == layer_role::loss && i != num_layers - 1)
         return diagnosis{rule_id::loss_last, i, num_layers};
     if (num_layers == 0 || descs[idx(num_layers - 1)].role != layer_role::loss) return diagnosis{rule_id::needs_loss};
-    // residuals: the branch returns the input's shape, within one pipeline part
-    std::array<int, idx(num_layers) + 1> open{};
-    int depth = 0;
-    for (int i = 0; i < num_layers; ++i) {
-      const layer_role r = descs[idx(i)].role;
-      if (r == layer_role::residual_begin) open[idx(depth++)] = i;
-      if (r != layer_role::residual_end) continue;
-      if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
-      const int b = open[idx(--depth)];
-      const long long got = shapes[idx(i)][0].numel(), want = shapes[idx(b)][0].numel();
-      if (shapes[idx(i)][0] != shapes[idx(b)][0])
-        return diagnosis{rule_id::residual_shape, i, static_cast<int>(got), static_cast<int>(want)};
-      const int pb = layer_part[idx(b)], pe = layer_part[idx(i)];
-      if (pb != pe) return diagnosis{rule_id::residual_part, b, pb, pe};
-    }
-    if (depth > 0) return diagnosis{rule_id::residual_pairs, open[idx(depth - 1)], 1};
     return diagnosis{};
   }();
   // The guard is part of the template argument: `ok || sizeof(raised<...>)` would still instantiate it.

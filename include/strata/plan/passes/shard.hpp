@@ -39,9 +39,22 @@ struct shard_pass : S {
     return plan_shardings(lp, taskgraphs, shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel});
   }();
 
+  // SequenceParallel acts where a row-wise layer of a Split<N> TaskGraph takes a partial sum
+  // as a row split; a plan in which no layer does would run exactly as without it.
+  static constexpr diagnosis sequence_parallel_diag = [] {
+    if (!sequence_parallel || mode != tensor_mode::d1) return diagnosis{};
+    int first_split = -1;
+    for (int i = 0; i < num_layers; ++i) {
+      const taskgraph_desc& tg = taskgraphs[idx(sharded.layers[idx(i)].taskgraph)];
+      if (tg.kind != strategy_kind::split || tg.devices < 2) continue;
+      if (first_split < 0) first_split = i;
+      if (sharded.layers[idx(i)].in_layout == sbp::split_batch) return diagnosis{};
+    }
+    return diagnosis{rule_id::sequence_parallel, first_split};
+  }();
   // The first sharding rule a layer or the pass found broken, raised once the structure
   // and shapes are known to hold.
-  static constexpr diagnosis shard_diag = sharded.violation;
+  static constexpr diagnosis shard_diag = first_of(sharded.violation, sequence_parallel_diag);
   static_assert(sizeof(raised<structure_diag.ok() && model_diag.ok() ? shard_diag.id : rule_id::ok, shard_diag.a,
                               shard_diag.b, shard_diag.c, shard_diag.d>) != 0);
 

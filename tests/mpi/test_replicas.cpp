@@ -3,7 +3,8 @@
 // with its tensor and ranks, in the same report on every rank; the periodic check stops
 // training on every rank; the verifier fails a run that does not match one device; and an
 // evaluation whose partial batch lands on a middle replica
-// (later replicas holding only padding) equals the one-device evaluation of the valid rows.
+// (later replicas holding only padding) equals the one-device evaluation of the valid rows;
+// and trainer::share cuts a global batch into the replicas' parts as the hand-written slices do.
 // mpi-ranks: 2 4
 #include "doctest_world.hpp"
 
@@ -134,4 +135,38 @@ TEST_CASE("the partial batch of an evaluation may land on any replica") {
     CHECK(std::abs(a.loss - b.loss) <= 1e-14 * b.loss);
     CHECK(a.correct == b.correct);
   }
+}
+
+TEST_CASE("share gives each replica its part of a global batch, for training and evaluation") {
+  auto& w = mpi_test::world();
+  auto by_hand = make_trainer<DP, double>(w, SGD{.lr = 0.1});
+  auto shared = make_trainer<DP, double>(w, SGD{.lr = 0.1});
+  const std::size_t G = std::size_t(DP::global_batch(w.size()));
+  std::vector<double> x(G * 8);
+  std::vector<std::int32_t> y(G);
+  auto data = verify::random_data<DP>();  // train()'s batches
+  train(by_hand, w.size(), 3);
+  for (int s = 0; s < 3; ++s) {
+    data(s, std::span<double>(x), std::span<std::int32_t>(y));
+    shared.step(shared.share({.inputs = x, .labels = y, .samples = G}));
+  }
+  CHECK(shared.gather_parameters() == by_hand.gather_parameters());
+  // evaluation of a partial global batch: the valid rows land on the first replicas
+  for (std::size_t valid : {std::size_t(1), G / 2 + 1, G}) {
+    const auto mine = shared.share({.inputs = x, .labels = y, .samples = G}, valid);
+    const std::size_t d = std::size_t(shared.coord().data), per = G / std::size_t(w.size());
+    CHECK(mine.batch.samples == per);
+    CHECK(mine.valid == std::min(per, valid > d * per ? valid - d * per : 0));
+    CHECK(shared.evaluate(mine.batch, mine.valid).rows == static_cast<long long>(valid));
+  }
+  // a global batch the replicas cannot divide: the same message on every rank
+  std::string what;
+  try {
+    (void)shared.share({.inputs = std::span<const double>(x).first((G - 1) * 8),
+                        .labels = std::span<const std::int32_t>(y).first(G - 1), .samples = G - 1});
+  } catch (const agreed_error& e) {
+    what = e.what();
+  }
+  CHECK(what == "strata: share: the global batch holds " + std::to_string(G - 1) +
+                    " samples, not a multiple of the " + std::to_string(w.size()) + " data-parallel replicas");
 }

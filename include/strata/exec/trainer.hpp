@@ -153,6 +153,41 @@ class trainer {
     return guarded("step", [&] { return step_on(b); });
   }
 
+  // This replica's share of a global batch that every rank holds whole: samples
+  // [d·n/D, (d+1)·n/D) of n for data-parallel replica d of D, so that step(share(g)) on
+  // every rank trains on g. A count that does not divide, or inputs or labels of the wrong
+  // size, is the same agreed_error on every rank (the global batch is the same everywhere).
+  batch_view<M> share(const batch_view<M>& global) const {
+    const std::size_t n = global.samples, d = static_cast<std::size_t>(dp_);
+    auto refuse = [&](const std::string& why) { throw agreed_error("strata: share: " + why); };
+    if (n % d != 0)
+      refuse("the global batch holds " + std::to_string(n) + " samples, not a multiple of the " + std::to_string(d) +
+             " data-parallel replicas");
+    if (global.inputs.size() != n * per_sample || global.labels.size() != n * labels_per_sample)
+      refuse("the global batch's inputs and labels hold " + std::to_string(global.inputs.size()) + " and " +
+             std::to_string(global.labels.size()) + " values, not " + std::to_string(n) + " samples x " +
+             std::to_string(per_sample) + " and x " + std::to_string(labels_per_sample));
+    const std::size_t per = n / d, first = static_cast<std::size_t>(me_.data) * per;
+    return {.inputs = global.inputs.subspan(first * per_sample, per * per_sample),
+            .labels = global.labels.subspan(first * labels_per_sample, per * labels_per_sample),
+            .samples = per};
+  }
+  // The same for evaluation of a global batch whose first `valid` samples count and whose
+  // rest pads it (to a multiple of D micro-batches): this replica's share and its own valid
+  // count, as evaluate(b, valid) takes them.
+  struct evaluation_share {
+    batch_view<M> batch;
+    std::size_t valid = 0;
+  };
+  evaluation_share share(const batch_view<M>& global, std::size_t valid) const {
+    if (valid > global.samples)
+      throw agreed_error("strata: share: the valid count " + std::to_string(valid) + " exceeds the global batch's " +
+                         std::to_string(global.samples) + " samples");
+    const batch_view<M> mine = share(global);
+    const std::size_t first = static_cast<std::size_t>(me_.data) * mine.samples;
+    return {mine, valid <= first ? 0 : std::min(valid - first, mine.samples)};
+  }
+
   // Forward only (no update): mean loss and correct predictions over the world's batch.
   // This replica's batch is any positive multiple of the micro-batch, run in pieces of one
   // step's size; its first `valid` rows count and the rest are padding (a rank passes the
@@ -201,7 +236,10 @@ class trainer {
       throw agreed_error("strata: world size " + std::to_string(W) + " is not a multiple of the " +
                                   std::to_string(P::devices_per_replica) +
                                   " devices one replica of this plan uses (stages " + std::to_string(P::stages) +
-                                  " x devices per stage " + std::to_string(P::part_devices) + ")");
+                                  " x devices per stage " + std::to_string(P::part_devices) + "): run " +
+                                  std::to_string(P::devices_per_replica) + ", " +
+                                  std::to_string(2 * P::devices_per_replica) + ", " +
+                                  std::to_string(3 * P::devices_per_replica) + ", ... processes");
     if (P::fixed_world != 0 && P::fixed_world != W)
       throw agreed_error("strata: the plan fixes World<" + std::to_string(P::fixed_world) +
                                   "> but the job runs " + std::to_string(W) + " processes");

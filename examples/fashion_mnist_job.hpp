@@ -2,18 +2,16 @@
 // training loop. fashion_mnist_train.cpp runs it on CPUs (MPI), fashion_mnist_train.cu
 // on GPUs (NCCL).
 #pragma once
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <stdexcept>
 #include <string>
-#include <string_view>
-#include <system_error>
 #include <type_traits>
 
 #include "agreed_load.hpp"
+#include "arguments.hpp"
 #include "fashion_mnist/fashion_mnist.hpp"
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
@@ -94,13 +92,7 @@ int run(World& world, int epochs) {
 // every rank before any collective.
 template <class World>
 int run_job(World& world, int argc, char** argv) {
-  int epochs = 3;
-  if (argc > 1) {  // strictly: "1abc" is refused, not read as 1
-    const std::string_view a = argv[1];
-    const auto [end, ec] = std::from_chars(a.data(), a.data() + a.size(), epochs);
-    if (a.empty() || ec != std::errc{} || end != a.data() + a.size() || epochs < 1 || epochs > 100000)
-      throw agreed_error("epochs must be a positive integer, not '" + std::string(a) + "'");
-  }
+  const int epochs = argc > 1 ? examples::positive_int("epochs", argv[1]) : 3;  // "1abc" refused
   const std::string precision = argc > 2 ? argv[2] : "fp32";
   if (precision != "fp32" && precision != "bf16")
     throw agreed_error("precision must be fp32 or bf16, not '" + precision + "'");

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agreed_load.hpp"
+#include "arguments.hpp"
 #include "gpt/reference.hpp"
 #include "gpt/text_data.hpp"
 #include <strata/runtime/trainer.hpp>
@@ -151,13 +152,7 @@ int run(World& world, const job_options& o) {
 template <class World>
 int run_job(World& world, int argc, char** argv) {
   job_options o;
-  auto number = [](const std::string& flag, const char* v) {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
-      throw agreed_error(flag + " must be a positive integer, not '" + v + "'");
-    return static_cast<int>(n);
-  };
+  using examples::positive_int;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* {
@@ -166,9 +161,9 @@ int run_job(World& world, int argc, char** argv) {
     };
     if (a == "--checkpoint") o.checkpoint = value();
     else if (a == "--resume") o.resume = value();
-    else if (a == "--save-every") o.save_every = number(a, value());
-    else if (a == "--stop-after") o.stop_after = number(a, value());
-    else if (i == 1 && !a.starts_with("-")) o.steps = number("steps", a.c_str());
+    else if (a == "--save-every") o.save_every = positive_int(a, value());
+    else if (a == "--stop-after") o.stop_after = positive_int(a, value());
+    else if (i == 1 && !a.starts_with("-")) o.steps = positive_int("steps", a);
     else throw agreed_error("unknown argument '" + a + "' (usage: gpt_train [steps] [--checkpoint DIR] "
                             "[--save-every N] [--resume DIR] [--stop-after N])");
   }

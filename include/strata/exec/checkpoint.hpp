@@ -382,12 +382,10 @@ class checkpointer {
         bad("tensor " + name + " is not in the checkpoint");
       // n from the file: a whole number of blocks, at most one element each
       const std::string_view count = std::string_view(it->first).substr(first.size());
-      int n = 0;
-      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
-      const long long elements = P::layer_plans[idx(i)].desc.params[idx(k)].shape.numel();
-      if (ec != std::errc{} || end != count.data() + count.size() || n < 1 || n > elements)
-        bad("piece " + it->first + ": \"" + std::string(count) + "\" is not a block count of " + name);
-      return n;
+      const std::optional<long long> n =
+          ckpt::whole_number(count, 1, P::layer_plans[idx(i)].desc.params[idx(k)].shape.numel());
+      if (!n) bad("piece " + it->first + ": \"" + std::string(count) + "\" is not a block count of " + name);
+      return static_cast<int>(*n);
     };
     // a tensor's logical values, assembled from its pieces
     auto assemble = [&](int i, int k, const std::string& prefix) {

@@ -83,7 +83,5 @@ constexpr auto option_rule() {
 }
 template <class... O>
 using option_rule_t = typename decltype(option_rule<O...>())::type;
-template <class... O>
-inline constexpr bool options_well_formed = std::is_same_v<option_rule_t<O...>, no_rule>;
 
 }  // namespace strata::detail

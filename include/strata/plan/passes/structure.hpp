@@ -119,16 +119,15 @@ struct structure_pass {
   // ---- options -------------------------------------------------------------------------
   // The option rules are checked in one place each: the first broken rule about the option
   // types here, the first about their values in options_diag (raised with the structure).
-  using default_option_t = typename pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
+  using default_strategy = typename pick_t<option_kind::default_strategy, Default<Replicate<1>>, Options...>::type;
   using element_option_t = typename pick_t<option_kind::element, Element<float>, Options...>::type;
   using type_rule = typename first_rule<option_rule_t<Options...>,
-                                        typename decltype(default_rule<default_option_t>())::type,
+                                        typename decltype(default_rule<default_strategy>())::type,
                                         typename decltype(element_rule<element_option_t>())::type>::type;
   static_assert(sizeof(type_rule) != 0);
   using schedule_t = typename pick_t<option_kind::schedule, Schedule<PreferBackward>, Options...>::type;
   using loss_option_t = typename pick_t<option_kind::loss, Loss<NoLoss>, Options...>::type;
   using tensor_t = pick_t<option_kind::tensor_mode, Tensor1D, Options...>;
-  using default_strategy = default_option_t;
   using element_type = std::conditional_t<std::is_same_v<type_rule, no_rule>, element_option_t, float>;
 
   static constexpr int micro_batch = pick_t<option_kind::micro_batch, MicroBatch<1>, Options...>::value;

@@ -6,7 +6,8 @@ LayerNorm, a linear head over 256 bytes, cross-entropy; AdamW lr 1e-3, weight de
 Same protocol as bench_gpt: a warm-up, then the mean time of `--steps` full training
 steps on one fixed batch.
 
-Prints one line per batch: `pytorch sequences <B> threads <T> <ms> ms/step <tokens/s>`.
+Prints one line per batch: `pytorch sequences <B> threads <T> <ms> ms/step <tokens/s>`
+(`--seq L` sets the context, default 128; bench_gpt runs the same at 2048).
 """
 import argparse
 import time
@@ -50,7 +51,10 @@ def main():
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=128)
     args = ap.parse_args()
+    global S
+    S = args.seq
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -74,8 +78,8 @@ def main():
             loss = step()
         loss.item()
         ms = (time.perf_counter() - t0) / args.steps * 1e3
-        print(f"pytorch sequences {batch} threads {args.threads} {ms:.3f} ms/step {batch * S / ms * 1e3:.0f} tokens/s",
-              flush=True)
+        print(f"pytorch sequences {batch} threads {args.threads} {ms:.3f} ms/step {batch * S / ms * 1e3:.0f} tokens/s"
+              + (f" context {S}" if S != 128 else ""), flush=True)
 
 
 if __name__ == "__main__":

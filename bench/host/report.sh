@@ -7,6 +7,17 @@ build_bench() {
   cmake --build build-bench --target "$@" >/dev/null
 }
 
+# bench_venv: PyTorch in a private venv (STRATA_BENCH_VENV, default .venv-bench, git-ignored),
+# installed with pip on first use; never a dependency of strata. Sets $venv.
+bench_venv() {
+  venv=${STRATA_BENCH_VENV:-.venv-bench}
+  if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+    echo "installing PyTorch into $venv (pip; a few GB, once)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet torch numpy
+  fi
+}
+
 # write_report NAME TITLE COMMAND OUTPUT writes OUTPUT under TITLE, with the machine, date,
 # command and commit, to stdout and to bench/results/NAME_<date>_<cpu>.md.
 write_report() {

@@ -34,7 +34,7 @@ TEST_CASE("comm: agree throws the failing rank's message, identically on every r
   const int bad = np - 1;
   const std::string e =
       comm_error_of([&] { c.agree(r != bad, "batch size 7 on rank " + std::to_string(r) + " is not divisible by 2"); });
-  CHECK(contains(e, "check failed on rank " + std::to_string(bad)));
+  CHECK(contains(e, "[found by rank " + std::to_string(bad) + " of " + std::to_string(np)));
   CHECK(contains(e, "batch size 7 on rank " + std::to_string(bad) + " is not divisible by 2"));
   CHECK(contains(e, std::string(1, '\'').append(c.name()).append(1, '\'')));  // names the communicator
   CHECK(same_everywhere(c, e));
@@ -216,7 +216,7 @@ TEST_CASE("comm: a size-1 sub-communicator runs every operation") {
   CHECK(count_differences(take(solo, grouped.data(), n), tagged_block<bf16>(r, n)) == 0);
   solo.barrier();
   const std::string e = comm_error_of([&] { solo.agree(false, "alone"); });
-  CHECK(contains(e, "check failed on rank 0"));
+  CHECK(contains(e, "[found by rank 0 of 1"));
   CHECK(contains(e, "alone"));
   const std::vector<int> me = {0};
   C again = solo.group_of(me);

@@ -45,6 +45,7 @@
 //   cancel (m, velocity)       double 1e-12 plus 1e-12 (inputs of magnitude 1)
 //   finite differences         1e-6 (double, central differences with h = 1e-6)
 #include "kernel_suite_attention.hpp"
+#include "kernel_suite_flash.hpp"
 #include "kernel_suite_common.hpp"
 #include "kernel_suite_elementwise.hpp"
 #include "kernel_suite_gemm.hpp"

@@ -11,7 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <strata/runtime/trainer.hpp>
@@ -169,4 +173,130 @@ TEST_CASE("share gives each replica its part of a global batch, for training and
   }
   CHECK(what == "strata: share: the global batch holds " + std::to_string(G - 1) +
                     " samples, not a multiple of the " + std::to_string(w.size()) + " data-parallel replicas");
+}
+
+// The first plan a new user checks (issue: a GPT of one's own on DP2 x TP2 with sequence
+// parallelism, ZeRO-1, AdamW, clipping and a cosine schedule): the verifier's verdict is
+// the plan's arithmetic in float64 whatever the element type, so float32 and bf16 runs
+// are OK, with their own comparison reported against the precision's bound; a planted
+// bug — a wrong reduction or a wrong scale in the communicator — fails in every precision.
+namespace first_hour {
+constexpr int V = 512, S = 64, D = 96, H = 6;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <class E>
+using GPT = Plan<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<3, Attn, MLP>, LayerNorm<D>, Linear<D, V>>,
+                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<2>, SequenceParallel, Zero<1>,
+                 Element<E>>;
+const AdamW adamw{.lr = 1e-3, .weight_decay = 0.1};
+const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 10},
+                              .decay = decay_on::matrices, .clip_norm = 1.0};
+
+// A communicator with a bug planted in its floating-point reductions of more than 16
+// elements (gradients, not the loss's books): summed twice (a wrong scale) or reduced
+// by max (a wrong collective).
+enum class bug { scale, max };
+template <class C>
+class planted {
+ public:
+  planted(C inner, bug b) : inner_(std::move(inner)), bug_(b) {}
+  int rank() const { return inner_.rank(); }
+  int size() const { return inner_.size(); }
+  std::string_view name() const { return inner_.name(); }
+  void barrier() { inner_.barrier(); }
+  void synchronize() { inner_.synchronize(); }
+  void agree(bool ok, std::string_view msg) { inner_.agree(ok, msg); }
+  template <comm::comm_scalar T>
+  void all_reduce(T* buf, std::size_t n, comm::reduce_op op) {
+    inner_.all_reduce(buf, n, wrong(op, n, buf));
+    if (hit(op, n, buf) && bug_ == bug::scale)
+      for (std::size_t i = 0; i < n; ++i) buf[i] = T(2 * double(buf[i]));
+  }
+  template <comm::comm_scalar T>
+  void reduce_scatter(const T* send, T* recv, std::size_t n, comm::reduce_op op) {
+    inner_.reduce_scatter(send, recv, n, wrong(op, n, recv));
+    if (hit(op, n, recv) && bug_ == bug::scale)
+      for (std::size_t i = 0; i < n; ++i) recv[i] = T(2 * double(recv[i]));
+  }
+  template <comm::comm_scalar T>
+  void all_gather(const T* send, T* recv, std::size_t n) { inner_.all_gather(send, recv, n); }
+  template <comm::comm_scalar T>
+  void all_to_all(const T* send, T* recv, std::size_t n) { inner_.all_to_all(send, recv, n); }
+  template <comm::comm_scalar T>
+  void broadcast(T* buf, std::size_t n, int root) { inner_.broadcast(buf, n, root); }
+  template <comm::comm_scalar T>
+  void send(const T* buf, std::size_t n, int peer, int tag = 0) { inner_.send(buf, n, peer, tag); }
+  template <comm::comm_scalar T>
+  void recv(T* buf, std::size_t n, int peer, int tag = 0) { inner_.recv(buf, n, peer, tag); }
+  template <comm::comm_scalar T>
+  void sendrecv(const T* s, std::size_t sn, int dest, T* r, std::size_t rn, int source, int tag = 0) {
+    inner_.sendrecv(s, sn, dest, r, rn, source, tag);
+  }
+  void group(std::span<const comm::p2p_op> ops) { inner_.group(ops); }
+  planted split(int color, int key) { return planted(inner_.split(color, key), bug_); }
+  planted group_of(std::span<const int> ranks) { return planted(inner_.group_of(ranks), bug_); }
+
+ private:
+  template <class T>
+  static bool hit(comm::reduce_op op, std::size_t n, T*) {
+    return op == comm::reduce_op::sum && n > 16 && !std::is_integral_v<T>;
+  }
+  template <class T>
+  comm::reduce_op wrong(comm::reduce_op op, std::size_t n, T* p) const {
+    return hit(op, n, p) && bug_ == bug::max ? comm::reduce_op::max : op;
+  }
+  C inner_;
+  bug bug_;
+};
+}  // namespace first_hour
+
+TEST_CASE("the verifier's verdict is float64 whatever the precision, and never cries wolf") {
+  using namespace first_hour;
+  auto& w = mpi_test::world();
+  if (w.size() != 4) return;
+  // as README writes it, in float32 and in bf16
+  const verify::report f = verify::against_one_device<GPT<float>>(w, adamw, 10, verify::random_data<GPT<float>>(),
+                                                                  verify::default_tolerance<float>(), 0x5eed, recipe);
+  const verify::report b = verify::against_one_device<GPT<bf16>>(w, adamw, 10, verify::random_data<GPT<bf16>>(),
+                                                                 verify::default_tolerance<bf16>(), 0x5eed, recipe);
+  // bf16 against exact arithmetic, as the issue tried it
+  const verify::report bd = verify::against_one_device<GPT<bf16>, bf16, double>(w, adamw, 10,
+                                                                                 verify::random_data<GPT<bf16>>());
+  for (const verify::report* r : {&f, &b, &bd}) {
+    if (w.rank() == 0) std::printf("%s", r->text().c_str());
+    CHECK(r->ok());
+    CHECK(r->element == "float64");
+    CHECK(r->worst_loss <= 1e-9);
+    CHECK(r->worst_param <= 1e-9);
+    REQUIRE(r->precision.has_value());
+    CHECK(r->precision->element_bound > 0);  // AdamW: a per-element bound, and why
+    CHECK(r->precision->bound_reason.find("AdamW moves every element") == 0);
+    CHECK(r->text().find("in float64 against one device in float64") != std::string::npos);
+  }
+  CHECK(f.precision->element == "float32");
+  CHECK(b.precision->element == "bf16");
+  CHECK(bd.precision->reference == "float64");
+  // the element bound: 2 lr Σ factor(s) c_s, c_1 = 1 — one update of lr 1e-3 at warm-up's half
+  CHECK(verify::adam_update_bound(0.9, 0.999, 1) == doctest::Approx(1.0));
+  CHECK(verify::element_bound_of(Adam{.lr = 1e-3}, 1, {}).bound == doctest::Approx(2e-3));
+  CHECK(verify::element_bound_of(SGD{.lr = 0.1}, 10, {}).bound == 0.0);
+}
+
+TEST_CASE("a planted bug fails the verifier in every precision") {
+  using namespace first_hour;
+  auto& w = mpi_test::world();
+  if (w.size() != 4) return;
+  for (bug which : {bug::scale, bug::max}) {
+    planted<comm::mpi_communicator> pc(w.comm().split(0, w.rank()), which);
+    world<Host, planted<comm::mpi_communicator>> pw(nullptr, &pc);
+    const verify::report d = verify::against_one_device<GPT<double>>(pw, adamw, 3, verify::random_data<GPT<double>>());
+    const verify::report f = verify::against_one_device<GPT<float>>(pw, adamw, 3, verify::random_data<GPT<float>>());
+    const verify::report b = verify::against_one_device<GPT<bf16>>(pw, adamw, 3, verify::random_data<GPT<bf16>>());
+    for (const verify::report* r : {&d, &f, &b}) {
+      CHECK_FALSE(r->ok());
+      CHECK_FALSE(r->comparison::ok());  // the float64 verdict itself
+      CHECK(r->text().find("DIFFERENT") != std::string::npos);
+    }
+    if (w.rank() == 0) std::printf("planted %s:\n%s", which == bug::scale ? "scale" : "max", f.text().c_str());
+  }
 }

@@ -1,5 +1,6 @@
 // Run-time bad input must stop every rank with a message that names the problem and a
-// non-zero exit, before any collective can hang. Launched by ctest through
+// non-zero exit, before any collective can hang; an error every rank agreed on is printed
+// once. Launched by ctest through
 // check_bad_input.cmake with a mode:
 //   world   3 ranks for a plan whose replica needs 2 devices
 //   shape   one rank passes a batch with the wrong number of samples
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
     std::printf("rank %d: no error\n", world.rank());
     return 0;
   } catch (const std::exception& e) {
+    // every rank has the error (the test checks each); an agreed one is printed once, by rank 0
+    std::printf("rank %d threw: %s\n", world.rank(), e.what());
+    std::fflush(stdout);
+    if (dynamic_cast<const agreed_error*>(&e) != nullptr) return world.fail(e);
     std::fprintf(stderr, "[strata] rank %d: %s\n", world.rank(), e.what());
     return 1;
   }

@@ -30,6 +30,30 @@ constexpr long long row_region_elems() {
   return e;
 }
 
+// Flash attention keeps no [Seq, Seq] probabilities: the attention layer's stash (q, k, v,
+// the context twice, one log-sum-exp per token and head) and its scratch grow 4x per 4x
+// of Seq, from 1k to 32k tokens, and so does the whole plan's peak of activations.
+template <int Seq>
+using long_context = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<Seq, D>, CausalSelfAttention<D, H, Seq>,
+                                    LayerNorm<D>, Linear<D, V>>,
+                          Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>>;
+template <class P>
+constexpr long long attention_stash_elems() {
+  for (int i = 0; i < P::num_layers; ++i)
+    if (P::layer_plans[i].desc.role == layer_role::attention) {
+      const auto& c = P::lowering::tables.calls[i];
+      return c.stash_values.elems + c.stash_stats.elems;
+    }
+  return -1;
+}
+static_assert(attention_stash_elems<long_context<1024>>() == 1024 * (5 * D + H));
+static_assert(attention_stash_elems<long_context<4096>>() == 4 * attention_stash_elems<long_context<1024>>());
+static_assert(attention_stash_elems<long_context<16384>>() == 4 * attention_stash_elems<long_context<4096>>());
+static_assert(attention_stash_elems<long_context<32768>>() == 2 * attention_stash_elems<long_context<16384>>());
+static_assert(long_context<4096>::peak_activation_bytes(0) == 4 * long_context<1024>::peak_activation_bytes(0));
+static_assert(long_context<16384>::peak_activation_bytes(0) == 4 * long_context<4096>::peak_activation_bytes(0));
+static_assert(long_context<32768>::peak_activation_bytes(0) == 2 * long_context<16384>::peak_activation_bytes(0));
+
 // Megatron's sequence parallelism: those regions hold 1/N of their activations.
 static_assert(row_region_elems<gpt<2>>() > 0);
 static_assert(row_region_elems<gpt<2, SequenceParallel>>() * 2 == row_region_elems<gpt<2>>());

@@ -1,9 +1,9 @@
 #pragma once
-// The attention kernel family's front (dispatch.hpp): the head permutations around the
-// batched GEMMs and the scaled, optionally causal, softmax of the score matrices, forward
-// and backward. The GEMMs themselves are gemm_strided_batched (gemm.hpp): one batch item
-// per (sequence, head), head-major operands. Implementations: host/attention.hpp,
-// cuda/attention.cuh.
+// The attention kernel family's front (dispatch.hpp): the head permutations; the scaled,
+// optionally causal, softmax of score matrices, forward and backward (for attention
+// written as batched GEMMs, gemm.hpp's gemm_strided_batched, one item per (sequence,
+// head)); and flash attention, forward and backward, which never forms a score matrix.
+// Implementations: host/attention.hpp, cuda/attention.cuh.
 //
 // Layouts. Token rows are [seqs, seq, heads, parts, dh] (the QKV projection's output:
 // per head its q, k, v blocks of dh, heads consecutive), and head-major tensors are
@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "strata/backend/dispatch.hpp"
+#include "strata/core/kernel_args.hpp"
 
 namespace strata::backend {
 
@@ -24,6 +25,13 @@ namespace detail {
 inline void check_attention(const char* kernel, std::size_t seq, std::size_t heads, std::size_t parts,
                             std::size_t dh) {
   need(seq > 0 && heads > 0 && parts > 0 && dh > 0, kernel, "seq, heads, parts and dh must be positive");
+}
+// Every query row must see at least one key: under causal masking no query may precede
+// the first key.
+inline void check_flash(const char* kernel, const flash_shape& f) {
+  need(f.q_len > 0 && f.k_len > 0 && f.dh > 0, kernel, "q_len, k_len and dh must be positive");
+  need(f.q0 >= 0 && f.k0 >= 0, kernel, "positions must be >= 0");
+  need(!f.causal || f.q0 >= f.k0, kernel, "a causal query block before its key block leaves rows with no key");
 }
 }  // namespace detail
 
@@ -76,6 +84,37 @@ void attention_softmax_backward(Q& q, std::size_t batch, std::size_t seq, double
   if (batch == 0 || seq == 0) return;
   detail::need(p && dp && ds, "attention_softmax_backward", "null pointer");
   impl::attention_kernels<Q>::attention_softmax_backward(q, batch, seq, scale, p, dp, ds);
+}
+
+// Flash attention (Dao et al.), forward: for each item and query row i,
+//   s_ij = scale · q_i·k_j over the unmasked keys j, lse_i = log Σ_j exp(s_ij),
+//   o_i = Σ_j exp(s_ij − lse_i) · v_j,
+// computed over tiles of queries × keys with an online softmax, so memory is the inputs,
+// o and one statistic per row (lse, in L = stat_t<T>); sums in compute_t<T> (float for
+// 16-bit T), o rounded once. Causal tiles wholly above the diagonal are skipped.
+template <class T, class L, kernel_queue Q>
+void flash_attention_forward(Q& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o, L* lse) {
+  static_assert(detail::is_elem_v<T> && std::is_floating_point_v<L>);
+  if (f.items == 0) return;
+  detail::check_flash("flash_attention_forward", f);
+  detail::need(qh && kh && vh && o && lse, "flash_attention_forward", "null pointer");
+  impl::attention_kernels<Q>::flash_attention_forward(q, f, qh, kh, vh, o, lse);
+}
+
+// Backward, recomputing each tile's probabilities p_ij = exp(s_ij − lse_i) from the
+// forward's o and lse: with δ_i = do_i·o_i,
+//   dv_j = Σ_i p_ij do_i,  ds_ij = p_ij (do_i·v_j − δ_i),
+//   dq_i = scale Σ_j ds_ij k_j,  dk_j = scale Σ_i ds_ij q_i.
+// dq, dk and dv are written, not accumulated (one item's rows by one worker: the sums are
+// in a fixed order, so the result is deterministic).
+template <class T, class L, kernel_queue Q>
+void flash_attention_backward(Q& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, const T* o,
+                              const T* dout, const L* lse, T* dq, T* dk, T* dv) {
+  static_assert(detail::is_elem_v<T> && std::is_floating_point_v<L>);
+  if (f.items == 0) return;
+  detail::check_flash("flash_attention_backward", f);
+  detail::need(qh && kh && vh && o && dout && lse && dq && dk && dv, "flash_attention_backward", "null pointer");
+  impl::attention_kernels<Q>::flash_attention_backward(q, f, qh, kh, vh, o, dout, lse, dq, dk, dv);
 }
 
 }  // namespace kernels

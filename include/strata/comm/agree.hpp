@@ -19,10 +19,11 @@ namespace strata::comm::detail {
 inline constexpr std::size_t max_agree_message = 4096;
 
 // What every rank throws once agree() found that rank `failing` (the lowest that
-// failed) passed ok == false with `text`.
+// failed) passed ok == false with `text`: the text first (it says what is wrong), then
+// which rank found it.
 inline comm_error agreed_failure(int failing, std::string_view name, int size, std::string_view text) {
-  return comm_error("strata::comm: check failed on rank " + std::to_string(failing) + " of communicator '" +
-                    std::string(name) + "' (size " + std::to_string(size) + "): " + std::string(text));
+  return comm_error(std::string(text) + " [found by rank " + std::to_string(failing) + " of " + std::to_string(size) +
+                    " in communicator '" + std::string(name) + "']");
 }
 
 // The caller's part in group_of(ranks): the split's color (the lowest member: unique per

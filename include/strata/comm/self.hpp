@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/comm/agree.hpp"
 #include "strata/core/communicator.hpp"
 
 namespace strata::comm {
@@ -30,7 +31,7 @@ class self_communicator {
   void synchronize() {}
 
   void agree(bool ok, std::string_view message) {
-    if (!ok) throw comm_error(fmt_error("check failed on rank 0", message));
+    if (!ok) throw detail::agreed_failure(0, name_, 1, message);
   }
 
   template <comm_scalar T>

@@ -54,13 +54,17 @@ class world {
     std::_Exit(1);
   }
 
-  // For main's catch: prints "[strata] rank R: what" and returns 1 when every rank threw
-  // the same (an agreed_error: the job ends normally); ends every rank otherwise.
+  // For main's catch. An agreed_error (every rank threw the same: the job ends normally)
+  // is printed once, by rank 0, as "[strata] all N ranks: what", and main returns 1 on
+  // every rank; any other error ends every rank, naming this one.
   //   catch (const std::exception& e) { return world.fail(e); }
   int fail(const std::exception& e) const noexcept {
     if (dynamic_cast<const agreed_error*>(&e) == nullptr && abort_) abort(e.what());
-    std::fprintf(stderr, "[strata] rank %d: %s\n", comm_->rank(), e.what());
-    std::fflush(stderr);
+    if (comm_->rank() == 0) {
+      if (comm_->size() > 1) std::fprintf(stderr, "[strata] all %d ranks: %s\n", comm_->size(), e.what());
+      else std::fprintf(stderr, "[strata] %s\n", e.what());
+      std::fflush(stderr);
+    }
     return 1;
   }
 

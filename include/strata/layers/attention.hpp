@@ -13,6 +13,10 @@
 // sequences over the mesh rows: both projections run as the mode's Linear on S(0,-1)
 // blocks (layers/linear_mesh.hpp), the attention itself on the device's heads and rows.
 // b_out is whole on every device; each adds (and takes the gradient of) its feature slice.
+//
+// The attention itself is flash attention (backend/attention.hpp): no Seq × Seq matrix is
+// ever formed, and the stash keeps per token q, k, v, the context and one log-sum-exp per
+// head, so activation memory is linear in Seq.
 #include <cmath>
 
 #include "strata/core/rules.hpp"
@@ -81,16 +85,16 @@ struct MultiHeadAttention {
     return g;
   }
 
-  // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (head-major), the context
-  // (token rows, for dW_out) and the attention probabilities. Scratch: the QKV rows and
-  // head-major context (forward), and the gradients of each (backward).
-  // 2D/2.5D/3D: each projection's own stash after those, and the larger of their scratch
-  // after the attention's.
+  // Kept: x (for dW_qkv); stash: this device's heads' q, k, v and context (head-major),
+  // the context as token rows (for dW_out), and each (token, head)'s log-sum-exp (a
+  // statistic). Scratch: the QKV rows (forward), and the gradients (backward): all linear
+  // in the tokens. 2D/2.5D/3D: each projection's own stash after those, and the larger of
+  // their scratch after the attention's.
   static constexpr buffer_needs memory(const local_dims& d) {
     const long long split = d.sig == signature::head_parallel ? d.n : d.q > 0 ? d.q : 1;
-    const long long rows = d.rows, width = rows * D / split, scores = rows / Seq * (Heads / split) * Seq * Seq;
-    buffer_needs b{.keep_input = true, .stash_values = 4 * width + scores, .scratch_values = 8 * width + scores,
-                   .weight_pass = d.q == 0, .weight_keep = d.q == 0 ? 3 * width : 0};
+    const long long rows = d.rows, width = rows * D / split;
+    buffer_needs b{.keep_input = true, .stash_values = 5 * width, .stash_stats = rows * (Heads / split),
+                   .scratch_values = 8 * width, .weight_pass = d.q == 0, .weight_keep = d.q == 0 ? 3 * width : 0};
     if (d.q > 0) {
       const buffer_needs in = projection_memory(d, 3), out = projection_memory(d, 1);
       b.stash_values += in.stash_values + out.stash_values;
@@ -105,11 +109,10 @@ struct MultiHeadAttention {
     using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
     const shapes s = local(c);
-    T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | probabilities]
+    T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | ctx_h], lse in the stats
     T* ctx = q_h + 3 * s.width;
-    T* probs = ctx + s.width;
+    T* ctx_h = ctx + s.width;
     T* qkv = c.scratch_values;
-    T* ctx_h = qkv + 3 * s.width;
     if (on_mesh(c)) {
       C p = projection(c, s, 0);
       p.x = c.x;
@@ -121,16 +124,8 @@ struct MultiHeadAttention {
                     static_cast<T*>(nullptr));
     }
     heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.heads, 3, std::size_t(head_dim), qkv, q_h);
-    const T* k_h = q_h + s.width;
-    const T* v_h = q_h + 2 * s.width;
-    // scores = q kᵀ per (sequence, head), then the scaled (causal) softmax in place
-    gemm_strided_batched(c.q, backend::trans::N, backend::trans::T, std::size_t(Seq), std::size_t(Seq),
-                         std::size_t(head_dim), S(1), q_h, std::size_t(head_dim), s.head, k_h, std::size_t(head_dim),
-                         s.head, S(0), probs, std::size_t(Seq), s.square, s.items);
-    attention_softmax_forward(c.q, s.items, std::size_t(Seq), scale(), Causal, probs, probs);
-    gemm_strided_batched(c.q, backend::trans::N, backend::trans::N, std::size_t(Seq), std::size_t(head_dim),
-                         std::size_t(Seq), S(1), probs, std::size_t(Seq), s.square, v_h, std::size_t(head_dim), s.head,
-                         S(0), ctx_h, std::size_t(head_dim), s.head, s.items);
+    flash_attention_forward(c.q, flash(s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.width),
+                            static_cast<const T*>(q_h + 2 * s.width), ctx_h, c.stash_stats);
     rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.heads, 1, std::size_t(head_dim), ctx_h, ctx);
     if (on_mesh(c)) {
       C p = projection(c, s, 1);
@@ -166,12 +161,11 @@ struct MultiHeadAttention {
   }
 
  private:
-  // The backward's scratch, in widths: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows | dprobs].
+  // The backward's scratch, in widths: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows].
   template <class T>
   struct grads {
-    T *dctx, *dctx_h, *dq_h, *dqkv, *dprobs;
-    grads(T* base, std::size_t w)
-        : dctx(base), dctx_h(base + w), dq_h(base + 2 * w), dqkv(base + 5 * w), dprobs(base + 8 * w) {}
+    T *dctx, *dctx_h, *dq_h, *dqkv;
+    grads(T* base, std::size_t w) : dctx(base), dctx_h(base + w), dq_h(base + 2 * w), dqkv(base + 5 * w) {}
   };
   // dctx = dy W_outᵀ, the attention's backward, dqkv (into `dqkv`), dx = dqkv W_qkvᵀ (a
   // partial sum over heads).
@@ -201,31 +195,18 @@ struct MultiHeadAttention {
     gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
     bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
   }
-  // From g.dctx (token rows) and the stash [q_h | k_h | v_h | ctx | probabilities]:
-  // dP = dctx vᵀ, dv = Pᵀ dctx, dS = softmax'(dP), dq = dS k, dk = dSᵀ q, and the three
-  // as the QKV rows' gradient into `dqkv`.
+  // From g.dctx (token rows) and the stash [q_h | k_h | v_h | ctx | ctx_h] with the
+  // log-sum-exps: flash attention's backward (each tile's probabilities recomputed), and
+  // dq, dk, dv as the QKV rows' gradient into `dqkv`.
   template <class C, class G>
   static void attention_core_backward(C& c, const auto& s, const G& g, typename C::value_type* dqkv) {
     using T = typename C::value_type;
-    using S = gemm_scalar_t<T>;
-    const auto N = backend::trans::N, Tr = backend::trans::T;
     const std::size_t seq = Seq, dh = head_dim;
     const T* q_h = c.stash_values;
-    const T* k_h = q_h + s.width;
-    const T* v_h = q_h + 2 * s.width;
-    const T* probs = q_h + 4 * s.width;
-    T* dk_h = g.dq_h + s.width;
-    T* dv_h = g.dq_h + 2 * s.width;
     heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, g.dctx, g.dctx_h);
-    gemm_strided_batched(c.q, N, Tr, seq, seq, dh, S(1), g.dctx_h, dh, s.head, v_h, dh, s.head, S(0), g.dprobs, seq,
-                         s.square, s.items);
-    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), probs, seq, s.square, g.dctx_h, dh, s.head, S(0), dv_h, dh,
-                         s.head, s.items);
-    attention_softmax_backward(c.q, s.items, seq, scale(), probs, g.dprobs, g.dprobs);
-    gemm_strided_batched(c.q, N, N, seq, dh, seq, S(1), g.dprobs, seq, s.square, k_h, dh, s.head, S(0), g.dq_h, dh,
-                         s.head, s.items);
-    gemm_strided_batched(c.q, Tr, N, seq, dh, seq, S(1), g.dprobs, seq, s.square, q_h, dh, s.head, S(0), dk_h, dh,
-                         s.head, s.items);
+    flash_attention_backward(c.q, flash(s), q_h, q_h + s.width, q_h + 2 * s.width, q_h + 4 * s.width,
+                             static_cast<const T*>(g.dctx_h), static_cast<const typename C::stat_type*>(c.stash_stats),
+                             g.dq_h, g.dq_h + s.width, g.dq_h + 2 * s.width);
     rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, g.dq_h, dqkv);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
@@ -250,8 +231,13 @@ struct MultiHeadAttention {
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
   // This device's share: its heads, sequences and the sizes derived from them.
   struct shapes {
-    std::size_t heads, w, seqs, items, width, head, square;
+    std::size_t heads, w, seqs, items, width;
   };
+  // One flash-attention call over every (sequence, head) item of the share.
+  static backend::flash_shape flash(const shapes& s) {
+    return {.items = s.items, .q_len = std::size_t(Seq), .k_len = std::size_t(Seq), .dh = std::size_t(head_dim),
+            .scale = scale(), .causal = Causal};
+  }
   template <class C>
   static shapes local(const C& c) {
     shapes s{};
@@ -260,8 +246,6 @@ struct MultiHeadAttention {
     s.seqs = c.rows / std::size_t(Seq);
     s.items = s.seqs * s.heads;              // one (sequence, head) per batched GEMM item
     s.width = c.rows * s.w;                  // elements of q, k, v or the context
-    s.head = std::size_t(Seq) * head_dim;    // one head's q (k, v) of one sequence
-    s.square = std::size_t(Seq) * std::size_t(Seq);
     return s;
   }
 
@@ -300,8 +284,8 @@ struct MultiHeadAttention {
     p.out_cols = (which == 0 ? 3 : 1) * p.in_cols;
     p.w = {c.w[which == 0 ? 0 : 2]};
     p.g = {c.g[which == 0 ? 0 : 2], c.g[which == 0 ? 1 : 3]};
-    p.stash_values = c.stash_values + 4 * s.width + s.items * s.square + (which == 0 ? 0 : in.stash_values);
-    p.scratch_values = c.scratch_values + 8 * s.width + s.items * s.square;
+    p.stash_values = c.stash_values + 5 * s.width + (which == 0 ? 0 : in.stash_values);
+    p.scratch_values = c.scratch_values + 8 * s.width;
     if (which == 1 && c.sig == signature::cube_3d) p.mesh = {c.mesh[2], c.mesh[1], c.mesh[0]};
     return p;
   }

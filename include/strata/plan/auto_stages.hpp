@@ -138,7 +138,7 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
     const auto x = static_cast<std::size_t>(u);
     const int lo = first[x];
     const int hi = u + 1 == num_units ? Probe::num_layers : first[x + 1];  // the loss joins the last unit
-    long long region_bytes = 0;
+    long long region_bytes = 0, region_stats = 0;
     for (int i = lo; i < hi; ++i) {
       const auto y = static_cast<std::size_t>(i);
       const strata::layer_plan& lp = Probe::layer_plans[y];
@@ -154,11 +154,13 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
         if (region_first) {
           c.act[x] += in_elems * eb;  // a region keeps only its input ...
           region_bytes = in_elems * eb;  // (and may hold its input converted)
+          region_stats = 0;
         }
         // ... and writes the rest into the stage's recompute buffers, one region at a time
-        region_bytes += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                        out_elems * eb;
+        region_bytes += call.needs.stash_values * eb + call.needs.stash_ids * 4 + out_elems * eb;
+        region_stats += call.needs.stash_stats * sb;
         c.recompute[x] = region_bytes > c.recompute[x] ? region_bytes : c.recompute[x];
+        c.recompute_stats[x] = region_stats > c.recompute_stats[x] ? region_stats : c.recompute_stats[x];
       } else {
         c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
                     (call.needs.keep_input ? in_elems * eb : 0);
@@ -168,9 +170,10 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       c.cost[x] += flops * Probe::replica_batch;
       c.state[x] += lp.local_param_elems * per_param;
       const long long big = (in_elems > out_elems ? in_elems : out_elems) * eb;
-      const long long scratch = call.needs.scratch_values * eb + call.needs.scratch_stats * sb;
+      const long long scratch = call.needs.scratch_values * eb, scratch_stats = call.needs.scratch_stats * sb;
       c.ping[x] = big > c.ping[x] ? big : c.ping[x];
       c.scratch[x] = scratch > c.scratch[x] ? scratch : c.scratch[x];
+      c.scratch_stats[x] = scratch_stats > c.scratch_stats[x] ? scratch_stats : c.scratch_stats[x];
       if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
       if (i == hi - 1 && !call.loss) c.exit[x] = out_elems * eb;
     }

@@ -290,6 +290,7 @@ constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_c
   auto sc = [scale](long long v) { return static_cast<long long>(static_cast<double>(v) * scale); };
   for (std::size_t k = 0; k < N; ++k) {
     u.act[k] = sc(u.act[k]), u.ping[k] = sc(u.ping[k]), u.scratch[k] = sc(u.scratch[k]);
+    u.scratch_stats[k] = sc(u.scratch_stats[k]), u.recompute_stats[k] = sc(u.recompute_stats[k]);
     u.recompute[k] = sc(u.recompute[k]), u.entry[k] = sc(u.entry[k]), u.exit[k] = sc(u.exit[k]);
     if (c.shards_weights()) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both

@@ -13,8 +13,8 @@
 namespace strata {
 
 // How the attention core (scores = q kᵀ, softmax, probabilities · v) is run: the score
-// tensor [heads, s, s] written to HBM and read back by separate kernels (Megatron-LM 2021,
-// strata's own layer), or kept on chip by one fused kernel (FlashAttention). Software, not
+// tensor [heads, s, s] written to HBM and read back by separate kernels (Megatron-LM 2021),
+// or kept on chip by one fused kernel (FlashAttention; strata's own layer). Software, not
 // silicon, but the cost model needs it beside the hardware: it decides the HBM traffic.
 enum class attention_kernels : unsigned char { materialized, flash };
 
@@ -39,7 +39,7 @@ struct hardware {
   double intra_efficiency = 1.0, inter_efficiency = 1.0;
   // The software the predicted run uses for attention; attention_dropout: dropout on the
   // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
-  attention_kernels attention = attention_kernels::materialized;
+  attention_kernels attention = attention_kernels::flash;
   bool attention_dropout = false;
   // How a micro-batch's weight gradients reach their accumulator. strata's wgrad GEMMs add
   // into the master-precision gradient in place (beta = 1): nothing extra. PyTorch-based

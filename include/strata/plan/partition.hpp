@@ -15,8 +15,12 @@ struct unit_costs {
   std::array<long long, N> state{};  // bytes of parameters, gradients and optimizer state
   std::array<long long, N> act{};    // bytes one micro-batch keeps from forward to backward
   std::array<long long, N> ping{};     // bytes of its largest transient activation (two work buffers)
-  std::array<long long, N> scratch{};  // bytes of its largest layer scratch
-  std::array<long long, N> recompute{};  // bytes its largest recomputed region writes (kept until its backward)
+  // The lowering sizes each kind of buffer (values, statistics) by its own maximum, so
+  // scratch and recompute buffers are two maxima each.
+  std::array<long long, N> scratch{};        // bytes of its largest layer scratch of values
+  std::array<long long, N> scratch_stats{};  // ... and of statistics
+  std::array<long long, N> recompute{};  // bytes of values its largest recomputed region writes (kept until its backward)
+  std::array<long long, N> recompute_stats{};  // ... and of statistics
   std::array<long long, N> entry{};    // bytes of its input: kept, and its gradient sent back, when a stage starts with it
   std::array<long long, N> exit{};     // bytes of its output: sent on, and its gradient received, when a stage ends with it
 };
@@ -32,16 +36,18 @@ constexpr long long edge_bytes(const unit_costs<N>& u, int i, int j) {
 // Memory of a device holding units [i, j) with `in_flight` micro-batches stashed at once.
 template <std::size_t N>
 constexpr long long stage_memory(const unit_costs<N>& u, int i, int j, long long in_flight) {
-  long long state = 0, act = u.entry[static_cast<std::size_t>(i)], ping = 0, scratch = 0, rc = 0;
+  long long state = 0, act = u.entry[static_cast<std::size_t>(i)], ping = 0, scratch = 0, scratch_s = 0, rc = 0, rc_s = 0;
   for (int k = i; k < j; ++k) {
     const auto x = static_cast<std::size_t>(k);
     state += u.state[x];
     act += u.act[x];
     ping = u.ping[x] > ping ? u.ping[x] : ping;
     scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
+    scratch_s = u.scratch_stats[x] > scratch_s ? u.scratch_stats[x] : scratch_s;
     rc = u.recompute[x] > rc ? u.recompute[x] : rc;
+    rc_s = u.recompute_stats[x] > rc_s ? u.recompute_stats[x] : rc_s;
   }
-  return state + in_flight * act + 2 * ping + scratch + rc + edge_bytes(u, i, j);
+  return state + in_flight * act + 2 * ping + scratch + scratch_s + rc + rc_s + edge_bytes(u, i, j);
 }
 template <std::size_t N>
 constexpr long long stage_cost(const unit_costs<N>& u, int i, int j) {
@@ -80,7 +86,7 @@ constexpr cut_result<K> best_cut(const unit_costs<N>& u, const std::array<long l
   for (int s = 0; s < k; ++s) {
     const long long fl = in_flight[static_cast<std::size_t>(s)];
     for (int j = s + 1; j <= n - (k - 1 - s); ++j) {
-      long long cost = 0, state = 0, act = 0, ping = 0, scratch = 0, rc = 0;
+      long long cost = 0, state = 0, act = 0, ping = 0, scratch = 0, scratch_s = 0, rc = 0, rc_s = 0;
       for (int i = j - 1; i >= s; --i) {  // stage s = units [i, j)
         const auto x = static_cast<std::size_t>(i);
         cost += u.cost[x];
@@ -88,8 +94,11 @@ constexpr cut_result<K> best_cut(const unit_costs<N>& u, const std::array<long l
         act += u.act[x];
         ping = u.ping[x] > ping ? u.ping[x] : ping;
         scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
+        scratch_s = u.scratch_stats[x] > scratch_s ? u.scratch_stats[x] : scratch_s;
         rc = u.recompute[x] > rc ? u.recompute[x] : rc;
-        const long long mem = state + fl * (act + u.entry[x]) + 2 * ping + scratch + rc + edge_bytes(u, i, j);
+        rc_s = u.recompute_stats[x] > rc_s ? u.recompute_stats[x] : rc_s;
+        const long long mem =
+            state + fl * (act + u.entry[x]) + 2 * ping + scratch + scratch_s + rc + rc_s + edge_bytes(u, i, j);
         if (goal == cut_goal::balance_cost && budget > 0 && mem > budget) continue;
         const long long prev = s == 0 ? (i == 0 ? 0 : inf) : best[static_cast<std::size_t>(s - 1)][x];
         if (prev == inf) continue;

@@ -119,6 +119,13 @@ __device__ __forceinline__ T d_exp(T x) {
     return exp(x);
 }
 template <class T>
+__device__ __forceinline__ T d_log(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return logf(x);
+  else
+    return log(x);
+}
+template <class T>
 __device__ __forceinline__ T d_sqrt(T x) {
   if constexpr (std::is_same_v<T, float>)
     return sqrtf(x);

@@ -1,17 +1,43 @@
 #pragma once
 // strata host backend, attention: the host implementation of backend/attention.hpp (the
-// head permutations, one pool task per (sequence, head) or (sequence, position), and the
-// score softmaxes, rows batched per pool task).
+// head permutations, one pool task per (sequence, head) or (sequence, position); the
+// score softmaxes, rows batched per pool task; flash attention, one pool task per
+// (item, query tile) forward and per item backward, on tiles in compute_t<T> whose inner
+// loops run over contiguous columns, so the compiler vectorises them).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "strata/backend/attention.hpp"
+#include "strata/backend/host/gemm.hpp"
 #include "strata/backend/host/launch.hpp"
+#include "strata/core/math.hpp"
 
 namespace strata::backend::host {
+
+namespace detail {
+// Flash attention's float loops, compiled per CPU level (launch.hpp): the exponentials of
+// non-positive arguments through math::expm1_nonpositive, so that the loops vectorise.
+STRATA_HOST_CLONES inline float flash_exp_shifted_f32(std::size_t n, float mx, float* s) {
+  float sum = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    s[j] = math::expm1_nonpositive(s[j] - mx) + 1.0f;
+    sum += s[j];
+  }
+  return sum;
+}
+STRATA_HOST_CLONES inline void flash_probabilities_f32(std::size_t n, std::size_t nk, float lse, float delta,
+                                                       float* p, float* ds) {
+  for (std::size_t j = 0; j < n; ++j) {
+    p[j] = math::expm1_nonpositive(p[j] - lse) + 1.0f;
+    ds[j] = p[j] * (ds[j] - delta);
+  }
+  for (std::size_t j = n; j < nk; ++j) p[j] = ds[j] = 0.0f;
+}
+}  // namespace detail
 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
 struct attention_kernels {
@@ -75,6 +101,192 @@ struct attention_kernels {
       const C d = C(dot), a = C(scale);
       for (std::size_t j = 0; j < seq; ++j) o[j] = T(a * C(pr[j]) * (C(g[j]) - d));
     });
+  }
+
+  // ---- flash attention ------------------------------------------------------------------
+  // Tiles of queries x keys; their products are single-threaded BLAS calls inside the pool's
+  // tasks (gemm.hpp's convention), the softmax between them loops over contiguous columns.
+  static constexpr std::size_t flash_q_tile = 64, flash_k_tile = 64;
+
+  // Keys [0, end) a causal query tile [i0, i0 + ni) may see: k0 + j <= q0 + i0 + ni − 1.
+  static std::size_t key_end(const flash_shape& f, std::size_t i0, std::size_t ni) {
+    if (!f.causal) return f.k_len;
+    const long long last = f.q0 + static_cast<long long>(i0 + ni) - 1 - f.k0;  // >= 0: the front checks q0 >= k0
+    return std::min(f.k_len, static_cast<std::size_t>(last) + 1);
+  }
+  // How many keys of a tile starting at key kb (nk of them) query i sees.
+  static std::size_t keys_seen(const flash_shape& f, std::size_t i, std::size_t kb, std::size_t nk) {
+    if (!f.causal) return nk;
+    const long long last = f.q0 + static_cast<long long>(i) - f.k0 - static_cast<long long>(kb);
+    return last < 0 ? 0 : std::min(nk, static_cast<std::size_t>(last) + 1);
+  }
+
+  template <class T, class L>
+  static void flash_attention_forward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o,
+                                      L* lse) {
+    using C = detail::compute_t<T>;
+    constexpr std::size_t BQ = flash_q_tile, BK = flash_k_tile;
+    const std::size_t dh = f.dh, tiles = (f.q_len + BQ - 1) / BQ;
+    const C scale = C(f.scale);
+    detail::blas_single_threaded();
+    q.parallel_for(f.items * tiles, [&](std::size_t task) {
+      const std::size_t item = task / tiles, i0 = (task % tiles) * BQ, ni = std::min(BQ, f.q_len - i0);
+      thread_local std::vector<C> buf;
+      buf.resize(2 * BQ * dh + 2 * BK * dh + BQ * BK + 3 * BQ);
+      C* qs = buf.data();    // [ni, dh]: scale · q
+      C* acc = qs + BQ * dh;  // [ni, dh]: Σ exp(s − m) v
+      C* kc = acc + BQ * dh;  // [nk, dh]: the key tile (16-bit T: widened)
+      C* vc = kc + BK * dh;   // [nk, dh]: the value tile
+      C* sc = vc + BK * dh;   // [ni, BK]: scores, then exp(s − m)
+      C* m = sc + BQ * BK;    // running maxima
+      C* l = m + BQ;          // running sums
+      C* corr = l + BQ;       // this tile's rescaling of each row
+      const T* qi = qh + (item * f.q_len + i0) * dh;
+      for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qi[x]);
+      std::fill(acc, acc + ni * dh, C(0));
+      std::fill(m, m + ni, -std::numeric_limits<C>::infinity());
+      std::fill(l, l + ni, C(0));
+      const std::size_t kend = key_end(f, i0, ni);
+      for (std::size_t kb = 0; kb < kend; kb += BK) {
+        const std::size_t nk = std::min(BK, kend - kb);
+        const C* kt = tile_of(kh + (item * f.k_len + kb) * dh, nk * dh, kc);
+        const C* vt = tile_of(vh + (item * f.k_len + kb) * dh, nk * dh, vc);
+        tile_gemm(false, true, ni, nk, dh, C(1), qs, dh, kt, dh, C(0), sc, BK);
+        for (std::size_t i = 0; i < ni; ++i) {
+          const std::size_t n = keys_seen(f, i0 + i, kb, nk);
+          C* s = sc + i * BK;
+          if (n == 0) {  // nothing of this tile: the row is unchanged
+            std::fill(s, s + nk, C(0));
+            corr[i] = C(1);
+            continue;
+          }
+          C mx = m[i];
+          for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+          corr[i] = std::exp(m[i] - mx);  // 0 on the first tile (m = −∞)
+          l[i] = l[i] * corr[i] + exp_shifted(n, mx, s);
+          std::fill(s + n, s + nk, C(0));
+          m[i] = mx;
+        }
+        for (std::size_t i = 0; i < ni; ++i)
+          if (corr[i] != C(1))
+            for (std::size_t d = 0; d < dh; ++d) acc[i * dh + d] *= corr[i];
+        tile_gemm(false, false, ni, dh, nk, C(1), sc, BK, vt, dh, C(1), acc, dh);
+      }
+      T* oi = o + (item * f.q_len + i0) * dh;
+      L* li = lse + item * f.q_len + i0;
+      for (std::size_t i = 0; i < ni; ++i) {
+        const C inv = C(1) / l[i];
+        for (std::size_t d = 0; d < dh; ++d) oi[i * dh + d] = T(acc[i * dh + d] * inv);
+        li[i] = L(m[i]) + L(std::log(l[i]));
+      }
+    });
+  }
+
+  template <class T, class L>
+  static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
+                                       const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
+    using C = detail::compute_t<T>;
+    constexpr std::size_t BQ = flash_q_tile, BK = flash_k_tile;
+    const std::size_t dh = f.dh, nq = f.q_len;
+    const C scale = C(f.scale);
+    detail::blas_single_threaded();
+    q.parallel_for(f.items, [&](std::size_t item) {
+      thread_local std::vector<C> buf;
+      buf.resize(nq * dh + 2 * nq + 4 * BK * dh + 2 * BQ * dh + 2 * BQ * BK);
+      C* dqa = buf.data();       // [nq, dh]: Σ_j ds k_j over the key tiles
+      C* delta = dqa + nq * dh;  // [nq]: do_i · o_i
+      C* lq = delta + nq;        // [nq]: the log-sum-exps in C
+      C* kc = lq + nq;           // [nk, dh] key tile (16-bit T: widened)
+      C* vc = kc + BK * dh;      // [nk, dh] value tile
+      C* dka = vc + BK * dh;     // [nk, dh]
+      C* dva = dka + BK * dh;    // [nk, dh]
+      C* qs = dva + BK * dh;     // [ni, dh]: scale · q
+      C* go = qs + BQ * dh;      // [ni, dh]: do (16-bit T: widened)
+      C* p = go + BQ * dh;       // [ni, BK]: scores, then probabilities
+      C* ds = p + BQ * BK;       // [ni, BK]: dp, then ds
+      const std::size_t base_q = item * nq * dh, base_k = item * f.k_len * dh;
+      for (std::size_t i = 0; i < nq; ++i) {
+        C d = 0;
+        for (std::size_t x = 0; x < dh; ++x) d += C(dout[base_q + i * dh + x]) * C(o[base_q + i * dh + x]);
+        delta[i] = d;
+        lq[i] = C(lse[item * nq + i]);
+      }
+      std::fill(dqa, dqa + nq * dh, C(0));
+      for (std::size_t kb = 0; kb < f.k_len; kb += BK) {
+        const std::size_t nk = std::min(BK, f.k_len - kb);
+        const C* kt = tile_of(kh + base_k + kb * dh, nk * dh, kc);
+        const C* vt = tile_of(vh + base_k + kb * dh, nk * dh, vc);
+        std::fill(dka, dka + nk * dh, C(0));
+        std::fill(dva, dva + nk * dh, C(0));
+        // the first query that sees key kb (causal): q0 + i >= k0 + kb
+        const long long first = f.causal ? f.k0 + static_cast<long long>(kb) - f.q0 : 0;
+        for (std::size_t i0 = first <= 0 ? 0 : static_cast<std::size_t>(first); i0 < nq; i0 += BQ) {
+          const std::size_t ni = std::min(BQ, nq - i0);
+          for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qh[base_q + i0 * dh + x]);
+          const C* gt = tile_of(dout + base_q + i0 * dh, ni * dh, go);
+          tile_gemm(false, true, ni, nk, dh, C(1), qs, dh, kt, dh, C(0), p, BK);
+          tile_gemm(false, true, ni, nk, dh, C(1), gt, dh, vt, dh, C(0), ds, BK);
+          for (std::size_t i = 0; i < ni; ++i) {
+            const std::size_t n = keys_seen(f, i0 + i, kb, nk);
+            probabilities(n, nk, lq[i0 + i], delta[i0 + i], p + i * BK, ds + i * BK);
+          }
+          // dv += pᵀ do; dk += dsᵀ (scale q); dq += ds k (scaled at the end)
+          tile_gemm(true, false, nk, dh, ni, C(1), p, BK, gt, dh, C(1), dva, dh);
+          tile_gemm(true, false, nk, dh, ni, C(1), ds, BK, qs, dh, C(1), dka, dh);
+          tile_gemm(false, false, ni, dh, nk, C(1), ds, BK, kt, dh, C(1), dqa + i0 * dh, dh);
+        }
+        for (std::size_t x = 0; x < nk * dh; ++x) {
+          dk[base_k + kb * dh + x] = T(dka[x]);
+          dv[base_k + kb * dh + x] = T(dva[x]);
+        }
+      }
+      for (std::size_t x = 0; x < nq * dh; ++x) dq[base_q + x] = T(scale * dqa[x]);
+    });
+  }
+
+ private:
+  // A tile of T in the compute type: the data itself when T is float or double, else
+  // widened into `scratch`.
+  template <class T, class C>
+  static const C* tile_of(const T* x, std::size_t n, C* scratch) {
+    if constexpr (std::is_same_v<T, C>) {
+      return x;
+    } else {
+      for (std::size_t i = 0; i < n; ++i) scratch[i] = C(x[i]);
+      return scratch;
+    }
+  }
+  // C = alpha op(A) op(B) + beta C, row-major, one single-threaded BLAS call.
+  template <class C>
+  static void tile_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, C alpha, const C* a,
+                        std::size_t lda, const C* b, std::size_t ldb, C beta, C* c, std::size_t ldc) {
+    const auto t = [](bool x) { return x ? CblasTrans : CblasNoTrans; };
+    if constexpr (std::is_same_v<C, float>)
+      cblas_sgemm(CblasRowMajor, t(ta), t(tb), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                  int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, t(ta), t(tb), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                  int(ldc));
+  }
+  // s[j] = exp(s[j] − mx) for j < n (all <= 0); returns their sum.
+  static float exp_shifted(std::size_t n, float mx, float* s) { return detail::flash_exp_shifted_f32(n, mx, s); }
+  static double exp_shifted(std::size_t n, double mx, double* s) {
+    double sum = 0;
+    for (std::size_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    return sum;
+  }
+  // A row of a backward tile: p = exp(s − lse) and ds = p (dp − δ) over the n keys the
+  // query sees, 0 over the rest of the nk.
+  static void probabilities(std::size_t n, std::size_t nk, float lse, float delta, float* p, float* ds) {
+    detail::flash_probabilities_f32(n, nk, lse, delta, p, ds);
+  }
+  static void probabilities(std::size_t n, std::size_t nk, double lse, double delta, double* p, double* ds) {
+    for (std::size_t j = 0; j < n; ++j) {
+      p[j] = std::exp(p[j] - lse);
+      ds[j] = p[j] * (ds[j] - delta);
+    }
+    std::fill(p + n, p + nk, 0.0);
+    std::fill(ds + n, ds + nk, 0.0);
   }
 };
 

@@ -26,12 +26,14 @@ inline int launcher_rank() noexcept {
 }
 
 // A setting refused while the world is being created (STRATA_MPI_TIMEOUT_S): there is no
-// communicator to agree through yet, and every rank reads the same setting, so each
-// prints the same "[strata] rank R: message" and exits with status 1, as an agreed error
-// does — no abort, no stack dump.
+// communicator to agree through yet, and every rank reads the same setting, so every rank
+// exits with status 1, as after an agreed error — no abort, no stack dump — and the
+// launcher's rank 0 (or a process no launcher numbered) prints "[strata] all ranks: message".
 [[noreturn]] inline void exit_before_world(std::string_view message) noexcept {
-  std::fprintf(stderr, "[strata] rank %d: %.*s\n", launcher_rank(), static_cast<int>(message.size()), message.data());
-  std::fflush(stderr);
+  if (launcher_rank() <= 0) {
+    std::fprintf(stderr, "[strata] all ranks: %.*s\n", static_cast<int>(message.size()), message.data());
+    std::fflush(stderr);
+  }
   std::exit(1);
 }
 

@@ -1,0 +1,196 @@
+#pragma once
+// Kernel suite, flash attention (flash_attention_forward / flash_attention_backward)
+// against a naive float64 attention that forms every score matrix: odd lengths and head
+// sizes that cross the tiles, causal and not, query and key blocks at global positions
+// (q0, k0) as context parallelism passes them; the backward against finite differences.
+#include "kernel_suite_common.hpp"
+
+namespace kernel_suite {
+
+struct flash_case {
+  std::size_t items, q_len, k_len, dh;
+  long long q0, k0;
+  bool causal;
+  std::string name() const {
+    return std::to_string(items) + "x" + std::to_string(q_len) + "x" + std::to_string(k_len) + "x" +
+           std::to_string(dh) + " at " + std::to_string(q0) + "/" + std::to_string(k0) + (causal ? " causal" : "");
+  }
+  strata::backend::flash_shape shape() const {
+    return {.items = items, .q_len = q_len, .k_len = k_len, .dh = dh, .q0 = q0, .k0 = k0,
+            .scale = 1.0 / std::sqrt(double(dh)), .causal = causal};
+  }
+  bool sees(std::size_t i, std::size_t j) const { return !causal || k0 + (long long)j <= q0 + (long long)i; }
+};
+inline const std::vector<flash_case> kFlashCases = {
+    {1, 1, 1, 1, 0, 0, false},     {1, 1, 1, 1, 0, 0, true},      {3, 37, 37, 16, 0, 0, false},
+    {3, 37, 37, 16, 0, 0, true},   {2, 70, 70, 24, 0, 0, true},   {1, 130, 130, 64, 0, 0, true},
+    {2, 97, 97, 80, 0, 0, false},  {2, 33, 97, 8, 64, 0, true},   {2, 40, 40, 12, 40, 0, true},
+    {2, 40, 40, 12, 40, 40, true}, {2, 65, 129, 32, 128, 64, true}};
+
+// o[i] = Σ_j softmax_j(scale q_i·k_j) v_j over the keys i sees; lse[i] = log Σ_j exp(…).
+struct flash_ref {
+  std::vector<double> o, lse;
+};
+inline flash_ref ref_flash_forward(const flash_case& c, const std::vector<double>& q, const std::vector<double>& k,
+                                   const std::vector<double>& v) {
+  const double scale = c.shape().scale;
+  flash_ref r{std::vector<double>(c.items * c.q_len * c.dh), std::vector<double>(c.items * c.q_len)};
+  for (std::size_t b = 0; b < c.items; ++b)
+    for (std::size_t i = 0; i < c.q_len; ++i) {
+      std::vector<double> s(c.k_len, -INFINITY);
+      double m = -INFINITY;
+      for (std::size_t j = 0; j < c.k_len; ++j)
+        if (c.sees(i, j)) {
+          double d = 0;
+          for (std::size_t x = 0; x < c.dh; ++x) d += q[(b * c.q_len + i) * c.dh + x] * k[(b * c.k_len + j) * c.dh + x];
+          s[j] = scale * d;
+          m = std::max(m, s[j]);
+        }
+      double sum = 0;
+      for (std::size_t j = 0; j < c.k_len; ++j) sum += c.sees(i, j) ? std::exp(s[j] - m) : 0.0;
+      r.lse[b * c.q_len + i] = m + std::log(sum);
+      for (std::size_t j = 0; j < c.k_len; ++j)
+        if (c.sees(i, j))
+          for (std::size_t x = 0; x < c.dh; ++x)
+            r.o[(b * c.q_len + i) * c.dh + x] += std::exp(s[j] - m) / sum * v[(b * c.k_len + j) * c.dh + x];
+    }
+  return r;
+}
+
+// The gradients with the forward's o (as the kernel has it) and lse.
+struct flash_grads {
+  std::vector<double> dq, dk, dv;
+};
+inline flash_grads ref_flash_backward(const flash_case& c, const std::vector<double>& q, const std::vector<double>& k,
+                                      const std::vector<double>& v, const std::vector<double>& o,
+                                      const std::vector<double>& lse, const std::vector<double>& g) {
+  const double scale = c.shape().scale;
+  flash_grads r{std::vector<double>(q.size()), std::vector<double>(k.size()), std::vector<double>(v.size())};
+  for (std::size_t b = 0; b < c.items; ++b)
+    for (std::size_t i = 0; i < c.q_len; ++i) {
+      const double* qi = &q[(b * c.q_len + i) * c.dh];
+      const double* gi = &g[(b * c.q_len + i) * c.dh];
+      double delta = 0;
+      for (std::size_t x = 0; x < c.dh; ++x) delta += gi[x] * o[(b * c.q_len + i) * c.dh + x];
+      for (std::size_t j = 0; j < c.k_len; ++j) {
+        if (!c.sees(i, j)) continue;
+        const double* kj = &k[(b * c.k_len + j) * c.dh];
+        const double* vj = &v[(b * c.k_len + j) * c.dh];
+        double s = 0, dp = 0;
+        for (std::size_t x = 0; x < c.dh; ++x) s += qi[x] * kj[x], dp += gi[x] * vj[x];
+        const double p = std::exp(scale * s - lse[b * c.q_len + i]), ds = p * (dp - delta);
+        for (std::size_t x = 0; x < c.dh; ++x) {
+          r.dv[(b * c.k_len + j) * c.dh + x] += p * gi[x];
+          r.dq[(b * c.q_len + i) * c.dh + x] += scale * ds * kj[x];
+          r.dk[(b * c.k_len + j) * c.dh + x] += scale * ds * qi[x];
+        }
+      }
+    }
+  return r;
+}
+
+TEST_CASE_TEMPLATE("kernels: flash_attention_forward against naive float64 attention", T, float, double, bf16, f16) {
+  using L = strata::stat_t<T>;
+  queue_t q;
+  rng g(740);
+  for (const flash_case& c : kFlashCases) {
+    const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
+    const auto kv = g.uniform<T>(c.items * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.items * c.k_len * c.dh);
+    const flash_ref ref = ref_flash_forward(c, widen(qv), widen(kv), widen(vv));
+    auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
+    auto o = poisoned<T>(q, ref.o.size());
+    auto lse = poisoned<L>(q, ref.lse.size());
+    flash_attention_forward(q, c.shape(), static_cast<const T*>(dq.data()), static_cast<const T*>(dk.data()),
+                            static_cast<const T*>(dv.data()), o.data(), lse.data());
+    check_act(to_host(q, o.data(), ref.o.size()), ref.o, 1e-5, "o " + c.name());
+    check_stat<T>(to_host(q, lse.data(), ref.lse.size()), ref.lse, 1e-5, "lse " + c.name());
+  }
+}
+
+TEST_CASE_TEMPLATE("kernels: flash_attention_backward against naive float64 attention", T, float, double, bf16, f16) {
+  using L = strata::stat_t<T>;
+  queue_t q;
+  rng g(750);
+  for (const flash_case& c : kFlashCases) {
+    const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
+    const auto kv = g.uniform<T>(c.items * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.items * c.k_len * c.dh);
+    const auto gv = g.uniform<T>(c.items * c.q_len * c.dh);
+    auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dg = to_dev(q, gv);
+    auto o = poisoned<T>(q, qv.size());
+    auto lse = poisoned<L>(q, c.items * c.q_len);
+    flash_attention_forward(q, c.shape(), static_cast<const T*>(dq.data()), static_cast<const T*>(dk.data()),
+                            static_cast<const T*>(dv.data()), o.data(), lse.data());
+    // the reference takes the forward's o and lse as the kernel does (rounded to T and L)
+    const auto oh = widen(to_host(q, o.data(), qv.size()));
+    const auto lh = widen(to_host(q, lse.data(), c.items * c.q_len));
+    const flash_grads ref = ref_flash_backward(c, widen(qv), widen(kv), widen(vv), oh, lh, widen(gv));
+    auto gq = poisoned<T>(q, qv.size()), gk = poisoned<T>(q, kv.size()), gvv = poisoned<T>(q, vv.size());
+    flash_attention_backward(q, c.shape(), static_cast<const T*>(dq.data()), static_cast<const T*>(dk.data()),
+                             static_cast<const T*>(dv.data()), static_cast<const T*>(o.data()),
+                             static_cast<const T*>(dg.data()), static_cast<const L*>(lse.data()), gq.data(), gk.data(),
+                             gvv.data());
+    // 16-bit: ds = p (dp − δ) cancels in float; the floor covers its rounding
+    check_act(to_host(q, gq.data(), qv.size()), ref.dq, 1e-4, "dq " + c.name());
+    check_act(to_host(q, gk.data(), kv.size()), ref.dk, 1e-4, "dk " + c.name());
+    check_act(to_host(q, gvv.data(), vv.size()), ref.dv, 1e-4, "dv " + c.name());
+  }
+}
+
+TEST_CASE("kernels: flash attention's backward matches finite differences (double)") {
+  queue_t q;
+  rng g(760);
+  for (const flash_case& c : {flash_case{2, 9, 9, 3, 0, 0, false}, flash_case{2, 9, 9, 3, 0, 0, true},
+                              flash_case{1, 5, 11, 4, 6, 0, true}}) {
+    CAPTURE(c.name());
+    std::vector<double> qv = g.uniform<double>(c.items * c.q_len * c.dh, -2, 2);
+    std::vector<double> kv = g.uniform<double>(c.items * c.k_len * c.dh, -2, 2);
+    std::vector<double> vv = g.uniform<double>(c.items * c.k_len * c.dh);
+    const std::vector<double> G = g.uniform<double>(qv.size());
+    auto forward = [&](std::vector<double>* lse_out = nullptr) {
+      auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
+      auto o = poisoned<double>(q, qv.size());
+      auto lse = poisoned<double>(q, c.items * c.q_len);
+      flash_attention_forward(q, c.shape(), static_cast<const double*>(dq.data()),
+                              static_cast<const double*>(dk.data()), static_cast<const double*>(dv.data()), o.data(),
+                              lse.data());
+      if (lse_out) *lse_out = to_host(q, lse.data(), c.items * c.q_len);
+      return to_host(q, o.data(), qv.size());
+    };
+    auto loss = [&] { return dot(G, forward()); };
+    std::vector<double> lse;
+    const auto o = forward(&lse);
+    auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dG = to_dev(q, G), dO = to_dev(q, o),
+         dL = to_dev(q, lse);
+    auto gq = poisoned<double>(q, qv.size()), gk = poisoned<double>(q, kv.size()), gv = poisoned<double>(q, vv.size());
+    flash_attention_backward(q, c.shape(), static_cast<const double*>(dq.data()), static_cast<const double*>(dk.data()),
+                             static_cast<const double*>(dv.data()), static_cast<const double*>(dO.data()),
+                             static_cast<const double*>(dG.data()), static_cast<const double*>(dL.data()), gq.data(),
+                             gk.data(), gv.data());
+    check_close(to_host(q, gq.data(), qv.size()), fd_grad(qv, loss), 1e-6, "dq");
+    check_close(to_host(q, gk.data(), kv.size()), fd_grad(kv, loss), 1e-6, "dk");
+    check_close(to_host(q, gv.data(), vv.size()), fd_grad(vv, loss), 1e-6, "dv");
+  }
+}
+
+TEST_CASE("kernels: flash attention is stable for huge scores and refuses a causal query block before its keys") {
+  queue_t q;
+  // one item, 2 queries, 2 keys, dh 1: scores of ±3000 (scale 1)
+  strata::backend::flash_shape f{.items = 1, .q_len = 2, .k_len = 2, .dh = 1, .scale = 1.0, .causal = false};
+  const std::vector<float> qv = {60.f, -60.f}, kv = {50.f, 49.9f}, vv = {1.f, 3.f};
+  auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
+  auto o = poisoned<float>(q, 2);
+  auto lse = poisoned<float>(q, 2);
+  flash_attention_forward(q, f, static_cast<const float*>(dq.data()), static_cast<const float*>(dk.data()),
+                          static_cast<const float*>(dv.data()), o.data(), lse.data());
+  const double w0 = 1 / (1 + std::exp(60.0 * (49.9 - 50.0))), w1 = 1 / (1 + std::exp(-60.0 * (49.9 - 50.0)));
+  check_close(to_host(q, o.data(), 2), {w0 * 1 + (1 - w0) * 3, w1 * 1 + (1 - w1) * 3}, 1e-5, "huge scores");
+  f.causal = true;
+  f.q0 = 0;
+  f.k0 = 1;
+  CHECK_THROWS(flash_attention_forward(q, f, static_cast<const float*>(dq.data()), static_cast<const float*>(dk.data()),
+                                       static_cast<const float*>(dv.data()), o.data(), lse.data()));
+}
+
+}  // namespace kernel_suite

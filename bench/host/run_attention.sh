@@ -16,7 +16,7 @@ for pass in 1 2; do
   ./build-bench/bench/bench_host_attention "$threads" | tee -a "$out/strata"
   "$venv/bin/python" bench/host/pytorch_attention.py --threads "$threads" | tee -a "$out/torch"
 done
-best() { awk -v s="$2" '$3 == s { if (m == "" || $9 < m) m = $9 } END { print m }' "$1"; }
+best() { awk -v s="$2" '$3 == s { if (m == "" || $10 < m) m = $10 } END { print m }' "$1"; }
 table=$({
   echo "PyTorch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), $threads threads; ms are the best forward + backward"
   echo

@@ -1,6 +1,6 @@
 // A user layer whose backward needs values from its forward, and a user loss, written
 // against the layer contract (docs/concepts.md, "The layer contract"):
-//   RMSNorm<D>  y = γ · x / rms(x), rms(x) = √(mean_j x_j² + eps) per row. Forward keeps x
+//   MyRMSNorm<D>  y = γ · x / rms(x), rms(x) = √(mean_j x_j² + eps) per row. Forward keeps x
 //               (keep_input) and stashes each row's 1/rms (stash_stats) for backward.
 //   BrierLoss   ½ Σ_j (x_j − onehot(label)_j)² per row, booked as the built-in loss books.
 // Both call kernel-family entry points only, so the same code runs on every backend.
@@ -16,12 +16,13 @@
 
 using namespace strata;
 
-// RMSNorm is LayerNorm with the row mean fixed at 0. normalization.hpp's pieces for rows
+// MyRMSNorm (strata ships RMSNorm<D>, layers/rmsnorm.hpp; this is one written by hand against
+// the contract) is LayerNorm with the row mean fixed at 0. normalization.hpp's pieces for rows
 // spread over devices take the row moments [Σx | Σx²] from the caller: with Σx set to 0
 // they give mean 0, 1/σ = 1/rms and y = x/rms·γ; backward likewise, with Σg set to 0.
 template <int D>
-struct RMSNorm {
-  static constexpr std::string_view name = "RMSNorm";
+struct MyRMSNorm {
+  static constexpr std::string_view name = "MyRMSNorm";
   static constexpr layer_role role = layer_role::opaque;  // whole features, whole γ
   static constexpr double eps = 1e-6;
   static constexpr shape_t in_shape = shape_v<D>;
@@ -102,10 +103,10 @@ struct BrierLoss {
     if (c.dx) softmax_cross_entropy_backward(c.q, c.rows, c.in_cols, c.x, c.loss->labels, c.loss->scale, c.dx);
   }
 };
-static_assert(ExecutableLayer<RMSNorm<16>> && ExecutableLayer<BrierLoss>);
+static_assert(ExecutableLayer<MyRMSNorm<16>> && ExecutableLayer<BrierLoss>);
 
 // Under Split<2> both keep whole features: their inputs arrive column-split and are gathered.
-using Tp = Plan<Split<2, Linear<8, 16>, RMSNorm<16>, Linear<16, 4>>, Loss<BrierLoss>, MicroBatch<8>>;
+using Tp = Plan<Split<2, Linear<8, 16>, MyRMSNorm<16>, Linear<16, 4>>, Loss<BrierLoss>, MicroBatch<8>>;
 static_assert(Tp::layer_plans[1].in_layout == sbp::broadcast && Tp::layer_plans[3].in_layout == sbp::broadcast);
 
 // One call as the executor makes it, on one host device in double.
@@ -139,11 +140,11 @@ int main() {
   std::vector<double> x(R * F), gain(F), y(R * F), dy(R * F), dx(R * F), dgain(F, 0.25), none;
   for (auto* v : {&x, &gain, &dy})
     for (auto& e : *v) e = nd(gen);
-  // RMSNorm: backward against central differences of Σ dy·y, and dγ added to what was there.
-  run<RMSNorm<6>>(x, gain, dgain, y, nullptr, &dy, &dx, R);
+  // MyRMSNorm: backward against central differences of Σ dy·y, and dγ added to what was there.
+  run<MyRMSNorm<6>>(x, gain, dgain, y, nullptr, &dy, &dx, R);
   auto objective = [&] {
     std::vector<double> out(R * F), g0(F);
-    run<RMSNorm<6>>(x, gain, g0, out, nullptr, nullptr, nullptr, R);
+    run<MyRMSNorm<6>>(x, gain, g0, out, nullptr, nullptr, nullptr, R);
     double s = 0;
     for (std::size_t i = 0; i < out.size(); ++i) s += dy[i] * out[i];
     return s;
@@ -177,10 +178,10 @@ int main() {
     x[i] = keep;
     loss_err = std::fmax(loss_err, std::abs((up - down) / 2e-6 - dx[i]));
   }
-  std::printf("RMSNorm max |fd − analytic| %.2e, BrierLoss %.2e\n", err, loss_err);
+  std::printf("MyRMSNorm max |fd − analytic| %.2e, BrierLoss %.2e\n", err, loss_err);
 
   // Both train in a plan on one device.
-  using One = Plan<Replicate<1, Linear<8, 16>, RMSNorm<16>, Linear<16, 3>>, Loss<BrierLoss>, MicroBatch<32>>;
+  using One = Plan<Replicate<1, Linear<8, 16>, MyRMSNorm<16>, Linear<16, 3>>, Loss<BrierLoss>, MicroBatch<32>>;
   auto world = local_world<Host>();
   auto train = make_trainer<One, double>(world, Adam{.lr = 1e-2}, /*seed=*/1);
   std::vector<double> in(32 * 8);

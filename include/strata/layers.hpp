@@ -10,4 +10,6 @@
 #include "strata/layers/moe.hpp"
 #include "strata/layers/position.hpp"
 #include "strata/layers/residual.hpp"
+#include "strata/layers/rmsnorm.hpp"
+#include "strata/layers/swiglu.hpp"
 #include "strata/core/shape.hpp"

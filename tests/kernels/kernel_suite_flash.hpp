@@ -1,5 +1,6 @@
 #pragma once
-// Kernel suite, flash attention (flash_attention_forward / flash_attention_backward)
+// Kernel suite, rotary positions (rotary_embedding) against float64 rotations, and flash
+// attention (flash_attention_forward / flash_attention_backward)
 // against a naive float64 attention that forms every score matrix: odd lengths and head
 // sizes that cross the tiles, causal and not, query and key blocks at global positions
 // (q0, k0) as context parallelism passes them; the backward against finite differences.
@@ -172,6 +173,48 @@ TEST_CASE("kernels: flash attention's backward matches finite differences (doubl
     check_close(to_host(q, gk.data(), kv.size()), fd_grad(kv, loss), 1e-6, "dk");
     check_close(to_host(q, gv.data(), vv.size()), fd_grad(vv, loss), 1e-6, "dv");
   }
+}
+
+// x [items, seq, dh] rotated pair by pair: (x_i, x_{i+h}) by θ = (pos0 + t) · base^(−2i/dh).
+inline std::vector<double> ref_rotary(std::size_t items, std::size_t seq, std::size_t dh, long long pos0, double base,
+                                      double sign, std::vector<double> x) {
+  const std::size_t h = dh / 2;
+  for (std::size_t r = 0; r < items * seq; ++r)
+    for (std::size_t i = 0; i < h; ++i) {
+      const double th = sign * double(pos0 + static_cast<long long>(r % seq)) * std::pow(base, -2.0 * double(i) / double(dh));
+      const double a = x[r * dh + i], b = x[r * dh + i + h];
+      x[r * dh + i] = a * std::cos(th) - b * std::sin(th);
+      x[r * dh + i + h] = b * std::cos(th) + a * std::sin(th);
+    }
+  return x;
+}
+
+TEST_CASE_TEMPLATE("kernels: rotary_embedding against float64 rotations, and its inverse", T, float, double, bf16,
+                   f16) {
+  queue_t q;
+  rng g(770);
+  struct shape {
+    std::size_t items, seq, dh;
+    long long pos0;
+    double base;
+  };
+  for (const shape& sh : {shape{1, 1, 2, 0, 10000.0}, shape{3, 17, 8, 0, 10000.0}, shape{2, 9, 64, 1000, 500000.0},
+                          shape{4, 33, 6, 5, 10.0}}) {
+    const std::size_t n = sh.items * sh.seq * sh.dh;
+    const std::string what = std::to_string(sh.items) + "x" + std::to_string(sh.seq) + "x" + std::to_string(sh.dh) +
+                             " at " + std::to_string(sh.pos0);
+    const auto x = g.uniform<T>(n, -2, 2);
+    auto d = to_dev(q, x);
+    rotary_embedding(q, sh.items, sh.seq, sh.dh, sh.pos0, sh.base, false, d.data());
+    const auto got = to_host(q, d.data(), n);
+    check_act(got, ref_rotary(sh.items, sh.seq, sh.dh, sh.pos0, sh.base, 1.0, widen(x)), 1e-6, "rotated " + what);
+    // the inverse is the transpose: back to x (up to the rounding of the rotated values)
+    rotary_embedding(q, sh.items, sh.seq, sh.dh, sh.pos0, sh.base, true, d.data());
+    check_act(to_host(q, d.data(), n), ref_rotary(sh.items, sh.seq, sh.dh, sh.pos0, sh.base, -1.0, widen(got)), 1e-6,
+              "inverse " + what);
+  }
+  auto d = to_dev(q, g.uniform<T>(6));
+  CHECK_THROWS(rotary_embedding(q, 1, 2, 3, 0, 10000.0, false, d.data()));  // dh odd
 }
 
 TEST_CASE("kernels: flash attention is stable for huge scores and refuses a causal query block before its keys") {

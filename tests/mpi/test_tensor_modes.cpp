@@ -103,3 +103,36 @@ TEST_CASE("GPT blocks: 2D, 2.5D, 3D") {
   if (world_is(8)) check<Gpt<8, Tensor2p5D<2>, 4>>("GPT blocks 2.5D q=2 d=2 (Adam)", adam, 1e-10);
   if (world_is(8)) check<Gpt<8, Tensor3D, 4>>("GPT blocks 3D q=2 (Adam)", adam, 1e-10);
 }
+
+// RMSNorm in place of every LayerNorm (Llama's normalisation): whole features under 1D
+// with sequence parallelism, a row's features spread over a mesh row under 2D and 3D.
+namespace {
+using RAttn = Residual<RMSNorm<D>, CausalSelfAttention<D, H, S>>;
+using RMlp = Residual<RMSNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <int N, class Mode, int MB, class... Extra>
+using RmsGpt = Plan<Split<N, Repeat<2, RAttn, RMlp>, RMSNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
+                    MicroBatch<MB>, NumMicroBatch<2>, Mode, Extra...>;
+
+// Llama's block: RMSNorm, causal attention with rotary positions, RMSNorm, SwiGLU (gate
+// and up column-parallel, down row-parallel) — 1D tensor parallel with sequence parallelism.
+using LlamaAttn = Residual<RMSNorm<D>, CausalSelfAttention<D, H, S, 10000>>;  // rotary positions
+using LlamaMlp = Residual<RMSNorm<D>, SwiGLU<D, 48>>;
+// (token ids through a vocabulary-parallel embedding; the positions are the attention's)
+template <int N, int MB, class... Extra>
+using Llama = Plan<Split<N, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, Linear<D, V>>, Input<S>,
+                   Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<2>, Extra...>;
+// RMSNorm blocks with sequence parallelism: the rows after the embedding's partial sum split
+using RmsSP = Plan<Split<4, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, RAttn, RMlp>, RMSNorm<D>, Linear<D, V>>,
+                   Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<2>, SequenceParallel>;
+}  // namespace
+
+TEST_CASE("Llama blocks (RMSNorm, rotary attention, SwiGLU): TP4 + SP, and x DP2") {
+  if (world_is(4) || world_is(8)) check<Llama<4, 4, SequenceParallel>>("Llama blocks TP4 + SP (Adam)", adam, 1e-10);
+  if (world_is(4)) check<Llama<4, 4, SequenceParallel>, bf16, double>("Llama blocks TP4 + SP, bf16 (SGD)", sgd, 3e-2);
+}
+
+TEST_CASE("RMSNorm blocks: 1D + SP, 2D, 3D") {
+  if (world_is(4)) check<RmsSP>("RMSNorm blocks 1D + SP (Adam)", adam, 1e-10);
+  if (world_is(4)) check<RmsGpt<4, Tensor2D, 2>>("RMSNorm blocks 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<RmsGpt<8, Tensor3D, 4>>("RMSNorm blocks 3D q=2 (Adam)", adam, 1e-10);
+}

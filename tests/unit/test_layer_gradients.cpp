@@ -180,6 +180,55 @@ TEST_CASE("LayerNorm") {
   check_layer<layers::LayerNorm<6>>(shape_v<6>, 4, h.rand(4 * 6));
 }
 
+TEST_CASE("RMSNorm: gradients, and the forward against its closed form") {
+  harness h;
+  check_layer<layers::RMSNorm<6>>(shape_v<6>, 4, h.rand(4 * 6));
+  check_layer<layers::RMSNorm<5, 6>>(shape_v<5>, 3, h.rand(3 * 5, 1e-3));  // small rows: eps matters
+  // y = x / sqrt(mean x^2 + eps) * weight, in float64 by hand
+  using L = layers::RMSNorm<7>;
+  layer_call<L> call(shape_v<7>, 3);
+  std::vector<std::vector<double>> params{h.rand(7)}, grads{std::vector<double>(7)};
+  const std::vector<double> x = h.rand(3 * 7);
+  std::vector<double> y(3 * 7);
+  ctx_t c = call.context(h, params, grads);
+  c.x = x.data();
+  c.y = y.data();
+  L::forward(c);
+  for (std::size_t r = 0; r < 3; ++r) {
+    double ms = 0;
+    for (std::size_t j = 0; j < 7; ++j) ms += x[r * 7 + j] * x[r * 7 + j] / 7;
+    for (std::size_t j = 0; j < 7; ++j)
+      CHECK(y[r * 7 + j] == doctest::Approx(x[r * 7 + j] / std::sqrt(ms + 1e-5) * params[0][j]).epsilon(1e-14));
+  }
+  CHECK(L::eps == 1e-5);
+  CHECK(layers::RMSNorm<7, 6>::eps == 1e-6);
+}
+
+TEST_CASE("SwiGLU: gradients, and the forward against its closed form") {
+  harness h;
+  check_layer<layers::SwiGLU<5, 7>>(shape_v<5>, 3, h.rand(3 * 5));
+  using L = layers::SwiGLU<4, 6>;
+  layer_call<L> call(shape_v<4>, 2);
+  std::vector<std::vector<double>> params{h.rand(24), h.rand(24), h.rand(24)};
+  std::vector<std::vector<double>> grads{std::vector<double>(24), std::vector<double>(24), std::vector<double>(24)};
+  const std::vector<double> x = h.rand(2 * 4);
+  std::vector<double> y(2 * 4);
+  ctx_t c = call.context(h, params, grads);
+  c.x = x.data();
+  c.y = y.data();
+  L::forward(c);
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t o = 0; o < 4; ++o) {
+      double want = 0;
+      for (std::size_t k = 0; k < 6; ++k) {
+        double g = 0, u = 0;
+        for (std::size_t i = 0; i < 4; ++i) g += x[r * 4 + i] * params[0][i * 6 + k], u += x[r * 4 + i] * params[1][i * 6 + k];
+        want += g / (1 + std::exp(-g)) * u * params[2][k * 4 + o];
+      }
+      CHECK(y[r * 4 + o] == doctest::Approx(want).epsilon(1e-13));
+    }
+}
+
 TEST_CASE("Embedding (table gradient)") {
   std::vector<double> ids = {0, 3, 3, 9, 1, 7};  // a repeated id accumulates
   check_layer<layers::Embedding<10, 4>>(shape_v<3>, 2, ids, nullptr, /*check_dx=*/false);
@@ -200,6 +249,9 @@ TEST_CASE("MultiHeadAttention and CausalSelfAttention") {
   check_layer<layers::MultiHeadAttention<6, 2, 4>>(shape_v<4, 6>, 3 * 4, h.rand(3 * 4 * 6));
   check_layer<layers::CausalSelfAttention<6, 2, 4>>(shape_v<4, 6>, 3 * 4, h.rand(3 * 4 * 6));
   check_layer<layers::CausalSelfAttention<8, 4, 3>>(shape_v<3, 8>, 2 * 3, h.rand(2 * 3 * 8, 2.0));
+  // rotary positions (Llama): q and k rotated by position, the backward through the rotation
+  check_layer<layers::CausalSelfAttention<8, 2, 5, 10000>>(shape_v<5, 8>, 2 * 5, h.rand(2 * 5 * 8));
+  check_layer<layers::MultiHeadAttention<8, 2, 4, false, 100>>(shape_v<4, 8>, 3 * 4, h.rand(3 * 4 * 8));
 }
 
 TEST_CASE("PositionEmbedding") {

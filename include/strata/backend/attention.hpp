@@ -86,6 +86,23 @@ void attention_softmax_backward(Q& q, std::size_t batch, std::size_t seq, double
   impl::attention_kernels<Q>::attention_softmax_backward(q, batch, seq, scale, p, dp, ds);
 }
 
+// Rotary position embedding (RoFormer; transformers' Llama convention), in place on
+// head-major x [items, seq, dh], dh even: with h = dh/2, the pair (x_i, x_{i+h}) of the row
+// at position p = pos0 + t (t its place in the item) is rotated by θ = p · base^(−2i/dh),
+//   x_i ← x_i cos θ − x_{i+h} sin θ,   x_{i+h} ← x_{i+h} cos θ + x_i sin θ
+// (core/math.hpp's rope_rotate, in double), or by −θ with `inverse` — the rotation's
+// transpose, which is its backward.
+template <class T, kernel_queue Q>
+void rotary_embedding(Q& q, std::size_t items, std::size_t seq, std::size_t dh, long long pos0, double base,
+                      bool inverse, T* x) {
+  static_assert(detail::is_elem_v<T>);
+  if (items == 0) return;
+  detail::need(seq > 0 && dh > 0 && dh % 2 == 0, "rotary_embedding", "seq must be positive and dh even");
+  detail::need(pos0 >= 0 && base > 1.0, "rotary_embedding", "positions must be >= 0 and the base > 1");
+  detail::need(x != nullptr, "rotary_embedding", "null pointer");
+  impl::attention_kernels<Q>::rotary_embedding(q, items, seq, dh, pos0, base, inverse, x);
+}
+
 // Flash attention (Dao et al.), forward: for each item and query row i,
 //   s_ij = scale · q_i·k_j over the unmasked keys j, lse_i = log Σ_j exp(s_ij),
 //   o_i = Σ_j exp(s_ij − lse_i) · v_j,

@@ -51,6 +51,45 @@ STRATA_HD inline double sqrt_of(double x) { return ::sqrt(x); }
 STRATA_HD inline float exp_of(float x) { return ::expf(x); }
 STRATA_HD inline double exp_of(double x) { return ::exp(x); }
 
+// SwiGLU (Shazeer 2020; Llama's MLP): h = silu(g)·u with silu(g) = g·σ(g), and its
+// gradients dg = dh·u·σ(g)(1 + g(1 − σ(g))), du = dh·silu(g), in the compute type C.
+template <class C>
+STRATA_HD inline C sigmoid_of(C x) {
+  return C(1) / (C(1) + exp_of(-x));  // exp overflows to +inf for x << 0: σ = 0
+}
+struct swiglu_forward_op {
+  template <class C>
+  STRATA_HD C operator()(C g, C u) const {
+    return g * sigmoid_of(g) * u;
+  }
+};
+struct swiglu_gate_grad_op {
+  template <class C>
+  STRATA_HD C operator()(C g, C u, C dh) const {
+    const C s = sigmoid_of(g);
+    return dh * u * s * (C(1) + g * (C(1) - s));
+  }
+};
+struct swiglu_up_grad_op {
+  template <class C>
+  STRATA_HD C operator()(C g, C dh) const {
+    return dh * g * sigmoid_of(g);
+  }
+};
+
+// Rotary position embedding (Su et al., RoFormer; transformers' Llama convention): the
+// pair (a, b) = (x_i, x_{i+dh/2}) of a row at position pos is rotated by
+// θ = pos · base^(−2i/dh), or by −θ (inverse: the rotation's transpose, for the backward).
+// In double: the angle of a far position keeps its digits.
+STRATA_HD inline void rope_rotate(double& a, double& b, long long pos, std::size_t i, std::size_t dh, double base,
+                                  bool inverse) {
+  const double theta = double(pos) * ::pow(base, -2.0 * double(i) / double(dh));
+  const double c = ::cos(theta), s = inverse ? -::sin(theta) : ::sin(theta);
+  const double x = a, y = b;
+  a = x * c - y * s;
+  b = y * c + x * s;
+}
+
 // act(x) in the compute type C. relu lets NaN through (a NaN check then sees it); gelu is
 // the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class C>

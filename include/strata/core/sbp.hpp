@@ -50,6 +50,7 @@ enum class signature : unsigned char {
   row_parallel,     // Megatron: W split by input features, output partial
   vocab_embedding,  // table split by vocabulary, output partial
   head_parallel,    // attention heads split; out-projection row-parallel
+  column_row,       // a column-parallel then a row-parallel product in one layer (SwiGLU)
   expert_parallel,  // experts split, tokens exchanged by all-to-all
   vocab_loss,       // cross-entropy over vocabulary-split logits
   summa_2d,         // Colossal-AI 2D (SUMMA)
@@ -105,6 +106,7 @@ constexpr std::string_view to_string(signature s) {
     case signature::row_parallel: return "row-parallel";
     case signature::vocab_embedding: return "vocab-parallel-embedding";
     case signature::head_parallel: return "head-parallel";
+    case signature::column_row: return "column-then-row-parallel";
     case signature::expert_parallel: return "expert-parallel";
     case signature::vocab_loss: return "vocab-parallel-loss";
     case signature::summa_2d: return "2d-summa";

@@ -58,6 +58,7 @@ enum class layer_role : unsigned char {
   layernorm,    // normalises over features: needs whole features
   embedding,    // vocabulary-parallel table
   attention,    // head-parallel
+  gated_mlp,    // SwiGLU: gate and up column-parallel, down row-parallel, in one layer
   moe,          // expert-parallel with all-to-all
   loss,         // must be last; vocabulary-parallel when logits arrive split
   opaque,       // user layer with no sharding knowledge: whole features, replicated params
@@ -73,6 +74,7 @@ constexpr std::string_view to_string(layer_role r) {
     case layer_role::layernorm: return "layernorm";
     case layer_role::embedding: return "embedding";
     case layer_role::attention: return "attention";
+    case layer_role::gated_mlp: return "gated-mlp";
     case layer_role::moe: return "moe";
     case layer_role::loss: return "loss";
     case layer_role::opaque: return "opaque";

@@ -74,7 +74,7 @@ struct executable_list<type_list<L...>> {
 template <class P, class T, class Backend, class Comm>
 class trainer {
   static_assert(is_precision_v<T>, "trainer<T>: T is float, double, bf16 or f16");
-  static_assert(P::valid, "trainer: the plan is invalid (see the rule above)");
+  // An invalid plan has already raised its rule (plan/passes): no second error here.
   static_assert(exec::executable_list<typename P::layers>::value,
                 "trainer: this plan uses a layer without forward/backward; a user layer runs once it defines "
                 "them (see docs/concepts.md)");

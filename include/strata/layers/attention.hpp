@@ -1,7 +1,9 @@
 #pragma once
-// MultiHeadAttention<D, Heads, Seq, Causal>: self-attention over [Seq, D] with a fused QKV
-// projection and an output projection, optionally causal (a token attends to itself and
-// the tokens before it: GPT). Under Split<N> heads are divided among devices (Megatron):
+// MultiHeadAttention<D, Heads, Seq, Causal, RopeBase>: self-attention over [Seq, D] with a
+// fused QKV projection and an output projection, optionally causal (a token attends to
+// itself and the tokens before it: GPT), optionally with rotary positions (RopeBase > 0:
+// q and k of each head rotated by their token's position, RoFormer / Llama, base 10000 for
+// Llama 2, 500000 for Llama 3). Under Split<N> heads are divided among devices (Megatron):
 // the QKV projection column-parallel, the output projection row-parallel, so its output
 // is a partial sum the planner reduces once.
 //
@@ -25,16 +27,18 @@
 
 namespace strata::layers {
 
-template <int D, int Heads, int Seq, bool Causal = false>
+template <int D, int Heads, int Seq, bool Causal = false, int RopeBase = 0>
 struct MultiHeadAttention {
   static_assert(rule::layer_dim_positive<D, Heads>::value && rule::layer_dim_positive<Seq, Seq>::value);
   static_assert(rule::attention_heads_divide_dim<D, Heads>::value);
+  static_assert(rule::rope_head_dim_even<(Heads > 0 ? D / Heads : 0), RopeBase>::value);
   static constexpr std::string_view name = Causal ? "CausalSelfAttention" : "MultiHeadAttention";
   static constexpr layer_role role = layer_role::attention;
   static constexpr int features = D;
   static constexpr int heads = Heads;
   static constexpr int seq = Seq;
   static constexpr bool causal = Causal;
+  static constexpr int rope_base = RopeBase;  // 0: no rotary positions
   static constexpr int head_dim = D / Heads;
   static constexpr int split_extent = Heads;
   static constexpr shape_t in_shape = shape_v<Seq, D>;
@@ -124,6 +128,7 @@ struct MultiHeadAttention {
                     static_cast<T*>(nullptr));
     }
     heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.heads, 3, std::size_t(head_dim), qkv, q_h);
+    rotate(c, s, q_h, false);  // q and k at their tokens' positions (the stash keeps them rotated)
     flash_attention_forward(c.q, flash(s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.width),
                             static_cast<const T*>(q_h + 2 * s.width), ctx_h, c.stash_stats);
     rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.heads, 1, std::size_t(head_dim), ctx_h, ctx);
@@ -144,7 +149,7 @@ struct MultiHeadAttention {
   template <class C>
   static void backward(C& c) {
     if (on_mesh(c)) return backward_on_mesh(c);
-    const auto dqkv = grads(c.scratch_values, local(c).width).dqkv;
+    const auto dqkv = grads<typename C::value_type>(c.scratch_values, local(c).width).dqkv;
     backward_input(c, dqkv);
     backward_params(c, dqkv);
   }
@@ -173,7 +178,7 @@ struct MultiHeadAttention {
   static void backward_input(C& c, typename C::value_type* dqkv) {
     using S = gemm_scalar_t<typename C::value_type>;
     const shapes s = local(c);
-    const grads g(c.scratch_values, s.width);
+    const grads<typename C::value_type> g(c.scratch_values, s.width);
     const auto N = backend::trans::N, Tr = backend::trans::T;
     gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), g.dctx,
          s.w);
@@ -207,13 +212,14 @@ struct MultiHeadAttention {
     flash_attention_backward(c.q, flash(s), q_h, q_h + s.width, q_h + 2 * s.width, q_h + 4 * s.width,
                              static_cast<const T*>(g.dctx_h), static_cast<const typename C::stat_type*>(c.stash_stats),
                              g.dq_h, g.dq_h + s.width, g.dq_h + 2 * s.width);
+    rotate(c, s, g.dq_h, true);  // back through the rotation: its transpose
     rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, g.dq_h, dqkv);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
   template <class C>
   static void backward_on_mesh(C& c) {
     const shapes s = local(c);
-    const grads g(c.scratch_values, s.width);
+    const grads<typename C::value_type> g(c.scratch_values, s.width);
     C p = projection(c, s, 1);
     p.x = c.stash_values + 3 * s.width;  // ctx
     p.dy = c.dy;
@@ -229,6 +235,13 @@ struct MultiHeadAttention {
   }
 
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
+  // Rotary positions on the head-major q and k at `qk` (k follows q): each item is one
+  // (sequence, head), its rows at positions 0 .. Seq−1.
+  template <class C>
+  static void rotate(C& c, const auto& s, typename C::value_type* qk, bool inverse) {
+    if constexpr (RopeBase > 0)
+      rotary_embedding(c.q, 2 * s.items, std::size_t(Seq), std::size_t(head_dim), 0, double(RopeBase), inverse, qk);
+  }
   // This device's share: its heads, sequences and the sizes derived from them.
   struct shapes {
     std::size_t heads, w, seqs, items, width;
@@ -301,8 +314,9 @@ struct MultiHeadAttention {
   }
 };
 
-// GPT's attention: each token attends to itself and the tokens before it.
-template <int D, int Heads, int Seq>
-using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true>;
+// GPT's attention: each token attends to itself and the tokens before it; with RopeBase > 0,
+// Llama's (rotary positions of that base, no position embedding needed).
+template <int D, int Heads, int Seq, int RopeBase = 0>
+using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase>;
 
 }  // namespace strata::layers

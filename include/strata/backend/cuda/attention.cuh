@@ -495,7 +495,25 @@ void flash_smem_optin(K* kernel, std::size_t bytes) {
     STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// One thread per (row, pair): the pair (x_i, x_{i+h}) of row r, rotated in place.
+template <class T>
+__global__ void k_rotary(std::size_t rows, std::size_t seq, std::size_t dh, long long pos0, double base, bool inverse,
+                         T* x) {
+  const std::size_t h = dh / 2, n = rows * h;
+  for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < n;
+       o += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = o / h, i = o % h;
+    T* row = x + r * dh;
+    double a = double(compute_t<T>(row[i])), b = double(compute_t<T>(row[i + h]));
+    math::rope_rotate(a, b, pos0 + static_cast<long long>(r % seq), i, dh, base, inverse);
+    row[i] = T(compute_t<T>(a));
+    row[i + h] = T(compute_t<T>(b));
+  }
+}
+
 }  // namespace detail
+
+// Static members}  // namespace detail
 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
 struct attention_kernels {
@@ -559,6 +577,15 @@ struct attention_kernels {
       kernel<<<grid, detail::flash_warps * 32, smem, q.stream()>>>(f, C(f.scale), qh, kh, vh, o, lse);
     });
     STRATA_CUDA_CHECK_LAUNCH("k_flash_forward");
+  }
+
+  template <class T>
+  static void rotary_embedding(queue& q, std::size_t items, std::size_t seq, std::size_t dh, long long pos0,
+                               double base, bool inverse, T* x) {
+    const std::size_t n = items * seq * (dh / 2);
+    detail::k_rotary<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(items * seq, seq, dh, pos0,
+                                                                                            base, inverse, x);
+    STRATA_CUDA_CHECK_LAUNCH("k_rotary");
   }
 
   // Two kernels, each output written by one block in a fixed order: dQ per query tile,

@@ -103,6 +103,22 @@ struct attention_kernels {
     });
   }
 
+  template <class T>
+  static void rotary_embedding(queue& q, std::size_t items, std::size_t seq, std::size_t dh, long long pos0,
+                               double base, bool inverse, T* x) {
+    const std::size_t h = dh / 2;
+    detail::for_rows(q, items * seq, dh, [&](std::size_t r) {
+      T* row = x + r * dh;
+      const long long pos = pos0 + static_cast<long long>(r % seq);
+      for (std::size_t i = 0; i < h; ++i) {
+        double a = double(row[i]), b = double(row[i + h]);
+        math::rope_rotate(a, b, pos, i, dh, base, inverse);
+        row[i] = T(detail::compute_t<T>(a));
+        row[i + h] = T(detail::compute_t<T>(b));
+      }
+    });
+  }
+
   // ---- flash attention ------------------------------------------------------------------
   // Tiles of queries x keys; their products are single-threaded BLAS calls inside the pool's
   // tasks (gemm.hpp's convention), the softmax between them loops over contiguous columns.

@@ -3,6 +3,8 @@
 // alike), so that layers and the executor can name them without a backend.
 #include <cstddef>
 
+#include "strata/core/hd.hpp"
+
 namespace strata::backend {
 
 // op(X) for gemm (maps to CblasNoTrans/CblasTrans and CUBLAS_OP_N/CUBLAS_OP_T).
@@ -22,6 +24,18 @@ struct flash_shape {
   long long q0 = 0, k0 = 0;
   double scale = 1.0;
   bool causal = false;
+
+  // How many keys query i sees: keys [0, n). Every backend's masking reads this.
+  STRATA_HD std::size_t keys_seen_by(std::size_t i) const {
+    if (!causal) return k_len;
+    const long long n = q0 + static_cast<long long>(i) - k0 + 1;
+    return n <= 0 ? 0 : n < static_cast<long long>(k_len) ? static_cast<std::size_t>(n) : k_len;
+  }
+  // The first query that sees key j (causal: the one at the key's global position).
+  STRATA_HD std::size_t first_query_of(std::size_t j) const {
+    const long long first = causal ? k0 + static_cast<long long>(j) - q0 : 0;
+    return first <= 0 ? 0 : static_cast<std::size_t>(first);
+  }
 };
 
 }  // namespace strata::backend

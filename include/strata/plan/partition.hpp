@@ -33,21 +33,35 @@ constexpr long long edge_bytes(const unit_costs<N>& u, int i, int j) {
   return u.entry[static_cast<std::size_t>(i)] + 2 * u.exit[static_cast<std::size_t>(j - 1)];
 }
 
+// The units of one stage, added one at a time (in any order): sums of what each keeps,
+// maxima of what they use one at a time.
+struct stage_tally {
+  long long state = 0, act = 0, ping = 0, scratch = 0, scratch_stats = 0, recompute = 0, recompute_stats = 0;
+  template <std::size_t N>
+  constexpr void add(const unit_costs<N>& u, std::size_t x) {
+    const auto most = [](long long& m, long long v) { m = v > m ? v : m; };
+    state += u.state[x];
+    act += u.act[x];
+    most(ping, u.ping[x]);
+    most(scratch, u.scratch[x]);
+    most(scratch_stats, u.scratch_stats[x]);
+    most(recompute, u.recompute[x]);
+    most(recompute_stats, u.recompute_stats[x]);
+  }
+  // Memory of a device holding units [i, j) so tallied, `in_flight` micro-batches stashed.
+  template <std::size_t N>
+  constexpr long long memory(const unit_costs<N>& u, int i, int j, long long in_flight) const {
+    return state + in_flight * (act + u.entry[static_cast<std::size_t>(i)]) + 2 * ping + scratch + scratch_stats +
+           recompute + recompute_stats + edge_bytes(u, i, j);
+  }
+};
+
 // Memory of a device holding units [i, j) with `in_flight` micro-batches stashed at once.
 template <std::size_t N>
 constexpr long long stage_memory(const unit_costs<N>& u, int i, int j, long long in_flight) {
-  long long state = 0, act = u.entry[static_cast<std::size_t>(i)], ping = 0, scratch = 0, scratch_s = 0, rc = 0, rc_s = 0;
-  for (int k = i; k < j; ++k) {
-    const auto x = static_cast<std::size_t>(k);
-    state += u.state[x];
-    act += u.act[x];
-    ping = u.ping[x] > ping ? u.ping[x] : ping;
-    scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
-    scratch_s = u.scratch_stats[x] > scratch_s ? u.scratch_stats[x] : scratch_s;
-    rc = u.recompute[x] > rc ? u.recompute[x] : rc;
-    rc_s = u.recompute_stats[x] > rc_s ? u.recompute_stats[x] : rc_s;
-  }
-  return state + in_flight * act + 2 * ping + scratch + scratch_s + rc + rc_s + edge_bytes(u, i, j);
+  stage_tally t;
+  for (int k = i; k < j; ++k) t.add(u, static_cast<std::size_t>(k));
+  return t.memory(u, i, j, in_flight);
 }
 template <std::size_t N>
 constexpr long long stage_cost(const unit_costs<N>& u, int i, int j) {
@@ -86,19 +100,13 @@ constexpr cut_result<K> best_cut(const unit_costs<N>& u, const std::array<long l
   for (int s = 0; s < k; ++s) {
     const long long fl = in_flight[static_cast<std::size_t>(s)];
     for (int j = s + 1; j <= n - (k - 1 - s); ++j) {
-      long long cost = 0, state = 0, act = 0, ping = 0, scratch = 0, scratch_s = 0, rc = 0, rc_s = 0;
+      long long cost = 0;
+      stage_tally t;
       for (int i = j - 1; i >= s; --i) {  // stage s = units [i, j)
         const auto x = static_cast<std::size_t>(i);
         cost += u.cost[x];
-        state += u.state[x];
-        act += u.act[x];
-        ping = u.ping[x] > ping ? u.ping[x] : ping;
-        scratch = u.scratch[x] > scratch ? u.scratch[x] : scratch;
-        scratch_s = u.scratch_stats[x] > scratch_s ? u.scratch_stats[x] : scratch_s;
-        rc = u.recompute[x] > rc ? u.recompute[x] : rc;
-        rc_s = u.recompute_stats[x] > rc_s ? u.recompute_stats[x] : rc_s;
-        const long long mem =
-            state + fl * (act + u.entry[x]) + 2 * ping + scratch + scratch_s + rc + rc_s + edge_bytes(u, i, j);
+        t.add(u, x);
+        const long long mem = t.memory(u, i, j, fl);
         if (goal == cut_goal::balance_cost && budget > 0 && mem > budget) continue;
         const long long prev = s == 0 ? (i == 0 ? 0 : inf) : best[static_cast<std::size_t>(s - 1)][x];
         if (prev == inf) continue;

@@ -66,17 +66,16 @@ inline element_bound element_bound_of(const optimizer& opt, int steps, const lr_
         if constexpr (std::is_same_v<O, SGD>) {
           return {};
         } else {
-          double total = 0, worst_factor = 0, c = 0;
+          double total = 0, c = 0;  // c: the largest bound of updates 1 .. s
           for (long long s = 1; s <= steps; ++s) {
             c = std::max(c, adam_update_bound(o.beta1, o.beta2, s));  // a skipped update only lowers t
             total += 2 * o.lr * std::max(0.0, schedule.factor(s)) * c;
-            worst_factor = std::max(worst_factor, c);
           }
           char line[320];
           std::snprintf(line, sizeof line,
                         "%s moves every element by up to %.2f x lr per update whatever its gradient, so the "
                         "rounding of a gradient near zero can move it by up to %.2e in %d updates of lr %.1e",
-                        std::string(O::name).c_str(), worst_factor, total, steps, o.lr);
+                        std::string(O::name).c_str(), c, total, steps, o.lr);
           return {total, line};
         }
       },

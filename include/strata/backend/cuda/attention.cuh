@@ -173,15 +173,37 @@ __device__ __forceinline__ C flash_delta(const C* dorow, const T* orow, int dh, 
   return group<32>::sum<C>(s, nullptr);
 }
 
-// Keys visible to a query tile whose last row is `last`: all keys, or under the causal
-// rule those at global positions <= q0 + last (at least key 0: the front checks q0 >= k0).
-__device__ __forceinline__ std::size_t flash_key_end(const flash_shape& f, std::size_t last) {
-  if (!f.causal) return f.k_len;
-  const long long n = f.q0 + static_cast<long long>(last) - f.k0 + 1;
-  return n < static_cast<long long>(f.k_len) ? static_cast<std::size_t>(n) : f.k_len;
-}
+// Whether query i sees key j (flash_shape's masking rule, shared with the host).
 __device__ __forceinline__ bool flash_visible(const flash_shape& f, std::size_t i, std::size_t j) {
-  return j < f.k_len && (!f.causal || f.k0 + static_cast<long long>(j) <= f.q0 + static_cast<long long>(i));
+  return j < f.keys_seen_by(i);
+}
+
+// acc[r][c] += Σ_j coef_j[r] · tile[j][lane + 32c] over the 32 partners j of a tile: lane j
+// holds its partner's coefficient for each of the warp's R rows, broadcast by shuffle.
+template <int R, int NC, class C>
+__device__ __forceinline__ void flash_accumulate(C (&acc)[R][NC], const C (&coef)[R], const C* tile, int ld, int dh,
+                                                 int lane) {
+  for (int j = 0; j < flash_tile; ++j) {
+    C p[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) p[r] = __shfl_sync(0xffffffffu, coef[r], j);
+    const C* row = tile + j * ld;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      if (lane + 32 * c >= dh) break;
+      const C x = row[lane + 32 * c];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][c] += p[r] * x;
+    }
+  }
+}
+
+// out[lane + 32c] = factor · acc[c]: a row's columns, rounded once to T.
+template <int NC, class T, class C>
+__device__ __forceinline__ void flash_store(T* out, const C (&acc)[NC], C factor, int dh, int lane) {
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    if (lane + 32 * c < dh) out[lane + 32 * c] = T(factor * acc[c]);
 }
 
 // Forward. Block: BQ = 4R query rows of one item (the heaviest tiles, the last under
@@ -201,7 +223,7 @@ __global__ void __launch_bounds__(flash_warps * 32)
 
   const std::size_t tiles = (f.q_len + BQ - 1) / BQ, item = blockIdx.x / tiles;
   const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
-  const std::size_t kend = flash_key_end(f, d_min(qt + BQ, f.q_len) - 1);
+  const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);  // what the tile's last query sees
   const T* kb = kh + item * f.k_len * dh;
   const T* vb = vh + item * f.k_len * dh;
   flash_load(sq, dh, qh + item * f.q_len * dh, qt, f.q_len, BQ, dh);
@@ -244,19 +266,7 @@ __global__ void __launch_bounds__(flash_warps * 32)
 #pragma unroll
       for (int c = 0; c < NC; ++c) acc[r][c] *= alpha;
     }
-    for (int j = 0; j < flash_tile; ++j) {
-      C p[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) p[r] = __shfl_sync(0xffffffffu, s[r], j);
-      const C* vr = sv + j * dh;
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (lane + 32 * c >= dh) break;
-        const C vd = vr[lane + 32 * c];
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][c] += p[r] * vd;
-      }
-    }
+    flash_accumulate(acc, s, sv, dh, dh, lane);
   }
 
 #pragma unroll
@@ -264,11 +274,7 @@ __global__ void __launch_bounds__(flash_warps * 32)
     const C sum = group<32>::sum<C>(l[r], nullptr);  // > 0: every row sees key 0
     const std::size_t i = qt + warp * R + r;
     if (i >= f.q_len) continue;
-    const C inv = C(1) / sum;
-    T* orow = o + (item * f.q_len + i) * dh;
-#pragma unroll
-    for (int c = 0; c < NC; ++c)
-      if (lane + 32 * c < dh) orow[lane + 32 * c] = T(acc[r][c] * inv);
+    flash_store(o + (item * f.q_len + i) * dh, acc[r], C(1) / sum, dh, lane);
     if (lane == 0) lse[item * f.q_len + i] = L(m[r] + d_log(sum));
   }
 }
@@ -291,7 +297,7 @@ __global__ void __launch_bounds__(flash_warps * 32)
 
   const std::size_t tiles = (f.q_len + BQ - 1) / BQ, item = blockIdx.x / tiles;
   const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
-  const std::size_t kend = flash_key_end(f, d_min(qt + BQ, f.q_len) - 1);
+  const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);
   const std::size_t row0 = item * f.q_len;
   const T* kb = kh + item * f.k_len * dh;
   const T* vb = vh + item * f.k_len * dh;
@@ -333,29 +339,13 @@ __global__ void __launch_bounds__(flash_warps * 32)
       const C p = flash_visible(f, qt + warp * R + r, kt + lane) ? d_exp(scale * s[r] - ls[r]) : C(0);
       s[r] = p * (dp[r] - dl[r]);  // ds
     }
-    for (int j = 0; j < flash_tile; ++j) {
-      C ds[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) ds[r] = __shfl_sync(0xffffffffu, s[r], j);
-      const C* kj = sk + j * ks;
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (lane + 32 * c >= dh) break;
-        const C kd = kj[lane + 32 * c];
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][c] += ds[r] * kd;
-      }
-    }
+    flash_accumulate(acc, s, sk, ks, dh, lane);
   }
 
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const std::size_t i = qt + warp * R + r;
-    if (i >= f.q_len) continue;
-    T* row = dq + (row0 + i) * dh;
-#pragma unroll
-    for (int c = 0; c < NC; ++c)
-      if (lane + 32 * c < dh) row[lane + 32 * c] = T(scale * acc[r][c]);
+    if (i < f.q_len) flash_store(dq + (row0 + i) * dh, acc[r], scale, dh, lane);
   }
 }
 
@@ -385,12 +375,7 @@ __global__ void __launch_bounds__(flash_warps * 32)
   flash_load(sk, dh, kh + key0 * dh, kt, f.k_len, BK, dh);
   flash_load(sv, dh, vh + key0 * dh, kt, f.k_len, BK, dh);
 
-  // The first query that sees key kt is the one at global position k0 + kt.
-  std::size_t qstart = 0;
-  if (f.causal) {
-    const long long first = f.k0 + static_cast<long long>(kt) - f.q0;
-    qstart = first <= 0 ? 0 : static_cast<std::size_t>(first) / flash_tile * flash_tile;
-  }
+  const std::size_t qstart = f.first_query_of(kt) / flash_tile * flash_tile;  // the tile of the first query of key kt
 
   C gk[R][NC], gv[R][NC];
 #pragma unroll
@@ -432,26 +417,8 @@ __global__ void __launch_bounds__(flash_warps * 32)
       s[r] = vis ? d_exp(scale * s[r] - ls) : C(0);  // p
       dp[r] = s[r] * (dp[r] - dl);                    // ds
     }
-    for (int j = 0; j < flash_tile; ++j) {
-      C p[R], ds[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        p[r] = __shfl_sync(0xffffffffu, s[r], j);
-        ds[r] = __shfl_sync(0xffffffffu, dp[r], j);
-      }
-      const C* qj = sq + j * ks;
-      const C* doj = sdo + j * ks;
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (lane + 32 * c >= dh) break;
-        const C qd = qj[lane + 32 * c], od = doj[lane + 32 * c];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          gv[r][c] += p[r] * od;
-          gk[r][c] += ds[r] * qd;
-        }
-      }
-    }
+    flash_accumulate(gv, s, sdo, ks, dh, lane);   // dv += p do
+    flash_accumulate(gk, dp, sq, ks, dh, lane);   // dk += ds q
   }
 
   // Keys no query sees (causal, past the last query) get zeros: written, not skipped.
@@ -459,14 +426,8 @@ __global__ void __launch_bounds__(flash_warps * 32)
   for (int r = 0; r < R; ++r) {
     const std::size_t j = kt + warp * R + r;
     if (j >= f.k_len) continue;
-    T* krow = dk + (key0 + j) * dh;
-    T* vrow = dv + (key0 + j) * dh;
-#pragma unroll
-    for (int c = 0; c < NC; ++c)
-      if (lane + 32 * c < dh) {
-        krow[lane + 32 * c] = T(scale * gk[r][c]);
-        vrow[lane + 32 * c] = T(gv[r][c]);
-      }
+    flash_store(dk + (key0 + j) * dh, gk[r], scale, dh, lane);
+    flash_store(dv + (key0 + j) * dh, gv[r], C(1), dh, lane);
   }
 }
 
@@ -512,8 +473,6 @@ __global__ void k_rotary(std::size_t rows, std::size_t seq, std::size_t dh, long
 }
 
 }  // namespace detail
-
-// Static members}  // namespace detail
 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
 struct attention_kernels {

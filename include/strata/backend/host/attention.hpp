@@ -124,17 +124,10 @@ struct attention_kernels {
   // tasks (gemm.hpp's convention), the softmax between them loops over contiguous columns.
   static constexpr std::size_t flash_q_tile = 64, flash_k_tile = 64;
 
-  // Keys [0, end) a causal query tile [i0, i0 + ni) may see: k0 + j <= q0 + i0 + ni − 1.
-  static std::size_t key_end(const flash_shape& f, std::size_t i0, std::size_t ni) {
-    if (!f.causal) return f.k_len;
-    const long long last = f.q0 + static_cast<long long>(i0 + ni) - 1 - f.k0;  // >= 0: the front checks q0 >= k0
-    return std::min(f.k_len, static_cast<std::size_t>(last) + 1);
-  }
   // How many keys of a tile starting at key kb (nk of them) query i sees.
   static std::size_t keys_seen(const flash_shape& f, std::size_t i, std::size_t kb, std::size_t nk) {
-    if (!f.causal) return nk;
-    const long long last = f.q0 + static_cast<long long>(i) - f.k0 - static_cast<long long>(kb);
-    return last < 0 ? 0 : std::min(nk, static_cast<std::size_t>(last) + 1);
+    const std::size_t n = f.keys_seen_by(i);
+    return n <= kb ? 0 : std::min(nk, n - kb);
   }
 
   template <class T, class L>
@@ -162,7 +155,7 @@ struct attention_kernels {
       std::fill(acc, acc + ni * dh, C(0));
       std::fill(m, m + ni, -std::numeric_limits<C>::infinity());
       std::fill(l, l + ni, C(0));
-      const std::size_t kend = key_end(f, i0, ni);
+      const std::size_t kend = f.keys_seen_by(i0 + ni - 1);  // what the tile's last query sees
       for (std::size_t kb = 0; kb < kend; kb += BK) {
         const std::size_t nk = std::min(BK, kend - kb);
         const C* kt = tile_of(kh + (item * f.k_len + kb) * dh, nk * dh, kc);
@@ -234,9 +227,7 @@ struct attention_kernels {
         const C* vt = tile_of(vh + base_k + kb * dh, nk * dh, vc);
         std::fill(dka, dka + nk * dh, C(0));
         std::fill(dva, dva + nk * dh, C(0));
-        // the first query that sees key kb (causal): q0 + i >= k0 + kb
-        const long long first = f.causal ? f.k0 + static_cast<long long>(kb) - f.q0 : 0;
-        for (std::size_t i0 = first <= 0 ? 0 : static_cast<std::size_t>(first); i0 < nq; i0 += BQ) {
+        for (std::size_t i0 = f.first_query_of(kb); i0 < nq; i0 += BQ) {
           const std::size_t ni = std::min(BQ, nq - i0);
           for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qh[base_q + i0 * dh + x]);
           const C* gt = tile_of(dout + base_q + i0 * dh, ni * dh, go);
@@ -276,13 +267,11 @@ struct attention_kernels {
   template <class C>
   static void tile_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, C alpha, const C* a,
                         std::size_t lda, const C* b, std::size_t ldb, C beta, C* c, std::size_t ldc) {
-    const auto t = [](bool x) { return x ? CblasTrans : CblasNoTrans; };
+    const auto opa = detail::blas_trans(ta ? trans::T : trans::N), opb = detail::blas_trans(tb ? trans::T : trans::N);
     if constexpr (std::is_same_v<C, float>)
-      cblas_sgemm(CblasRowMajor, t(ta), t(tb), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
-                  int(ldc));
+      cblas_sgemm(CblasRowMajor, opa, opb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
     else
-      cblas_dgemm(CblasRowMajor, t(ta), t(tb), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
-                  int(ldc));
+      cblas_dgemm(CblasRowMajor, opa, opb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
   }
   // s[j] = exp(s[j] − mx) for j < n (all <= 0); returns their sum.
   static float exp_shifted(std::size_t n, float mx, float* s) { return detail::flash_exp_shifted_f32(n, mx, s); }

@@ -116,12 +116,10 @@ class mpi_environment {
     } else {
       MPI_Query_thread(&provided_);
     }
-    try {
-      world_.emplace(mpi_communicator::world());
-    } catch (...) {
-      if (owns_mpi_) MPI_Finalize();
-      throw;
-    }
+    // A setting refused here (STRATA_MPI_TIMEOUT_S) leaves MPI initialised: the caller
+    // reports it and then finalises (comm::exit_before_world), so that no rank can end the
+    // job before the reporting rank has printed.
+    world_.emplace(mpi_communicator::world());
   }
   mpi_environment(const mpi_environment&) = delete;
   mpi_environment& operator=(const mpi_environment&) = delete;

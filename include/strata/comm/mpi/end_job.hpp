@@ -29,11 +29,17 @@ inline int launcher_rank() noexcept {
 // communicator to agree through yet, and every rank reads the same setting, so every rank
 // exits with status 1, as after an agreed error — no abort, no stack dump — and the
 // launcher's rank 0 (or a process no launcher numbered) prints "[strata] all ranks: message".
+// MPI_Finalize comes after the message: the ranks meet there, so none exits (and has the
+// launcher end the job) before rank 0 has printed.
 [[noreturn]] inline void exit_before_world(std::string_view message) noexcept {
   if (launcher_rank() <= 0) {
     std::fprintf(stderr, "[strata] all ranks: %.*s\n", static_cast<int>(message.size()), message.data());
     std::fflush(stderr);
   }
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Finalize();
   std::exit(1);
 }
 

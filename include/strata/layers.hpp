@@ -12,4 +12,5 @@
 #include "strata/layers/residual.hpp"
 #include "strata/layers/rmsnorm.hpp"
 #include "strata/layers/swiglu.hpp"
+#include "strata/layers/tied_head.hpp"
 #include "strata/core/shape.hpp"

@@ -60,7 +60,54 @@ using HYBRID_RC = Plan<Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D
                        GradientCheckpoint<checkpoint_mode::automatic>>;
 static_assert(TP2_SP_RC::recompute_regions == 4 && PP2_RC::recompute_regions == 2 && HYBRID_RC::recompute_regions == 4);
 
+// Tied embeddings: the head reads the Embedding's table (TiedHead). On one stage both uses
+// hold a copy summed locally; across stages the first and last stage each hold one and
+// sum their gradients after the reduction.
+template <class Head0, class Head1, class... Extra>
+using tied_pipe = Plan<Pipeline<Head0, Head1>, Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Extra...>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using tied_pp2 = tied_pipe<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>,
+                           Strategy<N, Attn, MLP, LayerNorm<D>, TiedHead<V, D>>, Extra...>;
+using T_DP = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>, TiedHead<V, D>>,
+                  Input<S>, CE, MicroBatch<2>, NumMicroBatch<2>>;
+using T_TP2_SP = Plan<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>, TiedHead<V, D>>,
+                      Input<S>, CE, MicroBatch<4>, SequenceParallel>;
+using T_PP2 = tied_pp2<Replicate, 1>;
+using T_PP2_SP = tied_pp2<Split, 2, SequenceParallel>;
+using T_PP2_RC = tied_pp2<Split, 2, SequenceParallel, GradientCheckpoint<checkpoint_mode::automatic>>;
+template <int Z>
+using T_PP2_Z = tied_pp2<Replicate, 1, Zero<Z>>;
+// four parts: interleaved puts the head on the last stage, ZB-V back on the first
+template <class Sched>
+using T_4 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn>, Replicate<1, MLP>, Replicate<1, Attn>,
+                          Replicate<1, MLP, LayerNorm<D>, TiedHead<V, D>>>,
+                 Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Schedule<Sched>>;
+static_assert(T_PP2::tie.owner == 0 && T_PP2::tie.user == T_PP2::num_layers - 2);  // the loss is last
+static_assert(T_4<ZeroBubbleV>::stage_of_part(3) == 0 && T_4<Interleaved<2>>::stage_of_part(3) == 1);
+
 }  // namespace
+
+TEST_CASE("GPT: tied input embedding and output head") {
+  const training_options clip{.clip_norm = 0.05};
+  if (world_is(2)) {
+    check<T_DP>("tied, DP2", adam, 1e-9);
+    check<T_TP2_SP>("tied, TP2 + sequence parallel", adam, 1e-9);
+    check<T_PP2>("tied, PP2 1F1B (a copy per stage)", adam, 1e-9);
+    mpi_test::check_one_device<T_PP2>("gpt", "tied, PP2 1F1B, clipped", adam, 1e-9, 6, clip);
+    check<T_4<Interleaved<2>>>("tied, interleaved 2 x 2 (copies on two stages)", adam, 1e-9);
+    check<T_4<ZeroBubbleV>>("tied, ZB-V (both copies on stage 0)", adam, 1e-9);
+  }
+  if (world_is(4)) {
+    check<T_PP2_SP>("tied, PP2 x TP2 + sequence parallel", adam, 1e-9);
+    check<T_PP2_Z<1>>("tied, PP2 x DP2 ZeRO-1", adam, 1e-9);
+    check<T_PP2_Z<2>>("tied, PP2 x DP2 ZeRO-2", adam, 1e-9);
+    mpi_test::check_one_device<T_PP2_Z<3>>("gpt", "tied, PP2 x DP2 ZeRO-3, clipped", adam, 1e-9, 6, clip);
+  }
+  if (world_is(8)) {
+    check<T_PP2_SP>("tied, DP2 x PP2 x TP2 + sequence parallel", adam, 1e-9);
+    check<T_PP2_RC>("tied, DP2 x PP2 x TP2 + SP, recompute blocks", adam, 1e-9);
+  }
+}
 
 TEST_CASE("GPT: activation recomputation") {
   if (world_is(2)) check<TP2_SP_RC>("TP2 + sequence parallel, recompute blocks", adam, 1e-9);

@@ -138,3 +138,54 @@ TEST_CASE("one device: no replicas to compare; errors stay exceptions") {
   CHECK(r.tensors_compared == 0);
   CHECK_FALSE(w.can_abort());  // a world of one has nobody to leave waiting
 }
+
+// A TiedHead reads its Embedding's table: one tensor used twice. Its update is the sum of
+// the two uses' gradients — the same model untied (a bias-free head holding the table's
+// transpose) gives each use's gradient apart — and the gradient norm counts it once.
+TEST_CASE("a tied head: one tensor, the sum of both uses' gradients, counted once in the norm") {
+  constexpr int V = 11, D = 6, S = 3;
+  using Tied = Plan<Replicate<1, Embedding<V, D>, Linear<D, D>, GeLU, TiedHead<V, D>>, Input<S>, CE, MicroBatch<2>>;
+  using Untied = Plan<Replicate<1, Embedding<V, D>, Linear<D, D>, GeLU, Linear<D, V, false>>, Input<S>, CE, MicroBatch<2>>;
+  static_assert(Tied::tie.any() && Tied::tie.owner == 0 && Tied::tie.user == 3 && !Untied::tie.any());
+  auto w = local_world<Host>();
+  const double lr = 0.1;
+  auto tied = make_trainer<Tied, double>(w, SGD{.lr = lr}, 5);
+  auto untied = make_trainer<Untied, double>(w, SGD{.lr = lr}, 5);
+  const auto start = tied.gather_parameters();
+  CHECK(start[3][0] == start[0][0]);  // the head's copy starts as the table
+  auto transposed = [&](const std::vector<double>& t) {  // [V, D] -> [D, V]
+    std::vector<double> r(t.size());
+    for (int v = 0; v < V; ++v)
+      for (int d = 0; d < D; ++d) r[std::size_t(d * V + v)] = t[std::size_t(v * D + d)];
+    return r;
+  };
+  auto u0 = start;
+  u0[3][0] = transposed(start[0][0]);
+  untied.set_parameters(u0);
+  tied.set_training_options({.clip_norm = 1e9});  // the norm is computed, nothing clipped
+  const std::vector<double> ids{1, 4, 9, 10, 0, 4};
+  const std::vector<std::int32_t> labels{4, 9, 2, 0, 7, 10};
+  const step_result a = tied.step({.inputs = ids, .labels = labels, .samples = 2});
+  const step_result b = untied.step({.inputs = ids, .labels = labels, .samples = 2});
+  CHECK(std::abs(a.loss - b.loss) < 1e-14);
+  const auto t1 = tied.gather_parameters(), u1 = untied.gather_parameters();
+  CHECK(t1[3][0] == t1[0][0]);  // the copies took the same update
+  double worst = 0, norm2 = 0;
+  std::vector<double> head_step(u1[3][0].size());  // [D, V] -> [V, D]
+  for (int v = 0; v < V; ++v)
+    for (int d = 0; d < D; ++d) head_step[std::size_t(v * D + d)] = u1[3][0][std::size_t(d * V + v)];
+  for (std::size_t e = 0; e < t1[0][0].size(); ++e) {
+    const double sum = (u1[0][0][e] - start[0][0][e]) + (head_step[e] - start[0][0][e]);
+    worst = std::max(worst, std::abs((t1[0][0][e] - start[0][0][e]) - sum));
+  }
+  CHECK(worst < 1e-14);
+  // ‖g‖ from the updates (Δ = −lr·g), the table once
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < t1[i].size(); ++k)
+      for (std::size_t e = 0; e < t1[i][k].size(); ++e) norm2 += std::pow((t1[i][k][e] - start[i][k][e]) / lr, 2);
+  CHECK(std::abs(tied.last_gradient_norm() - std::sqrt(norm2)) < 1e-10 * std::sqrt(norm2));
+  // the two places of the table must be given alike
+  auto bad = start;
+  bad[3][0][5] += 1;
+  CHECK_THROWS_WITH_AS(tied.set_parameters(bad), doctest::Contains("tied to layer 0"), std::exception);
+}

@@ -168,8 +168,9 @@ class checkpointer {
   }
   // Replica 0 writes a piece; of a tensor the part's devices hold whole, device 0.
   // Replica 0 writes each block once: the first device of the part that holds it.
+  // A tied tensor is stored once: its owner's pieces (plan/sharding.hpp's tie_info).
   bool writes(int layer, int k) const {
-    return me_.data == 0 && P::param_holder(layer, k, me_.index) == me_.index;
+    return me_.data == 0 && P::param_holder(layer, k, me_.index) == me_.index && !P::tie.is_user(layer, k);
   }
 
   // One moment of group g in the group's flat layout, whole (ZeRO's partitions gathered).
@@ -206,7 +207,7 @@ class checkpointer {
         if (P::stage_of_part(P::layer_plans[idx(i)].part) != c.stage) continue;
         for (int k = 0; k < P::layer_plans[idx(i)].desc.num_params; ++k) {
           const int n = ckpt::blocks<P>(i, k);
-          if (n == 1 && c.index != 0) continue;
+          if ((n == 1 && c.index != 0) || P::tie.is_user(i, k)) continue;
           const std::string piece = ckpt::piece_name(ckpt::tensor_name<P>(i, k), c.index, n);
           const std::string file = ckpt::rank_file(r, W);
           map[piece] = file;
@@ -435,10 +436,12 @@ class checkpointer {
           for (long long e = 0; e < pl.size; ++e)
             out[e] = static_cast<M>(full[logical_index(whole, local, P::param_block(i, k, me_.index), static_cast<std::uint64_t>(e))]);
         };
+        // a tied tensor's second copy is read from its owner's pieces
+        const int si = P::tie.is_user(i, k) ? P::tie.owner : i, sk = P::tie.is_user(i, k) ? P::tie.owner_param : k;
         params.emplace_back(uz(pl.size));
-        mine_of(assemble(i, k, ""), params.back().data());
+        mine_of(assemble(si, sk, ""), params.back().data());
         for (std::size_t s = 0; s < states.size(); ++s)
-          mine_of(assemble(i, k, "optimizer." + states[s] + "."), flat[s][idx(pl.group)].data() + pl.offset);
+          mine_of(assemble(si, sk, "optimizer." + states[s] + "."), flat[s][idx(pl.group)].data() + pl.offset);
       }
     }
   }

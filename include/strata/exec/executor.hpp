@@ -269,6 +269,7 @@ class executor {
                                  a.gslot);
         break;
       case lower::act::finish_reductions: reductions_.finish(); break;
+      case lower::act::tie_grads: store_.tie_gradients(groups_.tie()); break;
       case lower::act::apply_group:
       case lower::act::gather_bucket:
       case lower::act::refresh_weights: throw std::logic_error("strata: an update action inside a step");

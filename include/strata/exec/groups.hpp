@@ -25,7 +25,20 @@ class device_groups {
     data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
     part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
     mesh_.form(world, base);
+    // a tied tensor whose copies lie on two stages: the pair of devices at each place
+    // (replica, device of the part) of those stages sums them; every other rank is alone
+    if constexpr (P::tie.any()) {
+      const int a = P::stage_of_part(P::layer_plans[static_cast<std::size_t>(P::tie.owner)].part);
+      const int b = P::stage_of_part(P::layer_plans[static_cast<std::size_t>(P::tie.user)].part);
+      if (a != b) {
+        const bool member = me.stage == a || me.stage == b;
+        tie_.emplace(comm::split_named(world, member ? me.data * n + me.index : world.size() + world.rank(), me.stage,
+                                       base + ".tie"));
+      }
+    }
   }
+  // The pair of devices summing a tied tensor's copies, or null (no tie, or one stage holds both).
+  Comm* tie() { return tie_ ? &*tie_ : nullptr; }
 
   Comm& part() { return *part_; }
   // The reduction group of parameter group g: 0 the data-parallel group, 1 part × data.
@@ -52,7 +65,7 @@ class device_groups {
   }
 
  private:
-  std::optional<Comm> part_, data_, part_data_;
+  std::optional<Comm> part_, data_, part_data_, tie_;
   mesh_groups<P, Comm> mesh_;
 };
 

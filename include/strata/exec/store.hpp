@@ -27,6 +27,7 @@
 #include <variant>
 #include <vector>
 
+#include "strata/core/communicator.hpp"
 #include "strata/core/precision.hpp"
 #include "strata/exec/init.hpp"
 #include "strata/exec/optimizer.hpp"
@@ -137,6 +138,33 @@ class param_store {
   }
   // Zero<2/3>: this device's summed chunk of bucket b (then its tail) in the shard.
   M* shard_grads(int b) { return grads_[idx(bucket_of(b).group)].data() + part_->chunk_at(b); }
+
+  // A tied tensor's copies (plan/sharding.hpp's tie_info): each copy on this device after
+  // the reduction, summed with the other copy — here when this device holds both, else
+  // over `pair`, the devices of the two stages at this device's place (a collective).
+  // What this device keeps of a copy: the whole tensor, or under ZeRO its chunk of the
+  // copy's bucket and the bucket's tail (each copy is one bucket, chunked alike).
+  template <class Comm>
+  void tie_gradients(Comm* pair) {
+    const tie_info& t = P::tie;
+    std::array<std::array<reduced_range, 2>, 2> held{};
+    int copies = 0;
+    for (const auto& [i, k] : {std::array<int, 2>{t.owner, t.owner_param}, std::array<int, 2>{t.user, t.user_param}})
+      if (owns(i)) held[idx(copies++)] = reduced_of(i, k);
+    for (int r = 0; r < 2; ++r) {
+      const reduced_range& a = held[0][idx(r)];
+      if (a.count == 0) continue;
+      if (copies == 2) {
+        const reduced_range& b = held[1][idx(r)];
+        axpy(q_, uz(a.count), 1.0, static_cast<const M*>(b.at), a.at);
+        copy(q_, uz(a.count), static_cast<const M*>(a.at), b.at);
+      } else if (pair) {
+        Backend::synchronize(q_);
+        pair->all_reduce(a.at, uz(a.count), comm::reduce_op::sum);
+        if constexpr (requires { pair->synchronize(); }) pair->synchronize();
+      }
+    }
+  }
 
   // Staged weights: TaskGraph tg into slot s from the masters (on the copy queue), and
   // the compute queue's wait for it.
@@ -310,6 +338,26 @@ class param_store {
 
  private:
   const lower::bucket& bucket_of(int b) const { return L::tables.buckets[idx(stage_)][idx(b)]; }
+  // This device's reduced gradients of tensor k of `layer` when the tensor is a bucket of
+  // its own (a tied copy): the whole tensor, or its chunk and the tail.
+  struct reduced_range {
+    M* at = nullptr;
+    long long count = 0;
+  };
+  std::array<reduced_range, 2> reduced_of(int layer, int k) {
+    const lower::tensor_place& t = place(layer, k);
+    if constexpr (!layout.partitioned) return {{{grads_[idx(t.group)].data() + t.offset, t.size}, {}}};
+    for (int b = 0; b < L::tables.num_buckets[idx(stage_)]; ++b) {
+      const lower::bucket& bk = bucket_of(b);
+      if (bk.group != t.group || bk.offset != t.offset) continue;
+      const int R = part_->size(t.group), r = part_->rank(t.group);
+      const zero::bucket_split sp = zero::split_bucket(bk.count, R);
+      if constexpr (layout.grads_sharded) return {{{shard_grads(b), sp.q + sp.tail}, {}}};
+      M* g = grads_[idx(t.group)].data() + bk.offset;
+      return {{{g + r * sp.q, sp.q}, {g + R * sp.q, sp.tail}}};
+    }
+    throw std::logic_error("strata internal: a tied tensor is not a bucket of its own");
+  }
   // A segment's masters and gradients: at its offset in the group, or (partitioned) at
   // its place in the segments' layout.
   M* master_of(int g, const zero::segment& s) {
@@ -324,12 +372,15 @@ class param_store {
       if (!owns(i)) continue;
       const layer_plan& lp = P::layer_plans[idx(i)];
       for (int k = 0; k < lp.desc.num_params; ++k) {
-        const param_t& prm = lp.desc.params[idx(k)];
-        const shape_t local = lp.local_params[idx(k)];
+        // a tied tensor's second copy starts as its owner's
+        const int oi = P::tie.is_user(i, k) ? P::tie.owner : i, ok = P::tie.is_user(i, k) ? P::tie.owner_param : k;
+        const layer_plan& op = P::layer_plans[idx(oi)];
+        const param_t& prm = op.desc.params[idx(ok)];
+        const shape_t local = op.local_params[idx(ok)];
         host.resize(uz(place(i, k).size));
         for (std::size_t e = 0; e < host.size(); ++e)
-          host[e] = static_cast<M>(
-              initial_value(lp.desc, i, k, logical_index(prm.shape, local, P::param_block(i, k, me_.index), e), seed_));
+          host[e] = static_cast<M>(initial_value(op.desc, oi, ok,
+                                                 logical_index(prm.shape, local, P::param_block(oi, ok, me_.index), e), seed_));
         set_master(i, k, host.data());
       }
     }

@@ -395,6 +395,13 @@ class trainer {
           problem = "set_parameters: layer " + std::to_string(i) + " tensor '" +
                     std::string(lp.desc.params[std::size_t(k)].name) + "' has the wrong size";
     }
+    // a tied tensor is one tensor: both of its places must carry the same values
+    if (problem.empty() && P::tie.any() &&
+        full[std::size_t(P::tie.user)][std::size_t(P::tie.user_param)] !=
+            full[std::size_t(P::tie.owner)][std::size_t(P::tie.owner_param)])
+      problem = "set_parameters: layer " + std::to_string(P::tie.user) + " (" +
+                std::string(P::layer_plans[std::size_t(P::tie.user)].desc.name) + ") is tied to layer " +
+                std::to_string(P::tie.owner) + " but is given other values";
     if (!problem.empty()) throw agreed_error("strata: " + problem);  // the same verdict on every rank
     std::vector<M> local;
     for (int i = 0; i < P::num_layers; ++i) {

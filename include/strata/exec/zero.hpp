@@ -51,7 +51,8 @@ std::vector<tensor_range> tensors_of(int stage, int g, int index) {
       const lower::tensor_place& pl = L::tables.params[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
       if (pl.group != g || pl.size == 0) continue;
       const shape_t whole = lp.desc.params[static_cast<std::size_t>(k)].shape;
-      t.push_back({pl.offset, pl.size, whole.rank >= 2, P::param_holder(i, k, index) == index});
+      // a tied tensor's second copy is counted where its owner is
+      t.push_back({pl.offset, pl.size, whole.rank >= 2, P::param_holder(i, k, index) == index && !P::tie.is_user(i, k)});
     }
   }
   return t;  // ascending offsets: the lowering lays tensors out in layer order

@@ -18,6 +18,16 @@
 
 namespace strata {
 
+// A parameter that is another layer's: parameter `param` of this layer is parameter
+// `owner_param` of the model's one layer of role `owner` with the same shape (a tied
+// output head reads the Embedding's table). Each holder keeps a copy; the plan sums the
+// copies' gradients after the reduction, so they stay equal, and counts the tensor once.
+struct tied_param {
+  int param = -1;  // −1: nothing tied
+  layer_role owner = layer_role::embedding;
+  int owner_param = 0;
+};
+
 namespace detail {
 template <class L> concept has_name = requires { { L::name } -> std::convertible_to<std::string_view>; };
 template <class L> concept has_role = requires { { L::role } -> std::convertible_to<layer_role>; };
@@ -40,6 +50,7 @@ template <class L> concept has_init = requires(init_site s) { { L::init(s) } -> 
 template <class L> concept has_gemms = requires(local_dims d) { { L::gemms(d) } -> std::convertible_to<call_gemms>; };
 template <class L> concept has_reads_ids = requires { { L::reads_ids } -> std::convertible_to<bool>; };
 template <class L> concept has_aux_loss = requires { { L::aux_loss_stats } -> std::convertible_to<long long>; };
+template <class L> concept has_tie = requires { { L::tie } -> std::convertible_to<tied_param>; };
 // Stands for the executor's per-layer context when asking whether a layer can run.
 struct exec_probe;
 }  // namespace detail
@@ -60,6 +71,7 @@ struct exec_probe;
 //   reads_ids                 bool: first in the model, it reads the batch's token ids
 //   aux_loss_stats            long long: statistics of an auxiliary loss (MoE's load balance),
 //                             summed over a data-parallel part; 0: no auxiliary loss
+//   tie                       tied_param: one of its parameters is another layer's (a tied head)
 //   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
@@ -136,6 +148,7 @@ struct layer_desc {
   int split_extent = 0;
   bool reads_ids = false;         // first in the model, it reads the batch's token ids
   long long aux_loss_stats = 0;   // > 0: it adds an auxiliary loss from this many statistics
+  tied_param tie{};               // a parameter that is another layer's
   bool executable = false;
 };
 
@@ -191,6 +204,7 @@ constexpr layer_desc describe() {
   if constexpr (detail::has_reads_ids<L>) d.reads_ids = L::reads_ids;
   else d.reads_ids = reads_ids_by_role(L::role);
   if constexpr (detail::has_aux_loss<L>) d.aux_loss_stats = L::aux_loss_stats;
+  if constexpr (detail::has_tie<L>) d.tie = L::tie;
   d.executable = ExecutableLayer<L>;
   return d;
 }

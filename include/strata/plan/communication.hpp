@@ -121,13 +121,23 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
     for (const comm_total& c : {whole, scatter, gather, tail})
       if (c.calls > 0) add(c);
   }
+  // a tied tensor's copies on two stages: each device's reduced share of its copy (the
+  // whole tensor, or ZeRO's chunk and tail) all-reduced with the other stage's device
+  // at its place, once per step (a pipeline-axis pair; the row names the tied layer)
+  if (D::tie_owner_stage != D::tie_user_stage && (stage == D::tie_owner_stage || stage == D::tie_user_stage)) {
+    const lower::tensor_place& tp = T.params[idx(P::tie.user)][idx(P::tie.user_param)];
+    const int R = (dp > 0 ? dp : 2) * P::reduction_devices(lower::detail::reduction_axis(tp.axis));
+    const long long share = L::params.partitioned ? tp.size / R + tp.size % R : tp.size;
+    add(comm_total{collective::all_reduce, group_axis::pipeline, pass::backward, P::tie.user,
+                   P::layer_plans[idx(P::tie.user)].part, share * m_bytes, 1});
+  }
 }
 
 // Every collective of a stage: at most one row per (kind, group, pass, layer, part).
 template <class P>
 struct comm_table {
   static constexpr int max_rows =
-      4 * P::num_layers + max_layer_comms * P::num_layers + 4 * P::num_parts + 2 * P::buckets + 4;
+      4 * P::num_layers + max_layer_comms * P::num_layers + 4 * P::num_parts + 2 * P::buckets + 5;
   std::array<comm_total, static_cast<std::size_t>(max_rows)> rows{};
   int size = 0;
 };

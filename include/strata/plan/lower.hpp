@@ -30,7 +30,8 @@ struct lowering {
   static constexpr int NL = P::num_layers, NP = P::num_parts, NS = P::stages, PD = P::part_devices;
   // Zero<2/3> cut buckets at TaskGraph boundaries too (a TaskGraph's gradients and
   // weights come and go together), plus one per extra reduction axis of the N-D modes
-  static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0)) + 3;
+  // the copies of a tied tensor are cut out of their groups: up to four more
+  static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0)) + 3 + (P::tie.any() ? 4 : 0);
   static constexpr int max_steps = NP + 9 * NL + NS * max_buckets + 1;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 

@@ -21,6 +21,14 @@ struct taskgraph_desc {
   bool is_default = false;
 };
 
+// A tied parameter: parameter user_param of layer `user` is parameter owner_param of
+// layer `owner` (layers/layer.hpp's tied_param); user < 0: none.
+struct tie_info {
+  int user = -1, user_param = -1, owner = -1, owner_param = -1;
+  constexpr bool any() const { return user >= 0; }
+  constexpr bool is_user(int layer, int k) const { return layer == user && k == user_param; }
+};
+
 struct layer_plan {
   layer_desc desc{};
   int taskgraph = 0;

@@ -63,6 +63,24 @@ constexpr std::array<long long, 2> range_of(const Tables& t, int s, int g, Take&
   return {lo, hi};
 }
 
+// Where a bucket starting at element `off` of group g on stage s ends, `stop` unless a
+// tied tensor's copy (plan/sharding.hpp's tie_info) intervenes: each copy is one bucket of
+// its own, so that both copies are chunked alike under ZeRO and their reduced gradients
+// can be summed chunk by chunk.
+template <class P, class Tables>
+constexpr long long bucket_stop(const Tables& t, int s, int g, long long off, long long stop) {
+  if (!P::tie.any()) return stop;
+  const std::array<std::array<int, 2>, 2> copies{{{P::tie.owner, P::tie.owner_param}, {P::tie.user, P::tie.user_param}}};
+  for (const auto& [i, k] : copies) {
+    if (P::stage_of_part(P::layer_plans[idx(i)].part) != s) continue;
+    const tensor_place& tp = t.params[idx(i)][idx(k)];
+    if (tp.group != g || tp.size == 0) continue;
+    if (off >= tp.offset && off < tp.offset + tp.size) return tp.offset + tp.size;  // the copy, whole
+    if (tp.offset > off && tp.offset < stop) stop = tp.offset;
+  }
+  return stop;
+}
+
 // Cuts each stage's groups into buckets; `final_bwd[part]` is the position of the part's
 // final backward (B, or W when split) in its stage's program.
 template <class P, class Tables>
@@ -78,8 +96,11 @@ constexpr void cut_buckets(Tables& t, const std::array<int, static_cast<std::siz
         for (int tg = 0; tg < P::num_taskgraphs; ++tg) {
           const auto [lo, hi] =
               range_of<P>(t, s, g, [&](int i, const tensor_place&) { return P::layer_plans[idx(i)].taskgraph == tg; });
-          for (long long off = lo; off < hi; off += chunk)
-            add(bucket{g, g == 1 ? group_axis::part_data : group_axis::data, off, chunk < hi - off ? chunk : hi - off, -1, tg});
+          for (long long off = lo; off < hi;) {
+            const long long stop = bucket_stop<P>(t, s, g, off, off + chunk < hi ? off + chunk : hi);
+            add(bucket{g, g == 1 ? group_axis::part_data : group_axis::data, off, stop - off, -1, tg});
+            off = stop;
+          }
         }
       } else {
         // the group's chunks, cut again where the reduction axis changes
@@ -87,7 +108,7 @@ constexpr void cut_buckets(Tables& t, const std::array<int, static_cast<std::siz
           const auto [lo, hi] = range_of<P>(t, s, g, [&](int, const tensor_place& tp) { return tp.axis == a; });
           for (long long off = lo; off < hi;) {
             const long long end = (off / chunk + 1) * chunk;
-            const long long stop = end < hi ? end : hi;
+            const long long stop = bucket_stop<P>(t, s, g, off, end < hi ? end : hi);
             add(bucket{g, a, off, stop - off, -1, -1});
             off = stop;
           }

@@ -14,6 +14,8 @@
 //    after the writes of its tensors and before its slot is opened again;
 //    otherwise every bucket is reduced exactly once per step, after the last write of
 //    any of its tensors;
+//  * a tied tensor's copies are summed once per step, as the last action of the stages
+//    holding them, after every reduction: the pair of stages meet there and nowhere else;
 //  * the update applies every group once and (Zero<1/2>) gathers every bucket after it.
 #include <array>
 #include <cstddef>
@@ -33,6 +35,7 @@ enum class flaw : unsigned char {
   bucket_early,      // a bucket reduced before a write of one of its tensors
   bucket_count,      // a bucket reduced too often or not at all
   slot_unreduced,    // a gradient slot opened again before its buckets were reduced
+  tie,               // a tied tensor's sum missing, repeated, or not the stage's last action
   update             // the update program misses or repeats a group or gather
 };
 
@@ -154,6 +157,15 @@ struct device_check_of {
             dirty[idx(b)] = true;
           }
     }
+    // the tied copies' sum: once, last, on the stages holding a copy (training only)
+    int ties = 0;
+    for (int i = 0; i < n; ++i)
+      if (list.at(s, i).kind == act::tie_grads) {
+        ++ties;
+        if (i != n - 1 || a_finish_before(list, s, i) == false) return bad(flaw::tie, i);
+      }
+    const bool holds = s == D::tie_owner_stage || s == D::tie_user_stage;
+    if (ties != (training && holds ? 1 : 0)) return bad(flaw::tie, n);
     if (!training) return proof{};
     // every bucket reduced: once per step, or under Zero<2/3> once per backward of its part
     for (int b = 0; b < T.num_buckets[idx(s)]; ++b) {
@@ -185,6 +197,12 @@ struct device_check_of {
     for (int b = 0; b < T.num_buckets[idx(s)]; ++b)
       if (gathered[idx(b)] != (gathers ? 1 : 0)) return bad(flaw::update, u.length[idx(s)]);
     return proof{};
+  }
+
+  // Whether a finish of the reductions comes right before action i.
+  template <class List>
+  static constexpr bool a_finish_before(const List& list, int s, int i) {
+    return i > 0 && list.at(s, i - 1).kind == act::finish_reductions;
   }
 
   template <class List, class Prog>

@@ -172,7 +172,11 @@ struct device_program_of {
           break;
         }
         case sched::op::reduce_grads:
-          if (training) emit(action{.kind = act::finish_reductions, .every_pass = false});
+          if (training) {
+            emit(action{.kind = act::finish_reductions, .every_pass = false});
+            // a tied tensor's copies on this stage (both, or one of a pair of stages)
+            if (holds_tie(s)) emit(action{.kind = act::tie_grads, .index = P::tie.user, .every_pass = false});
+          }
           break;
         case sched::op::optimizer_step: break;  // the update program, run once the loss is known
       }
@@ -180,6 +184,18 @@ struct device_program_of {
     mark(prog.length[idx(s)]);
   }
 
+  // Whether stage s holds a copy of the tied tensor (the owner's or the user's).
+  static constexpr bool holds_tie(int s) {
+    return P::tie.any() && (P::stage_of_part(P::layer_plans[idx(P::tie.owner)].part) == s ||
+                            P::stage_of_part(P::layer_plans[idx(P::tie.user)].part) == s);
+  }
+
+ public:
+  // The stages holding the tied tensor's copies (equal: one stage holds both), or −1.
+  static constexpr int tie_owner_stage = P::tie.any() ? P::stage_of_part(P::layer_plans[idx(P::tie.owner)].part) : -1;
+  static constexpr int tie_user_stage = P::tie.any() ? P::stage_of_part(P::layer_plans[idx(P::tie.user)].part) : -1;
+
+ private:
   // Layer calls with parameters in stage s's expansion of `prog` (its weight reads).
   template <class Prog>
   static constexpr int count_reads(int s, const Prog& prog) {

@@ -57,6 +57,7 @@ enum class act : unsigned char {
   reduce_bucket,     // a gradient bucket all-reduced, or its chunks reduce-scattered and tail all-reduced (index: bucket)
   shard_bucket,      // Zero<2/3>: this device's reduced chunk and tail added into its gradient shard (index: bucket)
   finish_reductions, // later work waits for every reduction
+  tie_grads,         // a tied tensor's copies: their reduced gradients summed into each (index: layer of the copy)
   // the update, after the loss is known
   apply_group,       // the optimizer update of one ApplyGroups group          (index: group)
   gather_bucket,     // Zero<1/2>: the updated chunks of a bucket all-gathered into the masters (index: bucket)
@@ -86,6 +87,7 @@ constexpr std::string_view to_string(act a) {
     case act::reduce_bucket: return "reduce-bucket";
     case act::shard_bucket: return "shard-bucket";
     case act::finish_reductions: return "finish-reductions";
+    case act::tie_grads: return "tie-grads";
     case act::apply_group: return "apply-group";
     case act::gather_bucket: return "gather-bucket";
     case act::refresh_weights: return "refresh-weights";

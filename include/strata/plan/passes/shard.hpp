@@ -52,9 +52,54 @@ struct shard_pass : S {
     }
     return diagnosis{rule_id::sequence_parallel, first_split};
   }();
+  // ---- a tied parameter (layers/layer.hpp's tied_param) ---------------------------------------
+  // The user's parameter and its owner: the one other layer of the owner's role whose
+  // parameter has the same shape, cut alike on every device (rules [tied-owner],
+  // [tied-once], [tied-shards]).
+  struct tie_result {
+    tie_info tie{};
+    diagnosis diag{};
+  };
+  static constexpr tie_result tie_found = [] {
+    tie_result r{};
+    const auto& L = sharded.layers;
+    for (int i = 0; i < num_layers; ++i) {
+      const tied_param tp = L[idx(i)].desc.tie;
+      if (tp.param < 0 || tp.param >= L[idx(i)].desc.num_params) continue;
+      if (r.tie.user >= 0) {
+        r.diag = first_of(r.diag, diagnosis{rule_id::tied_once, i, r.tie.user});
+        continue;
+      }
+      r.tie.user = i;
+      r.tie.user_param = tp.param;
+      int matches = 0;
+      for (int o = 0; o < num_layers; ++o) {
+        const layer_desc& od = L[idx(o)].desc;
+        if (o == i || od.role != tp.owner || tp.owner_param >= od.num_params) continue;
+        if (!(od.params[idx(tp.owner_param)].shape == L[idx(i)].desc.params[idx(tp.param)].shape)) continue;
+        ++matches;
+        r.tie.owner = o;
+        r.tie.owner_param = tp.owner_param;
+      }
+      if (matches != 1) {
+        r.diag = first_of(r.diag, diagnosis{rule_id::tied_owner, i, matches});
+        r.tie = {};
+        continue;
+      }
+      const int o = r.tie.owner;
+      bool alike = L[idx(o)].local_params[idx(r.tie.owner_param)] == L[idx(i)].local_params[idx(tp.param)];
+      for (int d = 0; d < S::part_devices; ++d)
+        alike = alike && detail::param_block(L[idx(o)], r.tie.owner_param, mode, mesh.features, d) ==
+                             detail::param_block(L[idx(i)], tp.param, mode, mesh.features, d);
+      if (!alike) r.diag = first_of(r.diag, diagnosis{rule_id::tied_shards, i, o});
+    }
+    return r;
+  }();
+  static constexpr tie_info tie = tie_found.diag.ok() ? tie_found.tie : tie_info{};
+
   // The first sharding rule a layer or the pass found broken, raised once the structure
   // and shapes are known to hold.
-  static constexpr diagnosis shard_diag = first_of(sharded.violation, sequence_parallel_diag);
+  static constexpr diagnosis shard_diag = first_of(first_of(sharded.violation, sequence_parallel_diag), tie_found.diag);
   static_assert(sizeof(raised<structure_diag.ok() && model_diag.ok() ? shard_diag.id : rule_id::ok, shard_diag.a,
                               shard_diag.b, shard_diag.c, shard_diag.d>) != 0);
 

@@ -61,6 +61,20 @@ using T2D = blocks<Split, 4, MicroBatch<8>, Tensor2D>;
 using T1D = blocks<Split, 4, MicroBatch<8>>;
 using BDP4 = blocks<Replicate, 1, MicroBatch<2>>;
 
+// tied embeddings (TiedHead): a copy of the table per pipeline stage, stored once
+template <template <int, class...> class Strategy, int N, class... Extra>
+using tied_pipe = Plan<Pipeline<Strategy<N, Embedding<small_gpt::V, small_gpt::D>, PositionEmbedding<small_gpt::S, small_gpt::D>,
+                                         small_gpt::Attn, small_gpt::MLP>,
+                                Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>,
+                                         TiedHead<small_gpt::V, small_gpt::D>>>,
+                       Input<small_gpt::S>, small_gpt::CE, Extra...>;
+using TIED_PP2_TP2 = tied_pipe<Split, 2, MicroBatch<2>, NumMicroBatch<4>, SequenceParallel>;
+using TIED_DP2_PP2_Z1 = tied_pipe<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>, Zero<1>>;
+using TIED_DP4 = Plan<Replicate<1, Embedding<small_gpt::V, small_gpt::D>, PositionEmbedding<small_gpt::S, small_gpt::D>,
+                                Repeat<2, small_gpt::Attn, small_gpt::MLP>, LayerNorm<small_gpt::D>,
+                                TiedHead<small_gpt::V, small_gpt::D>>,
+                      Input<small_gpt::S>, small_gpt::CE, MicroBatch<2>>;
+
 const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
 const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 6},
                               .decay = decay_on::matrices,
@@ -205,6 +219,25 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");
   reshard<T2D, T1D, true>("2D q=2 -> TP4 (GPT blocks)");
   reshard<BDP4, T2D, false>("DP4 -> 2D q=2 (GPT blocks)");
+}
+
+TEST_CASE("a tied table is stored once and loads into both copies under any plan") {
+  resume<TIED_PP2_TP2>("tied, PP2 x TP2 + SP (a copy per stage)");
+  resume<TIED_DP2_PP2_Z1>("tied, DP2 x PP2 ZeRO-1");
+  reshard<TIED_PP2_TP2, TIED_DP4, true>("tied, PP2 x TP2 + SP -> DP4 (one stage)");
+  reshard<TIED_DP4, TIED_DP2_PP2_Z1, false>("tied, DP4 -> DP2 x PP2 ZeRO-1");
+  // the index names the Embedding's table and nothing of the head's copy
+  const std::string dir = shared_dir("tied");
+  cleanup c{dir};
+  run<TIED_PP2_TP2> r;
+  r.step(0);
+  r.t.save_checkpoint(dir);
+  if (W().rank() == 0) {
+    std::ifstream in(dir + "/index.json");
+    const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(index.find(".Embedding.table.shard0of2") != std::string::npos);
+    CHECK(index.find("TiedHead.table.shard") == std::string::npos);
+  }
 }
 
 TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored") {

@@ -14,7 +14,8 @@
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
-#include "gpt/reference.hpp"  // the main job's plain float64 GPT (examples/gpt/)
+#include "gpt/reference.hpp"  // the GPT job's plain float64 GPT (examples/gpt/)
+#include "llama/reference.hpp"  // the main job's plain float64 Llama (examples/llama/)
 
 using namespace strata;
 
@@ -114,6 +115,40 @@ TEST_CASE("GPT forward equals a naive float64 reference") {
     for (int k = 0; k < S; ++k) x[std::size_t(k)] = tokens[std::size_t(k)], y[std::size_t(k)] = tokens[std::size_t(k) + 1];
     const double strata_loss = t.evaluate({.inputs = x, .labels = y, .samples = 3}, 1).loss;
     const double reference = gpt_reference::window_loss(cfg, p, tokens.data());
+    CHECK(std::abs(strata_loss - reference) < 1e-12 * std::abs(reference));
+  }
+}
+
+// A Llama-style decoder (RMSNorm, rotary attention, SwiGLU, a tied head) against the main
+// job's float64 reference (examples/llama/reference.hpp), every sequence's mean loss.
+TEST_CASE("Llama forward equals the naive float64 reference") {
+  constexpr int LV = 37, LS = 7, LD = 16, LH = 4;
+  using LAttn = Residual<RMSNorm<LD>, CausalSelfAttention<LD, LH, LS, 10000>>;
+  using LMlp = Residual<RMSNorm<LD>, SwiGLU<LD, 24>>;
+  using Llama = Plan<Replicate<1, Embedding<LV, LD>, Repeat<2, LAttn, LMlp>, RMSNorm<LD>, TiedHead<LV, LD>>, Input<LS>,
+                     Loss<SoftmaxCrossEntropy>, MicroBatch<2>>;
+  auto w = local_world<Host>();
+  auto t = make_trainer<Llama, double>(w, SGD{}, 23);
+  auto p = t.gather_parameters();
+  std::mt19937_64 g(5);
+  std::normal_distribution<double> nd(0.0, 0.5);
+  for (auto& layer : p)
+    for (auto& tensor : layer)
+      for (auto& v : tensor) v += nd(g);
+  p[Llama::tie.user][0] = p[Llama::tie.owner][0];  // one table
+  t.set_parameters(p);
+  std::vector<std::string> names;
+  for (const auto& lp : Llama::layer_plans) names.emplace_back(lp.desc.name);
+  const llama_reference::config cfg{.vocab = LV, .d = LD, .heads = LH, .kv_heads = LH, .hidden = 24, .norm_eps = 1e-5,
+                                    .rope_base = 10000};
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<int> tokens(LS + 1);
+    for (auto& b : tokens) b = static_cast<int>(g() % LV);
+    std::vector<double> x(2 * LS, 0.0);
+    std::vector<std::int32_t> y(2 * LS, 0);
+    for (int k = 0; k < LS; ++k) x[std::size_t(k)] = tokens[std::size_t(k)], y[std::size_t(k)] = tokens[std::size_t(k) + 1];
+    const double strata_loss = t.evaluate({.inputs = x, .labels = y, .samples = 2}, 1).loss;
+    const double reference = llama_reference::window_loss(cfg, p, names, tokens.data(), LS);
     CHECK(std::abs(strata_loss - reference) < 1e-12 * std::abs(reference));
   }
 }

@@ -3,7 +3,9 @@
 // attention (flash_attention_forward / flash_attention_backward)
 // against a naive float64 attention that forms every score matrix: odd lengths and head
 // sizes that cross the tiles, causal and not, query and key blocks at global positions
-// (q0, k0) as context parallelism passes them; the backward against finite differences.
+// (q0, k0) as context parallelism passes them, groups of query items sharing a key/value
+// item (grouped-query attention: dk and dv summed over the group); the backward against
+// finite differences.
 #include "kernel_suite_common.hpp"
 
 namespace kernel_suite {
@@ -12,21 +14,29 @@ struct flash_case {
   std::size_t items, q_len, k_len, dh;
   long long q0, k0;
   bool causal;
+  std::size_t group = 1;  // query items per key/value item
   std::string name() const {
     return std::to_string(items) + "x" + std::to_string(q_len) + "x" + std::to_string(k_len) + "x" +
-           std::to_string(dh) + " at " + std::to_string(q0) + "/" + std::to_string(k0) + (causal ? " causal" : "");
+           std::to_string(dh) + " at " + std::to_string(q0) + "/" + std::to_string(k0) + (causal ? " causal" : "") +
+           (group > 1 ? " group " + std::to_string(group) : "");
   }
   strata::backend::flash_shape shape() const {
-    return {.items = items, .q_len = q_len, .k_len = k_len, .dh = dh, .q0 = q0, .k0 = k0,
+    return {.items = items, .group = group, .q_len = q_len, .k_len = k_len, .dh = dh, .q0 = q0, .k0 = k0,
             .scale = 1.0 / std::sqrt(double(dh)), .causal = causal};
   }
+  std::size_t kv_items() const { return items / group; }
+  // query item b reads key/value item b mod kv_items (flash_shape's rule, written again)
+  std::size_t kv_of(std::size_t b) const { return b % kv_items(); }
   bool sees(std::size_t i, std::size_t j) const { return !causal || k0 + (long long)j <= q0 + (long long)i; }
 };
 inline const std::vector<flash_case> kFlashCases = {
     {1, 1, 1, 1, 0, 0, false},     {1, 1, 1, 1, 0, 0, true},      {3, 37, 37, 16, 0, 0, false},
     {3, 37, 37, 16, 0, 0, true},   {2, 70, 70, 24, 0, 0, true},   {1, 130, 130, 64, 0, 0, true},
     {2, 97, 97, 80, 0, 0, false},  {2, 33, 97, 8, 64, 0, true},   {2, 40, 40, 12, 40, 0, true},
-    {2, 40, 40, 12, 40, 40, true}, {2, 65, 129, 32, 128, 64, true}};
+    {2, 40, 40, 12, 40, 40, true}, {2, 65, 129, 32, 128, 64, true},
+    // grouped-query (6 query items on 2 kv items, ...) and multi-query (every item on one)
+    {6, 37, 37, 16, 0, 0, false, 3}, {4, 70, 70, 24, 0, 0, true, 2},  {4, 33, 97, 8, 64, 0, true, 4},
+    {8, 65, 129, 32, 128, 64, true, 4}, {3, 130, 130, 64, 0, 0, true, 3}};
 
 // o[i] = Σ_j softmax_j(scale q_i·k_j) v_j over the keys i sees; lse[i] = log Σ_j exp(…).
 struct flash_ref {
@@ -37,13 +47,14 @@ inline flash_ref ref_flash_forward(const flash_case& c, const std::vector<double
   const double scale = c.shape().scale;
   flash_ref r{std::vector<double>(c.items * c.q_len * c.dh), std::vector<double>(c.items * c.q_len)};
   for (std::size_t b = 0; b < c.items; ++b)
-    for (std::size_t i = 0; i < c.q_len; ++i) {
+    for (std::size_t i = 0, kb = c.kv_of(b); i < c.q_len; ++i) {
       std::vector<double> s(c.k_len, -INFINITY);
       double m = -INFINITY;
       for (std::size_t j = 0; j < c.k_len; ++j)
         if (c.sees(i, j)) {
           double d = 0;
-          for (std::size_t x = 0; x < c.dh; ++x) d += q[(b * c.q_len + i) * c.dh + x] * k[(b * c.k_len + j) * c.dh + x];
+          for (std::size_t x = 0; x < c.dh; ++x)
+            d += q[(b * c.q_len + i) * c.dh + x] * k[(kb * c.k_len + j) * c.dh + x];
           s[j] = scale * d;
           m = std::max(m, s[j]);
         }
@@ -53,7 +64,7 @@ inline flash_ref ref_flash_forward(const flash_case& c, const std::vector<double
       for (std::size_t j = 0; j < c.k_len; ++j)
         if (c.sees(i, j))
           for (std::size_t x = 0; x < c.dh; ++x)
-            r.o[(b * c.q_len + i) * c.dh + x] += std::exp(s[j] - m) / sum * v[(b * c.k_len + j) * c.dh + x];
+            r.o[(b * c.q_len + i) * c.dh + x] += std::exp(s[j] - m) / sum * v[(kb * c.k_len + j) * c.dh + x];
     }
   return r;
 }
@@ -68,22 +79,22 @@ inline flash_grads ref_flash_backward(const flash_case& c, const std::vector<dou
   const double scale = c.shape().scale;
   flash_grads r{std::vector<double>(q.size()), std::vector<double>(k.size()), std::vector<double>(v.size())};
   for (std::size_t b = 0; b < c.items; ++b)
-    for (std::size_t i = 0; i < c.q_len; ++i) {
+    for (std::size_t i = 0, kb = c.kv_of(b); i < c.q_len; ++i) {
       const double* qi = &q[(b * c.q_len + i) * c.dh];
       const double* gi = &g[(b * c.q_len + i) * c.dh];
       double delta = 0;
       for (std::size_t x = 0; x < c.dh; ++x) delta += gi[x] * o[(b * c.q_len + i) * c.dh + x];
       for (std::size_t j = 0; j < c.k_len; ++j) {
         if (!c.sees(i, j)) continue;
-        const double* kj = &k[(b * c.k_len + j) * c.dh];
-        const double* vj = &v[(b * c.k_len + j) * c.dh];
+        const double* kj = &k[(kb * c.k_len + j) * c.dh];
+        const double* vj = &v[(kb * c.k_len + j) * c.dh];
         double s = 0, dp = 0;
         for (std::size_t x = 0; x < c.dh; ++x) s += qi[x] * kj[x], dp += gi[x] * vj[x];
         const double p = std::exp(scale * s - lse[b * c.q_len + i]), ds = p * (dp - delta);
         for (std::size_t x = 0; x < c.dh; ++x) {
-          r.dv[(b * c.k_len + j) * c.dh + x] += p * gi[x];
+          r.dv[(kb * c.k_len + j) * c.dh + x] += p * gi[x];  // summed over the group
           r.dq[(b * c.q_len + i) * c.dh + x] += scale * ds * kj[x];
-          r.dk[(b * c.k_len + j) * c.dh + x] += scale * ds * qi[x];
+          r.dk[(kb * c.k_len + j) * c.dh + x] += scale * ds * qi[x];
         }
       }
     }
@@ -96,8 +107,8 @@ TEST_CASE_TEMPLATE("kernels: flash_attention_forward against naive float64 atten
   rng g(740);
   for (const flash_case& c : kFlashCases) {
     const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
-    const auto kv = g.uniform<T>(c.items * c.k_len * c.dh, -2, 2);
-    const auto vv = g.uniform<T>(c.items * c.k_len * c.dh);
+    const auto kv = g.uniform<T>(c.kv_items() * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.kv_items() * c.k_len * c.dh);
     const flash_ref ref = ref_flash_forward(c, widen(qv), widen(kv), widen(vv));
     auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
     auto o = poisoned<T>(q, ref.o.size());
@@ -115,8 +126,8 @@ TEST_CASE_TEMPLATE("kernels: flash_attention_backward against naive float64 atte
   rng g(750);
   for (const flash_case& c : kFlashCases) {
     const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
-    const auto kv = g.uniform<T>(c.items * c.k_len * c.dh, -2, 2);
-    const auto vv = g.uniform<T>(c.items * c.k_len * c.dh);
+    const auto kv = g.uniform<T>(c.kv_items() * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.kv_items() * c.k_len * c.dh);
     const auto gv = g.uniform<T>(c.items * c.q_len * c.dh);
     auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dg = to_dev(q, gv);
     auto o = poisoned<T>(q, qv.size());
@@ -143,11 +154,12 @@ TEST_CASE("kernels: flash attention's backward matches finite differences (doubl
   queue_t q;
   rng g(760);
   for (const flash_case& c : {flash_case{2, 9, 9, 3, 0, 0, false}, flash_case{2, 9, 9, 3, 0, 0, true},
-                              flash_case{1, 5, 11, 4, 6, 0, true}}) {
+                              flash_case{1, 5, 11, 4, 6, 0, true}, flash_case{4, 9, 9, 3, 0, 0, true, 2},
+                              flash_case{3, 5, 11, 4, 6, 0, false, 3}}) {
     CAPTURE(c.name());
     std::vector<double> qv = g.uniform<double>(c.items * c.q_len * c.dh, -2, 2);
-    std::vector<double> kv = g.uniform<double>(c.items * c.k_len * c.dh, -2, 2);
-    std::vector<double> vv = g.uniform<double>(c.items * c.k_len * c.dh);
+    std::vector<double> kv = g.uniform<double>(c.kv_items() * c.k_len * c.dh, -2, 2);
+    std::vector<double> vv = g.uniform<double>(c.kv_items() * c.k_len * c.dh);
     const std::vector<double> G = g.uniform<double>(qv.size());
     auto forward = [&](std::vector<double>* lse_out = nullptr) {
       auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
@@ -217,7 +229,8 @@ TEST_CASE_TEMPLATE("kernels: rotary_embedding against float64 rotations, and its
   CHECK_THROWS(rotary_embedding(q, 1, 2, 3, 0, 10000.0, false, d.data()));  // dh odd
 }
 
-TEST_CASE("kernels: flash attention is stable for huge scores and refuses a causal query block before its keys") {
+TEST_CASE("kernels: flash attention is stable for huge scores and refuses a causal query block before its keys, "
+          "and a group that does not divide the items") {
   queue_t q;
   // one item, 2 queries, 2 keys, dh 1: scores of ±3000 (scale 1)
   strata::backend::flash_shape f{.items = 1, .q_len = 2, .k_len = 2, .dh = 1, .scale = 1.0, .causal = false};
@@ -232,6 +245,9 @@ TEST_CASE("kernels: flash attention is stable for huge scores and refuses a caus
   f.causal = true;
   f.q0 = 0;
   f.k0 = 1;
+  CHECK_THROWS(flash_attention_forward(q, f, static_cast<const float*>(dq.data()), static_cast<const float*>(dk.data()),
+                                       static_cast<const float*>(dv.data()), o.data(), lse.data()));
+  f = {.items = 3, .group = 2, .q_len = 2, .k_len = 2, .dh = 1};  // a group must divide the items
   CHECK_THROWS(flash_attention_forward(q, f, static_cast<const float*>(dq.data()), static_cast<const float*>(dk.data()),
                                        static_cast<const float*>(dv.data()), o.data(), lse.data()));
 }

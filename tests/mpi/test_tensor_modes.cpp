@@ -1,5 +1,6 @@
 // Colossal-AI's 2D (SUMMA), 2.5D and 3D tensor parallelism executed on the host: LayerNorm,
-// Linear, activations and the vocabulary-parallel loss on S(0,-1) blocks, each plan
+// Linear, activations and the vocabulary-parallel loss on S(0,-1) blocks (and the Llama
+// blocks under 1D tensor parallelism with sequence parallelism), each plan
 // trained against the same model on one device in float64 (strata::verify::
 // against_one_device: losses, parameters, evaluation, identical replicas, and the bytes of
 // every kind of collective equal to the planner's communication_of on every rank).
@@ -121,6 +122,16 @@ using LlamaMlp = Residual<RMSNorm<D>, SwiGLU<D, 48>>;
 template <int N, int MB, class... Extra>
 using Llama = Plan<Split<N, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, Linear<D, V>>, Input<S>,
                    Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<2>, Extra...>;
+// Llama 3's attention: grouped-query (H = 4 query heads on 2 key/value heads, so each device
+// of a Split<2> holds one kv group), causal, rotary, no biases.
+using GqaAttn = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S>>;
+template <int N, int MB, class... Extra>
+using LlamaGqa = Plan<Split<N, Embedding<V, D>, Repeat<2, GqaAttn, LlamaMlp>, RMSNorm<D>, Linear<D, V>>, Input<S>,
+                      Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<2>, Extra...>;
+// ... and on a 2D or 3D mesh (q = 2: a kv group per feature block), on float token features
+template <int N, class Mode, int MB>
+using GqaMesh = Plan<Split<N, Repeat<2, GqaAttn, RMlp>, RMSNorm<D>, Linear<D, V>>, Input<S, D>,
+                     Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<2>, Mode>;
 // RMSNorm blocks with sequence parallelism: the rows after the embedding's partial sum split
 using RmsSP = Plan<Split<4, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, RAttn, RMlp>, RMSNorm<D>, Linear<D, V>>,
                    Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<2>, SequenceParallel>;
@@ -129,6 +140,12 @@ using RmsSP = Plan<Split<4, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, 
 TEST_CASE("Llama blocks (RMSNorm, rotary attention, SwiGLU): TP4 + SP, and x DP2") {
   if (world_is(4) || world_is(8)) check<Llama<4, 4, SequenceParallel>>("Llama blocks TP4 + SP (Adam)", adam, 1e-10);
   if (world_is(4)) check<Llama<4, 4, SequenceParallel>, bf16, double>("Llama blocks TP4 + SP, bf16 (SGD)", sgd, 3e-2);
+}
+
+TEST_CASE("Llama 3 blocks (grouped-query attention, no biases): TP2 + SP x DP2, 2D and 3D q=2") {
+  if (world_is(4)) check<LlamaGqa<2, 4, SequenceParallel>>("Llama GQA blocks TP2 + SP x DP2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<GqaMesh<4, Tensor2D, 2>>("Llama GQA blocks 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<GqaMesh<8, Tensor3D, 4>>("Llama GQA blocks 3D q=2 (Adam)", adam, 1e-10);
 }
 
 TEST_CASE("RMSNorm blocks: 1D + SP, 2D, 3D") {

@@ -54,6 +54,39 @@ static_assert(long_context<4096>::peak_activation_bytes(0) == 4 * long_context<1
 static_assert(long_context<16384>::peak_activation_bytes(0) == 4 * long_context<4096>::peak_activation_bytes(0));
 static_assert(long_context<32768>::peak_activation_bytes(0) == 2 * long_context<16384>::peak_activation_bytes(0));
 
+// Grouped-query attention stashes k and v at KVHeads width: 4 query heads on 4 (multi-head),
+// 2 and 1 (multi-query) kv heads of dh = D/H keep Seq · (3·D + 2·KVHeads·dh + H) values, and
+// the plan's peak of activations shrinks with them. The biases change nothing here.
+template <int Seq, int KV>
+using gqa_context = Plan<Replicate<1, Embedding<V, D>, LlamaAttention<D, H, KV, Seq>, LayerNorm<D>, Linear<D, V>>,
+                         Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>>;
+constexpr int dh = D / H;
+static_assert(attention_stash_elems<gqa_context<1024, H>>() == 1024 * (5 * D + H));
+static_assert(attention_stash_elems<gqa_context<1024, 2>>() == 1024 * (3 * D + 2 * 2 * dh + H));
+static_assert(attention_stash_elems<gqa_context<1024, 1>>() == 1024 * (3 * D + 2 * 1 * dh + H));
+static_assert(attention_stash_elems<gqa_context<1024, 1>>() < attention_stash_elems<gqa_context<1024, 2>>() &&
+              attention_stash_elems<gqa_context<1024, 2>>() < attention_stash_elems<gqa_context<1024, H>>());
+static_assert(gqa_context<1024, 1>::peak_activation_bytes(0) < gqa_context<1024, 2>::peak_activation_bytes(0) &&
+              gqa_context<1024, 2>::peak_activation_bytes(0) < gqa_context<1024, H>::peak_activation_bytes(0));
+static_assert(attention_stash_elems<gqa_context<4096, 2>>() == 4 * attention_stash_elems<gqa_context<1024, 2>>());
+// ... and the smaller projection: w_qkv [D, (H + 2·KV)·dh], no b_qkv, fewer FLOPs
+static_assert(LlamaAttention<D, H, 2, S>::params.size() == 2 &&
+              LlamaAttention<D, H, 2, S>::params[0].shape == shape_v<D, (H + 2 * 2) * dh>);
+static_assert(CausalSelfAttention<D, H, S>::forward_flops(shape_v<S, D>) -
+                  LlamaAttention<D, H, 2, S>::forward_flops(shape_v<S, D>) ==
+              2LL * S * D * (3 * D - (H + 2 * 2) * dh));
+// the cost model's QKV GEMM per device under Split<2>: (H + 2·KV)·dh / 2 columns
+static_assert(LlamaAttention<D, H, 2, S>::gemms({.rows = S, .n = 2, .sig = signature::head_parallel}).gemm[0].n ==
+              (H + 2 * 2) * dh / 2);
+// Under Split<2> each device holds one kv group: w_qkv [D, (H + 2·KV)·dh / 2], its stash half.
+using gqa_tp =
+    Plan<Split<2, Embedding<V, D>, Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S>>, RMSNorm<D>, Linear<D, V>>,
+         Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>>;
+static_assert(gqa_tp::layer_plans[3].sig == signature::head_parallel);
+static_assert(gqa_tp::layer_plans[3].local_params[0] == shape_v<D, (H + 2 * 2) * dh / 2>);
+static_assert(gqa_tp::layer_plans[3].local_params[1] == shape_v<D / 2, D>);
+static_assert(attention_stash_elems<gqa_tp>() == 4 * S * (3 * D + 2 * 2 * dh + H) / 2);
+
 // Megatron's sequence parallelism: those regions hold 1/N of their activations.
 static_assert(row_region_elems<gpt<2>>() > 0);
 static_assert(row_region_elems<gpt<2, SequenceParallel>>() * 2 == row_region_elems<gpt<2>>());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "central_difference.hpp"
@@ -85,9 +86,10 @@ struct layer_call {
   }
 };
 
-// Checks dx and every parameter gradient of layer L on `rows` × in_shape inputs.
+// Checks dx and every parameter gradient of layer L on `rows` × in_shape inputs; returns
+// the worst relative error.
 template <class L>
-void check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss_io<double>* loss = nullptr,
+double check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss_io<double>* loss = nullptr,
                  bool check_dx = true) {
   harness h;
   const layer_desc desc = describe<L>();
@@ -142,17 +144,22 @@ void check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss
     }
     return std::sqrt(num / std::max(den, 1e-300));
   };
+  double worst = 0;
   if (check_dx) {
     std::vector<double> num(nx);
     for (std::size_t i = 0; i < nx; ++i) num[i] = fd(x[i]);
-    CHECK(rel_err(dx, num) < 1e-6);
+    worst = rel_err(dx, num);
+    CHECK(worst < 1e-6);
   }
   for (std::size_t k = 0; k < params.size(); ++k) {
     std::vector<double> num(params[k].size());
     for (std::size_t i = 0; i < num.size(); ++i) num[i] = fd(params[k][i]);
     INFO("parameter " << k << " of " << desc.name);
-    CHECK(rel_err(grads[k], num) < 1e-6);
+    const double e = rel_err(grads[k], num);
+    CHECK(e < 1e-6);
+    worst = std::max(worst, e);
   }
+  return worst;
 }
 
 }  // namespace
@@ -252,6 +259,152 @@ TEST_CASE("MultiHeadAttention and CausalSelfAttention") {
   // rotary positions (Llama): q and k rotated by position, the backward through the rotation
   check_layer<layers::CausalSelfAttention<8, 2, 5, 10000>>(shape_v<5, 8>, 2 * 5, h.rand(2 * 5 * 8));
   check_layer<layers::MultiHeadAttention<8, 2, 4, false, 100>>(shape_v<4, 8>, 3 * 4, h.rand(3 * 4 * 8));
+}
+
+namespace {
+// Grouped-query attention written out in float64 from the documented parameter layout (the
+// one a Hugging Face export reads): per token qkv = x·w_qkv (+ b_qkv), whose columns for kv
+// group g are its G query heads g·G … g·G+G−1, then k_g, then v_g, dh each; rotary
+// positions on q and k (pair (i, i + dh/2) by pos·base^(−2i/dh)); softmax(q·k/√dh) v per
+// query head with its group's k and v; the context rows in head order, ·w_out (+ b_out).
+template <class L>
+std::vector<double> ref_attention(const std::vector<double>& x, std::size_t seqs,
+                                  const std::vector<std::vector<double>>& p) {
+  constexpr std::size_t D = L::features, S = L::seq, H = L::heads, KV = L::kv_heads, G = H / KV, dh = D / H;
+  constexpr std::size_t W = (H + 2 * KV) * dh;
+  const std::vector<double>& w_out = p[L::has_bias ? 2 : 1];
+  std::vector<double> y(seqs * S * D);
+  for (std::size_t sq = 0; sq < seqs; ++sq) {
+    std::vector<double> qkv(S * W), ctx(S * D);
+    for (std::size_t t = 0; t < S; ++t)
+      for (std::size_t c = 0; c < W; ++c) {
+        double a = L::has_bias ? p[1][c] : 0.0;
+        for (std::size_t i = 0; i < D; ++i) a += x[(sq * S + t) * D + i] * p[0][i * W + c];
+        qkv[t * W + c] = a;
+      }
+    auto at = [&](std::size_t t, std::size_t col0, std::size_t i) {  // a head's element i at token t, rotated
+      const double* h = &qkv[t * W + col0];
+      if (L::rope_base == 0) return h[i];
+      const std::size_t j = i % (dh / 2);
+      const double th = double(t) * std::pow(double(L::rope_base), -2.0 * double(j) / double(dh));
+      return i < dh / 2 ? h[j] * std::cos(th) - h[j + dh / 2] * std::sin(th)
+                        : h[j + dh / 2] * std::cos(th) + h[j] * std::sin(th);
+    };
+    for (std::size_t hd = 0; hd < H; ++hd) {
+      const std::size_t g = hd / G, qc = g * (G + 2) * dh + (hd % G) * dh, kc = g * (G + 2) * dh + G * dh, vc = kc + dh;
+      for (std::size_t i = 0; i < S; ++i) {
+        const std::size_t n = L::causal ? i + 1 : S;
+        std::vector<double> e(n);
+        double m = -INFINITY, sum = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          double d = 0;
+          for (std::size_t k = 0; k < dh; ++k) d += at(i, qc, k) * at(j, kc, k);
+          e[j] = d / std::sqrt(double(dh));
+          m = std::max(m, e[j]);
+        }
+        for (std::size_t j = 0; j < n; ++j) sum += (e[j] = std::exp(e[j] - m));
+        for (std::size_t j = 0; j < n; ++j)
+          for (std::size_t k = 0; k < dh; ++k) ctx[i * D + hd * dh + k] += e[j] / sum * qkv[j * W + vc + k];
+      }
+    }
+    for (std::size_t t = 0; t < S; ++t)
+      for (std::size_t o = 0; o < D; ++o) {
+        double a = L::has_bias ? p[3][o] : 0.0;
+        for (std::size_t i = 0; i < D; ++i) a += ctx[t * D + i] * w_out[i * D + o];
+        y[(sq * S + t) * D + o] = a;
+      }
+  }
+  return y;
+}
+
+// Layer L's forward on `seqs` random sequences against ref_attention; the worst difference.
+template <class L>
+double attention_forward_error(harness& h, std::size_t seqs) {
+  const layer_desc desc = describe<L>();
+  layer_call<L> call(L::in_shape, seqs * L::seq);
+  std::vector<std::vector<double>> params, grads;
+  for (int k = 0; k < desc.num_params; ++k) {
+    const auto n = static_cast<std::size_t>(desc.params[static_cast<std::size_t>(k)].shape.numel());
+    params.push_back(h.rand(n, 0.5));
+    grads.emplace_back(n, 0.0);
+  }
+  const std::vector<double> x = h.rand(seqs * L::seq * L::features);
+  std::vector<double> y(x.size());
+  ctx_t c = call.context(h, params, grads);
+  c.x = x.data();
+  c.y = y.data();
+  L::forward(c);
+  const std::vector<double> want = ref_attention<L>(x, seqs, params);
+  double worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(y[i] - want[i]));
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("grouped-query attention's forward against its parameter layout written out") {
+  harness h;
+  using layers::MultiHeadAttention;
+  double worst = 0;
+  for (double e : {attention_forward_error<MultiHeadAttention<12, 6, 5, false, 0, 2>>(h, 2),
+                   attention_forward_error<MultiHeadAttention<12, 6, 5, true, 0, 3, false>>(h, 2),
+                   attention_forward_error<MultiHeadAttention<12, 3, 5, true, 100>>(h, 2),  // KVHeads == Heads
+                   attention_forward_error<layers::LlamaAttention<16, 4, 2, 7>>(h, 3),
+                   attention_forward_error<layers::LlamaAttention<16, 4, 1, 7, 500000>>(h, 1)})
+    worst = std::max(worst, e);
+  MESSAGE("grouped-query attention forward: worst difference from the written-out layout " << worst);
+  CHECK(worst < 1e-12);
+}
+
+TEST_CASE("grouped-query and multi-query attention, with and without biases") {
+  // D 12, 6 heads of 2: 3 kv heads (groups of 2), 2 (groups of 3), 1 (multi-query); the
+  // backward sums each kv head's dk, dv over its group
+  harness h;
+  using layers::MultiHeadAttention;
+  double worst = 0;
+  auto run = [&](double e) { worst = std::max(worst, e); };
+  run(check_layer<MultiHeadAttention<12, 6, 4, false, 0, 3>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12)));
+  run(check_layer<MultiHeadAttention<12, 6, 4, true, 0, 2>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12)));
+  run(check_layer<MultiHeadAttention<12, 6, 4, true, 0, 1>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12)));
+  run(check_layer<MultiHeadAttention<12, 6, 4, false, 0, 1, false>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12)));
+  run(check_layer<MultiHeadAttention<12, 6, 4, false, 0, 6, false>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12)));
+  // rotary positions on q (6 heads) and k (kv heads), causal and not
+  run(check_layer<MultiHeadAttention<16, 4, 5, false, 100, 2>>(shape_v<5, 16>, 2 * 5, h.rand(2 * 5 * 16)));
+  run(check_layer<MultiHeadAttention<16, 4, 5, true, 100, 1, true>>(shape_v<5, 16>, 2 * 5, h.rand(2 * 5 * 16)));
+  run(check_layer<layers::LlamaAttention<16, 4, 2, 5>>(shape_v<5, 16>, 2 * 5, h.rand(2 * 5 * 16)));
+  run(check_layer<layers::LlamaAttention<16, 4, 1, 5, 500000>>(shape_v<5, 16>, 2 * 5, h.rand(2 * 5 * 16)));
+  MESSAGE("grouped-query attention: worst relative error against finite differences " << worst);
+  // zero-bubble halves: backward_data (dx, the QKV rows' gradient kept in weight_keep values)
+  // then backward_weights give backward's gradients
+  using L = layers::LlamaAttention<16, 4, 2, 5>;
+  const std::size_t rows = 2 * 5;
+  std::vector<std::vector<double>> params{h.rand(16 * 32, 0.5), h.rand(16 * 16, 0.5)};
+  const std::vector<double> x = h.rand(rows * 16), dy = h.rand(rows * 16);
+  auto grads_of = [&](bool halves) {
+    layer_call<L> call(shape_v<5, 16>, rows);
+    std::vector<std::vector<double>> g{std::vector<double>(16 * 32), std::vector<double>(16 * 16)};
+    std::vector<double> y(rows * 16), dx(rows * 16), keep(static_cast<std::size_t>(call.m.weight_keep));
+    ctx_t c = call.context(h, params, g);
+    c.x = x.data();
+    c.y = y.data();
+    L::forward(c);
+    c.dy = dy.data();
+    c.dx = dx.data();
+    c.keep = keep.data();
+    if (halves) {
+      L::backward_data(c);
+      L::backward_weights(c);
+    } else {
+      L::backward(c);
+    }
+    g.push_back(dx);
+    return g;
+  };
+  CHECK(grads_of(true) == grads_of(false));
+  // the layout: with KVHeads == Heads and biases, exactly MultiHeadAttention's
+  static_assert(std::is_same_v<layers::MultiHeadAttention<12, 6, 4, true, 0, 6, true>,
+                               layers::CausalSelfAttention<12, 6, 4>>);
+  static_assert(layers::LlamaAttention<16, 4, 2, 5>::params.size() == 2);
+  static_assert(layers::LlamaAttention<16, 4, 2, 5>::params[0].shape == shape_v<16, (4 + 2 * 2) * 4>);
 }
 
 TEST_CASE("PositionEmbedding") {

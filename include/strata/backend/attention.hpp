@@ -30,6 +30,7 @@ inline void check_attention(const char* kernel, std::size_t seq, std::size_t hea
 // the first key.
 inline void check_flash(const char* kernel, const flash_shape& f) {
   need(f.q_len > 0 && f.k_len > 0 && f.dh > 0, kernel, "q_len, k_len and dh must be positive");
+  need(f.group > 0 && f.items % f.group == 0, kernel, "group must be positive and divide items");
   need(f.q0 >= 0 && f.k0 >= 0, kernel, "positions must be >= 0");
   need(!f.causal || f.q0 >= f.k0, kernel, "a causal query block before its key block leaves rows with no key");
 }
@@ -106,6 +107,7 @@ void rotary_embedding(Q& q, std::size_t items, std::size_t seq, std::size_t dh, 
 // Flash attention (Dao et al.), forward: for each item and query row i,
 //   s_ij = scale · q_i·k_j over the unmasked keys j, lse_i = log Σ_j exp(s_ij),
 //   o_i = Σ_j exp(s_ij − lse_i) · v_j,
+// k and v those of the item's kv item (flash_shape::kv_item_of: itself unless group > 1),
 // computed over tiles of queries × keys with an online softmax, so memory is the inputs,
 // o and one statistic per row (lse, in L = stat_t<T>); sums in compute_t<T> (float for
 // 16-bit T), o rounded once. Causal tiles wholly above the diagonal are skipped.
@@ -121,9 +123,10 @@ void flash_attention_forward(Q& q, const flash_shape& f, const T* qh, const T* k
 // Backward, recomputing each tile's probabilities p_ij = exp(s_ij − lse_i) from the
 // forward's o and lse: with δ_i = do_i·o_i,
 //   dv_j = Σ_i p_ij do_i,  ds_ij = p_ij (do_i·v_j − δ_i),
-//   dq_i = scale Σ_j ds_ij k_j,  dk_j = scale Σ_i ds_ij q_i.
-// dq, dk and dv are written, not accumulated (one item's rows by one worker: the sums are
-// in a fixed order, so the result is deterministic).
+//   dq_i = scale Σ_j ds_ij k_j,  dk_j = scale Σ_i ds_ij q_i,
+// a kv item's dk and dv summed over the query rows of every item of its group (dk and dv,
+// like k and v, hold items/group items). dq, dk and dv are written, not accumulated (one kv
+// item's rows by one worker: the sums are in a fixed order, so the result is deterministic).
 template <class T, class L, kernel_queue Q>
 void flash_attention_backward(Q& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, const T* o,
                               const T* dout, const L* lse, T* dq, T* dk, T* dv) {

@@ -1,24 +1,29 @@
 #pragma once
-// MultiHeadAttention<D, Heads, Seq, Causal, RopeBase>: self-attention over [Seq, D] with a
-// fused QKV projection and an output projection, optionally causal (a token attends to
-// itself and the tokens before it: GPT), optionally with rotary positions (RopeBase > 0:
-// q and k of each head rotated by their token's position, RoFormer / Llama, base 10000 for
-// Llama 2, 500000 for Llama 3). Under Split<N> heads are divided among devices (Megatron):
-// the QKV projection column-parallel, the output projection row-parallel, so its output
-// is a partial sum the planner reduces once.
+// MultiHeadAttention<D, Heads, Seq, Causal, RopeBase, KVHeads, Bias>: self-attention over
+// [Seq, D] with a fused QKV projection and an output projection, optionally causal (a token
+// attends to itself and the tokens before it: GPT), optionally with rotary positions
+// (RopeBase > 0: q and k of each head rotated by their token's position, RoFormer / Llama,
+// base 10000 for Llama 2, 500000 for Llama 3), optionally grouped-query (KVHeads < Heads:
+// KVHeads key/value heads, each shared by a group of G = Heads/KVHeads query heads, Llama 3 /
+// Mistral; KVHeads == 1 is multi-query), optionally without biases (Bias = false: Llama).
+// Under Split<N> whole key/value groups are divided among devices (Megatron): the QKV
+// projection column-parallel, the output projection row-parallel, so its output is a
+// partial sum the planner reduces once.
 //
-// Parameters: w_qkv [D, 3D] whose columns are, head after head, that head's q, k and v
-// blocks of D/Heads (so a contiguous cut of the columns is a set of whole heads), b_qkv
-// [3D] alike, w_out [D, D] whose rows follow the heads, b_out [D].
+// Parameters, dh = D/Heads: w_qkv [D, (Heads + 2·KVHeads)·dh] whose columns are, kv group
+// after kv group, that group's G query heads (dh columns each, in head order), then its k,
+// then its v (so a contiguous cut of the columns is a set of whole groups; with KVHeads ==
+// Heads this is head after head, q k v), b_qkv alike, w_out [D, D] whose rows follow the
+// heads, b_out [D]; without biases w_qkv and w_out only.
 //
-// Under 2D/2.5D/3D tensor parallelism the heads are divided over the mesh columns and the
-// sequences over the mesh rows: both projections run as the mode's Linear on S(0,-1)
+// Under 2D/2.5D/3D tensor parallelism the kv groups are divided over the mesh columns and
+// the sequences over the mesh rows: both projections run as the mode's Linear on S(0,-1)
 // blocks (layers/linear_mesh.hpp), the attention itself on the device's heads and rows.
 // b_out is whole on every device; each adds (and takes the gradient of) its feature slice.
 //
 // The attention itself is flash attention (backend/attention.hpp): no Seq × Seq matrix is
-// ever formed, and the stash keeps per token q, k, v, the context and one log-sum-exp per
-// head, so activation memory is linear in Seq.
+// ever formed, and the stash keeps per token q, k, v (k and v at KVHeads width), the
+// context and one log-sum-exp per query head, so activation memory is linear in Seq.
 #include <cmath>
 
 #include "strata/core/rules.hpp"
@@ -27,29 +32,40 @@
 
 namespace strata::layers {
 
-template <int D, int Heads, int Seq, bool Causal = false, int RopeBase = 0>
+template <int D, int Heads, int Seq, bool Causal = false, int RopeBase = 0, int KVHeads = Heads, bool Bias = true>
 struct MultiHeadAttention {
   static_assert(rule::layer_dim_positive<D, Heads>::value && rule::layer_dim_positive<Seq, Seq>::value);
   static_assert(rule::attention_heads_divide_dim<D, Heads>::value);
+  static_assert(rule::attention_kv_heads_divide_heads<Heads, KVHeads>::value);
   static_assert(rule::rope_head_dim_even<(Heads > 0 ? D / Heads : 0), RopeBase>::value);
   static constexpr std::string_view name = Causal ? "CausalSelfAttention" : "MultiHeadAttention";
   static constexpr layer_role role = layer_role::attention;
   static constexpr int features = D;
   static constexpr int heads = Heads;
+  static constexpr int kv_heads = KVHeads;
+  static constexpr int group = KVHeads > 0 ? Heads / KVHeads : 1;  // query heads per key/value head
   static constexpr int seq = Seq;
   static constexpr bool causal = Causal;
+  static constexpr bool has_bias = Bias;
   static constexpr int rope_base = RopeBase;  // 0: no rotary positions
-  static constexpr int head_dim = D / Heads;
+  static constexpr int head_dim = Heads > 0 ? D / Heads : 0;
+  static constexpr int qkv_features = (Heads + 2 * KVHeads) * head_dim;  // w_qkv's columns
   static constexpr int split_extent = Heads;
   static constexpr shape_t in_shape = shape_v<Seq, D>;
   static constexpr shape_t out_shape(shape_t in) { return in; }
-  static constexpr std::array<param_t, 4> params{{{"w_qkv", shape_v<D, 3 * D>, param_role::weight, 1},
-                                                  {"b_qkv", shape_v<3 * D>, param_role::bias, 0},
-                                                  {"w_out", shape_v<D, D>, param_role::weight, 0},
-                                                  {"b_out", shape_v<D>, param_role::replicated, -1}}};
+  static constexpr auto params = [] {
+    if constexpr (Bias)
+      return std::array<param_t, 4>{{{"w_qkv", shape_v<D, qkv_features>, param_role::weight, 1},
+                                     {"b_qkv", shape_v<qkv_features>, param_role::bias, 0},
+                                     {"w_out", shape_v<D, D>, param_role::weight, 0},
+                                     {"b_out", shape_v<D>, param_role::replicated, -1}}};
+    else
+      return std::array<param_t, 2>{{{"w_qkv", shape_v<D, qkv_features>, param_role::weight, 1},
+                                     {"w_out", shape_v<D, D>, param_role::weight, 0}}};
+  }();
   static constexpr long long forward_flops(shape_t) {
     const long long s = Seq, d = D;
-    return 2 * s * d * 3 * d + 4 * s * s * d + 2 * s * d * d;
+    return 2 * s * d * qkv_features + 4 * s * s * d + 2 * s * d * d;
   }
   static constexpr long long backward_flops(shape_t in) { return 2 * forward_flops(in); }
 
@@ -61,46 +77,51 @@ struct MultiHeadAttention {
     c.feat_div = q.n;
     c.flops_div = q.n;
     c.partial_input_grad = true;
-    c.param_axis = {1, 0, 0, -1, -1, -1};  // QKV on its outputs, the out-projection on its inputs
+    // QKV on its outputs, the out-projection on its inputs; b_out whole
+    if constexpr (Bias) c.param_axis = {1, 0, 0, -1, -1, -1};
+    else c.param_axis = {1, 0, -1, -1, -1, -1};
     if (Heads % q.n != 0) c.violate(rule_id::split_heads, Heads);
+    if (KVHeads % q.n != 0) c.violate(rule_id::split_kv_heads, KVHeads);  // a device holds whole kv groups
     return c;
   }
-  // 2D/2.5D/3D: heads divided over the mesh columns (whole heads per feature block); the QKV
-  // projection (w_qkv, b_qkv), then the output projection (w_out, b_out) as the mode's Linear.
+  // 2D/2.5D/3D: kv groups divided over the mesh columns (whole groups per feature block); the
+  // QKV projection (w_qkv, b_qkv), then the output projection (w_out, b_out) as the mode's Linear.
   static constexpr mesh_choice mesh_shard(const mesh_query& q) {
     mesh_choice c;
     c.sig = q.linear;
     if (Heads % q.q != 0) c.violate(rule_id::split_heads, Heads);
-    c.project(D, 3 * D);
+    if (KVHeads % q.q != 0) c.violate(rule_id::split_kv_heads, KVHeads);
+    c.project(D, qkv_features);
     c.project(D, D);
-    c.param_projection = {0, 0, 1, 1, -1, -1};
+    if constexpr (Bias) c.param_projection = {0, 0, 1, 1, -1, -1};
+    else c.param_projection = {0, 1, -1, -1, -1, -1};
     return c;
   }
   // The cost model's GEMMs (one device, 1D): the two projections over this device's heads,
   // and the attention core of its sequences × heads.
   static constexpr call_gemms gemms(const local_dims& d) {
     const double split = d.sig == signature::head_parallel ? d.n : 1;
-    const double rows = static_cast<double>(d.rows), dm = D, local_heads = Heads / split, dh = dm / Heads;
-    const double width = local_heads * dh;
+    const double rows = static_cast<double>(d.rows), dm = D, dh = head_dim;
     call_gemms g;
-    g.add({1, rows, 3 * width, dm, true});  // QKV projection
-    g.add({1, rows, dm, width, true});      // output projection
-    g.scores = {rows / Seq * local_heads, static_cast<double>(Seq), dh};
+    g.add({1, rows, qkv_features / split, dm, true});  // QKV projection
+    g.add({1, rows, dm, dm / split, true});            // output projection
+    g.scores = {rows / Seq * (Heads / split), static_cast<double>(Seq), dh};
     return g;
   }
 
-  // Kept: x (for dW_qkv); stash: this device's heads' q, k, v and context (head-major),
-  // the context as token rows (for dW_out), and each (token, head)'s log-sum-exp (a
-  // statistic). Scratch: the QKV rows (forward), and the gradients (backward): all linear
-  // in the tokens. 2D/2.5D/3D: each projection's own stash after those, and the larger of
-  // their scratch after the attention's.
+  // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (k and v at KVHeads width) and
+  // context (head-major), the context as token rows (for dW_out), and each (token, query
+  // head)'s log-sum-exp (a statistic). Scratch: the QKV rows (forward), and the gradients
+  // (backward): all linear in the tokens. 2D/2.5D/3D: each projection's own stash after
+  // those, and the larger of their scratch after the attention's.
   static constexpr buffer_needs memory(const local_dims& d) {
     const long long split = d.sig == signature::head_parallel ? d.n : d.q > 0 ? d.q : 1;
-    const long long rows = d.rows, width = rows * D / split;
-    buffer_needs b{.keep_input = true, .stash_values = 5 * width, .stash_stats = rows * (Heads / split),
-                   .scratch_values = 8 * width, .weight_pass = d.q == 0, .weight_keep = d.q == 0 ? 3 * width : 0};
+    const long long rows = d.rows, qw = rows * D / split, kvw = rows * KVHeads * head_dim / split;
+    buffer_needs b{.keep_input = true, .stash_values = 3 * qw + 2 * kvw, .stash_stats = rows * (Heads / split),
+                   .scratch_values = 4 * qw + 4 * kvw, .weight_pass = d.q == 0,
+                   .weight_keep = d.q == 0 ? qw + 2 * kvw : 0};
     if (d.q > 0) {
-      const buffer_needs in = projection_memory(d, 3), out = projection_memory(d, 1);
+      const buffer_needs in = projection_memory(d, qkv_features), out = projection_memory(d, D);
       b.stash_values += in.stash_values + out.stash_values;
       b.scratch_values += in.scratch_values > out.scratch_values ? in.scratch_values : out.scratch_values;
       b.scratch_stats = in.scratch_stats > out.scratch_stats ? in.scratch_stats : out.scratch_stats;
@@ -114,42 +135,44 @@ struct MultiHeadAttention {
     using S = gemm_scalar_t<T>;
     const shapes s = local(c);
     T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | ctx_h], lse in the stats
-    T* ctx = q_h + 3 * s.width;
-    T* ctx_h = ctx + s.width;
+    T* ctx = q_h + s.heads_size;
+    T* ctx_h = ctx + s.qw;
     T* qkv = c.scratch_values;
     if (on_mesh(c)) {
       C p = projection(c, s, 0);
       p.x = c.x;
       p.y = qkv;
-      mesh_forward(p, c.w[1]);
+      mesh_forward(p, bias(c, b_qkv));
     } else {
-      gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, 3 * s.w, std::size_t(D), S(1), c.x,
-                    std::size_t(D), c.w[0], 3 * s.w, S(0), qkv, 3 * s.w, c.w[1], backend::activation::none,
-                    static_cast<T*>(nullptr));
+      gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, s.qkv_w, std::size_t(D), S(1), c.x,
+                    std::size_t(D), c.w[0], s.qkv_w, S(0), qkv, s.qkv_w, bias(c, b_qkv),
+                    backend::activation::none, static_cast<T*>(nullptr));
     }
-    heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.heads, 3, std::size_t(head_dim), qkv, q_h);
+    // per kv group its G query heads, k and v: head-major [G + 2][seqs, kv heads, Seq, dh]
+    heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group + 2), std::size_t(head_dim), qkv, q_h);
     rotate(c, s, q_h, false);  // q and k at their tokens' positions (the stash keeps them rotated)
-    flash_attention_forward(c.q, flash(s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.width),
-                            static_cast<const T*>(q_h + 2 * s.width), ctx_h, c.stash_stats);
-    rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.heads, 1, std::size_t(head_dim), ctx_h, ctx);
+    flash_attention_forward(c.q, flash(s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.qw),
+                            static_cast<const T*>(q_h + s.qw + s.kvw), ctx_h, c.stash_stats);
+    rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group), std::size_t(head_dim), ctx_h, ctx);
+    const T* b_o = bias(c, b_out);
     if (on_mesh(c)) {
       C p = projection(c, s, 1);
       p.x = ctx;
       p.y = c.y;
-      mesh_forward(p, c.w[3] + c.col0);
+      mesh_forward(p, b_o ? b_o + c.col0 : nullptr);
       return;
     }
     // the output projection; a head-parallel output is a partial sum: its bias is added once
-    const T* bias = c.sig != signature::head_parallel || c.index == 0 ? c.w[3] : nullptr;
-    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, std::size_t(D), s.w, S(1), ctx, s.w, c.w[2],
-                  std::size_t(D), S(0), c.y, std::size_t(D), bias, backend::activation::none,
+    const T* b_once = c.sig != signature::head_parallel || c.index == 0 ? b_o : nullptr;
+    gemm_bias_act(c.q, backend::trans::N, backend::trans::N, c.rows, std::size_t(D), s.w, S(1), ctx, s.w,
+                  c.w[w_out], std::size_t(D), S(0), c.y, std::size_t(D), b_once, backend::activation::none,
                   static_cast<T*>(nullptr));
   }
 
   template <class C>
   static void backward(C& c) {
     if (on_mesh(c)) return backward_on_mesh(c);
-    const auto dqkv = grads<typename C::value_type>(c.scratch_values, local(c).width).dqkv;
+    const auto dqkv = grads<typename C::value_type>(c.scratch_values, local(c)).dqkv;
     backward_input(c, dqkv);
     backward_params(c, dqkv);
   }
@@ -166,11 +189,25 @@ struct MultiHeadAttention {
   }
 
  private:
-  // The backward's scratch, in widths: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows].
+  // The parameters' places in c.w / c.g (the biases absent without Bias).
+  static constexpr int b_qkv = 1, w_out = Bias ? 2 : 1, b_out = 3;
+  template <class C>
+  static const typename C::value_type* bias(const C& c, int i) {
+    if constexpr (Bias) return c.w[static_cast<std::size_t>(i)];
+    else return nullptr;
+  }
+
+  // This device's share: its heads and kv heads, sequences, and the sizes derived from them.
+  struct shapes {
+    std::size_t heads, kv_heads, w, qkv_w, seqs, items, kv_items;
+    std::size_t qw, kvw, heads_size;  // elements of q (or the context), of k (or v), of q k v
+  };
+  // The backward's scratch: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows].
   template <class T>
   struct grads {
     T *dctx, *dctx_h, *dq_h, *dqkv;
-    grads(T* base, std::size_t w) : dctx(base), dctx_h(base + w), dq_h(base + 2 * w), dqkv(base + 5 * w) {}
+    grads(T* base, const shapes& s)
+        : dctx(base), dctx_h(base + s.qw), dq_h(base + 2 * s.qw), dqkv(base + 2 * s.qw + s.heads_size) {}
   };
   // dctx = dy W_outᵀ, the attention's backward, dqkv (into `dqkv`), dx = dqkv W_qkvᵀ (a
   // partial sum over heads).
@@ -178,13 +215,13 @@ struct MultiHeadAttention {
   static void backward_input(C& c, typename C::value_type* dqkv) {
     using S = gemm_scalar_t<typename C::value_type>;
     const shapes s = local(c);
-    const grads<typename C::value_type> g(c.scratch_values, s.width);
+    const grads<typename C::value_type> g(c.scratch_values, s);
     const auto N = backend::trans::N, Tr = backend::trans::T;
-    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[2], std::size_t(D), S(0), g.dctx,
-         s.w);
+    gemm(c.q, N, Tr, c.rows, s.w, std::size_t(D), S(1), c.dy, std::size_t(D), c.w[w_out], std::size_t(D), S(0),
+         g.dctx, s.w);
     attention_core_backward(c, s, g, dqkv);
     if (c.dx)
-      gemm(c.q, N, Tr, c.rows, std::size_t(D), 3 * s.w, S(1), dqkv, 3 * s.w, c.w[0], 3 * s.w, S(0), c.dx,
+      gemm(c.q, N, Tr, c.rows, std::size_t(D), s.qkv_w, S(1), dqkv, s.qkv_w, c.w[0], s.qkv_w, S(0), c.dx,
            std::size_t(D));
   }
   // dW_out += ctxᵀ dy, db_out += Σ dy, dW_qkv += xᵀ dqkv, db_qkv += Σ dqkv.
@@ -193,38 +230,40 @@ struct MultiHeadAttention {
     using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
     const shapes s = local(c);
-    const T* ctx = c.stash_values + 3 * s.width;
+    const T* ctx = c.stash_values + s.heads_size;
     const auto N = backend::trans::N, Tr = backend::trans::T;
-    gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[2], std::size_t(D));
-    bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[3], true);
-    gemm(c.q, Tr, N, std::size_t(D), 3 * s.w, c.rows, S(1), c.x, std::size_t(D), dqkv, 3 * s.w, S(1), c.g[0], 3 * s.w);
-    bias_grad(c.q, c.rows, 3 * s.w, dqkv, c.g[1], true);
+    gemm(c.q, Tr, N, s.w, std::size_t(D), c.rows, S(1), ctx, s.w, c.dy, std::size_t(D), S(1), c.g[w_out],
+         std::size_t(D));
+    if constexpr (Bias) bias_grad(c.q, c.rows, std::size_t(D), c.dy, c.g[b_out], true);
+    gemm(c.q, Tr, N, std::size_t(D), s.qkv_w, c.rows, S(1), c.x, std::size_t(D), dqkv, s.qkv_w, S(1), c.g[0],
+         s.qkv_w);
+    if constexpr (Bias) bias_grad(c.q, c.rows, s.qkv_w, dqkv, c.g[b_qkv], true);
   }
   // From g.dctx (token rows) and the stash [q_h | k_h | v_h | ctx | ctx_h] with the
-  // log-sum-exps: flash attention's backward (each tile's probabilities recomputed), and
-  // dq, dk, dv as the QKV rows' gradient into `dqkv`.
+  // log-sum-exps: flash attention's backward (each tile's probabilities recomputed; a kv
+  // head's dk, dv summed over its group), and dq, dk, dv as the QKV rows' gradient into `dqkv`.
   template <class C, class G>
-  static void attention_core_backward(C& c, const auto& s, const G& g, typename C::value_type* dqkv) {
+  static void attention_core_backward(C& c, const shapes& s, const G& g, typename C::value_type* dqkv) {
     using T = typename C::value_type;
     const std::size_t seq = Seq, dh = head_dim;
     const T* q_h = c.stash_values;
-    heads_from_rows(c.q, s.seqs, seq, s.heads, 1, dh, g.dctx, g.dctx_h);
-    flash_attention_backward(c.q, flash(s), q_h, q_h + s.width, q_h + 2 * s.width, q_h + 4 * s.width,
+    heads_from_rows(c.q, s.seqs, seq, s.kv_heads, std::size_t(group), dh, g.dctx, g.dctx_h);
+    flash_attention_backward(c.q, flash(s), q_h, q_h + s.qw, q_h + s.qw + s.kvw, q_h + s.heads_size + s.qw,
                              static_cast<const T*>(g.dctx_h), static_cast<const typename C::stat_type*>(c.stash_stats),
-                             g.dq_h, g.dq_h + s.width, g.dq_h + 2 * s.width);
+                             g.dq_h, g.dq_h + s.qw, g.dq_h + s.qw + s.kvw);
     rotate(c, s, g.dq_h, true);  // back through the rotation: its transpose
-    rows_from_heads(c.q, s.seqs, seq, s.heads, 3, dh, g.dq_h, dqkv);
+    rows_from_heads(c.q, s.seqs, seq, s.kv_heads, std::size_t(group + 2), dh, g.dq_h, dqkv);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
   template <class C>
   static void backward_on_mesh(C& c) {
     const shapes s = local(c);
-    const grads<typename C::value_type> g(c.scratch_values, s.width);
+    const grads<typename C::value_type> g(c.scratch_values, s);
     C p = projection(c, s, 1);
-    p.x = c.stash_values + 3 * s.width;  // ctx
+    p.x = c.stash_values + s.heads_size;  // ctx
     p.dy = c.dy;
     p.dx = g.dctx;
-    p.g[1] = c.g[3] + c.col0;
+    if constexpr (Bias) p.g[1] = c.g[b_out] + c.col0;
     mesh_backward(p);
     attention_core_backward(c, s, g, g.dqkv);
     C in = projection(c, s, 0);
@@ -236,29 +275,33 @@ struct MultiHeadAttention {
 
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
   // Rotary positions on the head-major q and k at `qk` (k follows q): each item is one
-  // (sequence, head), its rows at positions 0 .. Seq−1.
+  // (sequence, head) or (sequence, kv head), its rows at positions 0 .. Seq−1.
   template <class C>
-  static void rotate(C& c, const auto& s, typename C::value_type* qk, bool inverse) {
+  static void rotate(C& c, const shapes& s, typename C::value_type* qk, bool inverse) {
     if constexpr (RopeBase > 0)
-      rotary_embedding(c.q, 2 * s.items, std::size_t(Seq), std::size_t(head_dim), 0, double(RopeBase), inverse, qk);
+      rotary_embedding(c.q, s.items + s.kv_items, std::size_t(Seq), std::size_t(head_dim), 0, double(RopeBase),
+                       inverse, qk);
   }
-  // This device's share: its heads, sequences and the sizes derived from them.
-  struct shapes {
-    std::size_t heads, w, seqs, items, width;
-  };
-  // One flash-attention call over every (sequence, head) item of the share.
+  // One flash-attention call over every (sequence, head) item of the share; query item
+  // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives.
   static backend::flash_shape flash(const shapes& s) {
-    return {.items = s.items, .q_len = std::size_t(Seq), .k_len = std::size_t(Seq), .dh = std::size_t(head_dim),
-            .scale = scale(), .causal = Causal};
+    return {.items = s.items, .group = std::size_t(group), .q_len = std::size_t(Seq), .k_len = std::size_t(Seq),
+            .dh = std::size_t(head_dim), .scale = scale(), .causal = Causal};
   }
   template <class C>
   static shapes local(const C& c) {
+    const std::size_t split = c.sig == signature::head_parallel ? c.n : on_mesh(c) ? std::size_t(c.mesh_q) : 1;
     shapes s{};
-    s.heads = std::size_t(c.sig == signature::head_parallel ? Heads / c.n : on_mesh(c) ? Heads / c.mesh_q : Heads);
+    s.heads = std::size_t(Heads) / split;
+    s.kv_heads = std::size_t(KVHeads) / split;
     s.w = s.heads * std::size_t(head_dim);
+    s.qkv_w = s.w + 2 * s.kv_heads * std::size_t(head_dim);
     s.seqs = c.rows / std::size_t(Seq);
-    s.items = s.seqs * s.heads;              // one (sequence, head) per batched GEMM item
-    s.width = c.rows * s.w;                  // elements of q, k, v or the context
+    s.items = s.seqs * s.heads;  // one (sequence, head) per flash item
+    s.kv_items = s.seqs * s.kv_heads;
+    s.qw = c.rows * s.w;
+    s.kvw = c.rows * s.kv_heads * std::size_t(head_dim);
+    s.heads_size = s.qw + 2 * s.kvw;
     return s;
   }
 
@@ -270,11 +313,11 @@ struct MultiHeadAttention {
   static bool on_mesh(const C& c) {
     return mesh_sig(c.sig);
   }
-  // A projection's local dimensions: the QKV's (3 × the features out) or the output's.
+  // A projection's local dimensions: D features in, `outs` out (the QKV's or the output's).
   static constexpr local_dims projection_dims(const local_dims& d, long long outs) {
     local_dims p = d;
     p.in_cols = D / d.q;
-    p.out_cols = outs * D / d.q;
+    p.out_cols = outs / d.q;
     return p;
   }
   static constexpr buffer_needs projection_memory(const local_dims& d, long long outs) {
@@ -291,14 +334,15 @@ struct MultiHeadAttention {
     d.rows = static_cast<long long>(c.rows);
     d.q = c.mesh_q;
     d.sig = c.sig;
-    const buffer_needs in = projection_memory(d, 3);
+    const buffer_needs in = projection_memory(d, qkv_features);
     C p = c;
     p.in_cols = std::size_t(D) / std::size_t(c.mesh_q);
-    p.out_cols = (which == 0 ? 3 : 1) * p.in_cols;
-    p.w = {c.w[which == 0 ? 0 : 2]};
-    p.g = {c.g[which == 0 ? 0 : 2], c.g[which == 0 ? 1 : 3]};
-    p.stash_values = c.stash_values + 5 * s.width + (which == 0 ? 0 : in.stash_values);
-    p.scratch_values = c.scratch_values + 8 * s.width;
+    p.out_cols = std::size_t(which == 0 ? qkv_features : D) / std::size_t(c.mesh_q);
+    p.w = {c.w[which == 0 ? 0 : w_out]};
+    p.g = {c.g[which == 0 ? 0 : w_out]};
+    if constexpr (Bias) p.g[1] = c.g[which == 0 ? b_qkv : b_out];
+    p.stash_values = c.stash_values + s.heads_size + 2 * s.qw + (which == 0 ? 0 : in.stash_values);
+    p.scratch_values = c.scratch_values + 2 * s.qw + 2 * s.heads_size;
     if (which == 1 && c.sig == signature::cube_3d) p.mesh = {c.mesh[2], c.mesh[1], c.mesh[0]};
     return p;
   }
@@ -309,14 +353,20 @@ struct MultiHeadAttention {
   }
   template <class C>
   static void mesh_backward(C& p) {
-    if (p.sig == signature::cube_3d) strata::detail::cube_backward(p, true);
-    else strata::detail::summa_backward(p, true);
+    if (p.sig == signature::cube_3d) strata::detail::cube_backward(p, Bias);
+    else strata::detail::summa_backward(p, Bias);
   }
 };
 
 // GPT's attention: each token attends to itself and the tokens before it; with RopeBase > 0,
-// Llama's (rotary positions of that base, no position embedding needed).
+// Llama 2's (rotary positions of that base, no position embedding needed).
 template <int D, int Heads, int Seq, int RopeBase = 0>
 using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase>;
+
+// Llama 3's / Mistral's attention: causal, rotary positions, KVHeads key/value heads shared
+// by groups of Heads/KVHeads query heads (KVHeads == Heads: Llama 2's; 1: multi-query), no
+// biases. Llama 3 uses RopeBase 500000.
+template <int D, int Heads, int KVHeads, int Seq, int RopeBase = 10000>
+using LlamaAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase, KVHeads, false>;
 
 }  // namespace strata::layers

@@ -224,8 +224,8 @@ __global__ void __launch_bounds__(flash_warps * 32)
   const std::size_t tiles = (f.q_len + BQ - 1) / BQ, item = blockIdx.x / tiles;
   const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
   const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);  // what the tile's last query sees
-  const T* kb = kh + item * f.k_len * dh;
-  const T* vb = vh + item * f.k_len * dh;
+  const T* kb = kh + f.kv_item_of(item) * f.k_len * dh;
+  const T* vb = vh + f.kv_item_of(item) * f.k_len * dh;
   flash_load(sq, dh, qh + item * f.q_len * dh, qt, f.q_len, BQ, dh);
 
   C m[R], l[R], acc[R][NC];
@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(flash_warps * 32)
   const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
   const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);
   const std::size_t row0 = item * f.q_len;
-  const T* kb = kh + item * f.k_len * dh;
-  const T* vb = vh + item * f.k_len * dh;
+  const T* kb = kh + f.kv_item_of(item) * f.k_len * dh;
+  const T* vb = vh + f.kv_item_of(item) * f.k_len * dh;
   flash_load(sq, dh, qh + row0 * dh, qt, f.q_len, BQ, dh);
   flash_load(sdo, dh, dout + row0 * dh, qt, f.q_len, BQ, dh);
   __syncthreads();
@@ -349,11 +349,12 @@ __global__ void __launch_bounds__(flash_warps * 32)
   }
 }
 
-// Backward, dK and dV: block of BK = 4R key rows of one item (kept in shared memory
-// throughout), looping over the query tiles of 32 that can see them (causal: from the
-// first query at or after the block's first key). Per query tile the block loads Q, dO
-// and the rows' lse and δ; lane i takes query i, and dv += p do, dk += ds q.
-// Shared: K and V [BK][dh], Q and dO [32][dh | 1], lse and δ [32].
+// Backward, dK and dV: block of BK = 4R key rows of one kv item (kept in shared memory
+// throughout), looping over the items of its group and, for each, over the query tiles of
+// 32 that can see them (causal: from the first query at or after the block's first key):
+// a kv head's gradient sums over its query heads in a fixed order, without atomics. Per
+// query tile the block loads Q, dO and the rows' lse and δ; lane i takes query i, and
+// dv += p do, dk += ds q. Shared: K and V [BK][dh], Q and dO [32][dh | 1], lse and δ [32].
 template <class T, class L, int DMAX>
 __global__ void __launch_bounds__(flash_warps * 32)
     k_flash_backward_dkdv(flash_shape f, compute_t<T> scale, const T* __restrict__ qh, const T* __restrict__ kh,
@@ -369,9 +370,9 @@ __global__ void __launch_bounds__(flash_warps * 32)
   C* sls = sdo + flash_tile * ks;
   C* sdl = sls + flash_tile;
 
-  const std::size_t tiles = (f.k_len + BK - 1) / BK, item = blockIdx.x / tiles;
+  const std::size_t tiles = (f.k_len + BK - 1) / BK, kv = blockIdx.x / tiles;
   const std::size_t kt = (blockIdx.x % tiles) * BK;  // causal: the first key tiles see the most queries
-  const std::size_t row0 = item * f.q_len, key0 = item * f.k_len;
+  const std::size_t key0 = kv * f.k_len;
   flash_load(sk, dh, kh + key0 * dh, kt, f.k_len, BK, dh);
   flash_load(sv, dh, vh + key0 * dh, kt, f.k_len, BK, dh);
 
@@ -383,7 +384,10 @@ __global__ void __launch_bounds__(flash_warps * 32)
 #pragma unroll
     for (int c = 0; c < NC; ++c) gk[r][c] = gv[r][c] = 0;
 
-  for (std::size_t it = qstart; it < f.q_len; it += flash_tile) {
+  // Step t: query tile t mod qtiles (from qstart) of group member t / qtiles.
+  const std::size_t qtiles = qstart < f.q_len ? (f.q_len - qstart + flash_tile - 1) / flash_tile : 0;
+  for (std::size_t t = 0; t < f.group * qtiles; ++t) {
+    const std::size_t it = qstart + t % qtiles * flash_tile, row0 = f.query_item(kv, t / qtiles) * f.q_len;
     __syncthreads();
     flash_load(sq, ks, qh + row0 * dh, it, f.q_len, flash_tile, dh);
     flash_load(sdo, ks, dout + row0 * dh, it, f.q_len, flash_tile, dh);
@@ -548,7 +552,7 @@ struct attention_kernels {
   }
 
   // Two kernels, each output written by one block in a fixed order: dQ per query tile,
-  // dK and dV per key tile (δ recomputed by both: no scratch, no atomics).
+  // dK and dV per key tile of a kv item (δ recomputed by both: no scratch, no atomics).
   template <class T, class L>
   static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
                                        const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
@@ -567,7 +571,7 @@ struct attention_kernels {
       STRATA_CUDA_CHECK_LAUNCH("k_flash_backward_dq");
 
       const std::size_t smem_kv = (2 * B * f.dh + 2 * T32 * ks + 2 * T32) * sizeof(C);
-      const unsigned grid_kv = detail::flash_grid("flash_attention_backward", f.items, f.k_len, B);
+      const unsigned grid_kv = detail::flash_grid("flash_attention_backward", f.kv_items(), f.k_len, B);
       auto* kkv = detail::k_flash_backward_dkdv<T, L, DMAX>;
       detail::flash_smem_optin(kkv, smem_kv);
       kkv<<<grid_kv, detail::flash_warps * 32, smem_kv, q.stream()>>>(f, scale, qh, kh, vh, o, dout, lse, dk, dv);

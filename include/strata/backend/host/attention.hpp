@@ -2,7 +2,7 @@
 // strata host backend, attention: the host implementation of backend/attention.hpp (the
 // head permutations, one pool task per (sequence, head) or (sequence, position); the
 // score softmaxes, rows batched per pool task; flash attention, one pool task per
-// (item, query tile) forward and per item backward, on tiles in compute_t<T> whose inner
+// (item, query tile) forward and per kv item backward, on tiles in compute_t<T> whose inner
 // loops run over contiguous columns, so the compiler vectorises them).
 #include <algorithm>
 #include <cmath>
@@ -156,10 +156,11 @@ struct attention_kernels {
       std::fill(m, m + ni, -std::numeric_limits<C>::infinity());
       std::fill(l, l + ni, C(0));
       const std::size_t kend = f.keys_seen_by(i0 + ni - 1);  // what the tile's last query sees
+      const std::size_t kv = f.kv_item_of(item);
       for (std::size_t kb = 0; kb < kend; kb += BK) {
         const std::size_t nk = std::min(BK, kend - kb);
-        const C* kt = tile_of(kh + (item * f.k_len + kb) * dh, nk * dh, kc);
-        const C* vt = tile_of(vh + (item * f.k_len + kb) * dh, nk * dh, vc);
+        const C* kt = tile_of(kh + (kv * f.k_len + kb) * dh, nk * dh, kc);
+        const C* vt = tile_of(vh + (kv * f.k_len + kb) * dh, nk * dh, vc);
         tile_gemm(false, true, ni, nk, dh, C(1), qs, dh, kt, dh, C(0), sc, BK);
         for (std::size_t i = 0; i < ni; ++i) {
           const std::size_t n = keys_seen(f, i0 + i, kb, nk);
@@ -191,63 +192,74 @@ struct attention_kernels {
     });
   }
 
+  // One pool task per kv item: its key tiles in turn, each against the query tiles of every
+  // item of its group (so a kv head's dk and dv sum over its query heads in a fixed order).
   template <class T, class L>
   static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
                                        const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
     using C = detail::compute_t<T>;
     constexpr std::size_t BQ = flash_q_tile, BK = flash_k_tile;
-    const std::size_t dh = f.dh, nq = f.q_len;
+    const std::size_t dh = f.dh, nq = f.q_len, G = f.group;
     const C scale = C(f.scale);
     detail::blas_single_threaded();
-    q.parallel_for(f.items, [&](std::size_t item) {
+    q.parallel_for(f.kv_items(), [&](std::size_t kv) {
       thread_local std::vector<C> buf;
-      buf.resize(nq * dh + 2 * nq + 4 * BK * dh + 2 * BQ * dh + 2 * BQ * BK);
-      C* dqa = buf.data();       // [nq, dh]: Σ_j ds k_j over the key tiles
-      C* delta = dqa + nq * dh;  // [nq]: do_i · o_i
-      C* lq = delta + nq;        // [nq]: the log-sum-exps in C
-      C* kc = lq + nq;           // [nk, dh] key tile (16-bit T: widened)
-      C* vc = kc + BK * dh;      // [nk, dh] value tile
-      C* dka = vc + BK * dh;     // [nk, dh]
-      C* dva = dka + BK * dh;    // [nk, dh]
-      C* qs = dva + BK * dh;     // [ni, dh]: scale · q
-      C* go = qs + BQ * dh;      // [ni, dh]: do (16-bit T: widened)
-      C* p = go + BQ * dh;       // [ni, BK]: scores, then probabilities
-      C* ds = p + BQ * BK;       // [ni, BK]: dp, then ds
-      const std::size_t base_q = item * nq * dh, base_k = item * f.k_len * dh;
-      for (std::size_t i = 0; i < nq; ++i) {
-        C d = 0;
-        for (std::size_t x = 0; x < dh; ++x) d += C(dout[base_q + i * dh + x]) * C(o[base_q + i * dh + x]);
-        delta[i] = d;
-        lq[i] = C(lse[item * nq + i]);
+      buf.resize(G * (nq * dh + 2 * nq) + 4 * BK * dh + 2 * BQ * dh + 2 * BQ * BK);
+      C* dqa = buf.data();           // [G, nq, dh]: Σ_j ds k_j over the key tiles
+      C* delta = dqa + G * nq * dh;  // [G, nq]: do_i · o_i
+      C* lq = delta + G * nq;        // [G, nq]: the log-sum-exps in C
+      C* kc = lq + G * nq;           // [nk, dh] key tile (16-bit T: widened)
+      C* vc = kc + BK * dh;          // [nk, dh] value tile
+      C* dka = vc + BK * dh;         // [nk, dh]
+      C* dva = dka + BK * dh;        // [nk, dh]
+      C* qs = dva + BK * dh;         // [ni, dh]: scale · q
+      C* go = qs + BQ * dh;          // [ni, dh]: do (16-bit T: widened)
+      C* p = go + BQ * dh;           // [ni, BK]: scores, then probabilities
+      C* ds = p + BQ * BK;           // [ni, BK]: dp, then ds
+      const std::size_t base_k = kv * f.k_len * dh;
+      for (std::size_t m = 0; m < G; ++m) {
+        const std::size_t item = f.query_item(kv, m), base_q = item * nq * dh;
+        for (std::size_t i = 0; i < nq; ++i) {
+          C d = 0;
+          for (std::size_t x = 0; x < dh; ++x) d += C(dout[base_q + i * dh + x]) * C(o[base_q + i * dh + x]);
+          delta[m * nq + i] = d;
+          lq[m * nq + i] = C(lse[item * nq + i]);
+        }
       }
-      std::fill(dqa, dqa + nq * dh, C(0));
+      std::fill(dqa, dqa + G * nq * dh, C(0));
       for (std::size_t kb = 0; kb < f.k_len; kb += BK) {
         const std::size_t nk = std::min(BK, f.k_len - kb);
         const C* kt = tile_of(kh + base_k + kb * dh, nk * dh, kc);
         const C* vt = tile_of(vh + base_k + kb * dh, nk * dh, vc);
         std::fill(dka, dka + nk * dh, C(0));
         std::fill(dva, dva + nk * dh, C(0));
-        for (std::size_t i0 = f.first_query_of(kb); i0 < nq; i0 += BQ) {
-          const std::size_t ni = std::min(BQ, nq - i0);
-          for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qh[base_q + i0 * dh + x]);
-          const C* gt = tile_of(dout + base_q + i0 * dh, ni * dh, go);
-          tile_gemm(false, true, ni, nk, dh, C(1), qs, dh, kt, dh, C(0), p, BK);
-          tile_gemm(false, true, ni, nk, dh, C(1), gt, dh, vt, dh, C(0), ds, BK);
-          for (std::size_t i = 0; i < ni; ++i) {
-            const std::size_t n = keys_seen(f, i0 + i, kb, nk);
-            probabilities(n, nk, lq[i0 + i], delta[i0 + i], p + i * BK, ds + i * BK);
+        for (std::size_t m = 0; m < G; ++m) {
+          const std::size_t base_q = f.query_item(kv, m) * nq * dh, r0 = m * nq;
+          for (std::size_t i0 = f.first_query_of(kb); i0 < nq; i0 += BQ) {
+            const std::size_t ni = std::min(BQ, nq - i0);
+            for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qh[base_q + i0 * dh + x]);
+            const C* gt = tile_of(dout + base_q + i0 * dh, ni * dh, go);
+            tile_gemm(false, true, ni, nk, dh, C(1), qs, dh, kt, dh, C(0), p, BK);
+            tile_gemm(false, true, ni, nk, dh, C(1), gt, dh, vt, dh, C(0), ds, BK);
+            for (std::size_t i = 0; i < ni; ++i) {
+              const std::size_t n = keys_seen(f, i0 + i, kb, nk);
+              probabilities(n, nk, lq[r0 + i0 + i], delta[r0 + i0 + i], p + i * BK, ds + i * BK);
+            }
+            // dv += pᵀ do; dk += dsᵀ (scale q); dq += ds k (scaled at the end)
+            tile_gemm(true, false, nk, dh, ni, C(1), p, BK, gt, dh, C(1), dva, dh);
+            tile_gemm(true, false, nk, dh, ni, C(1), ds, BK, qs, dh, C(1), dka, dh);
+            tile_gemm(false, false, ni, dh, nk, C(1), ds, BK, kt, dh, C(1), dqa + (r0 + i0) * dh, dh);
           }
-          // dv += pᵀ do; dk += dsᵀ (scale q); dq += ds k (scaled at the end)
-          tile_gemm(true, false, nk, dh, ni, C(1), p, BK, gt, dh, C(1), dva, dh);
-          tile_gemm(true, false, nk, dh, ni, C(1), ds, BK, qs, dh, C(1), dka, dh);
-          tile_gemm(false, false, ni, dh, nk, C(1), ds, BK, kt, dh, C(1), dqa + i0 * dh, dh);
         }
         for (std::size_t x = 0; x < nk * dh; ++x) {
           dk[base_k + kb * dh + x] = T(dka[x]);
           dv[base_k + kb * dh + x] = T(dva[x]);
         }
       }
-      for (std::size_t x = 0; x < nq * dh; ++x) dq[base_q + x] = T(scale * dqa[x]);
+      for (std::size_t m = 0; m < G; ++m) {
+        const std::size_t base_q = f.query_item(kv, m) * nq * dh;
+        for (std::size_t x = 0; x < nq * dh; ++x) dq[base_q + x] = T(scale * dqa[m * nq * dh + x]);
+      }
     });
   }
 

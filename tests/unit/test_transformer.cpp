@@ -119,11 +119,12 @@ TEST_CASE("GPT forward equals a naive float64 reference") {
   }
 }
 
-// A Llama-style decoder (RMSNorm, rotary attention, SwiGLU, a tied head) against the main
+// A Llama-style decoder (RMSNorm, rotary grouped-query attention without biases, SwiGLU, a
+// tied head) against the main
 // job's float64 reference (examples/llama/reference.hpp), every sequence's mean loss.
 TEST_CASE("Llama forward equals the naive float64 reference") {
   constexpr int LV = 37, LS = 7, LD = 16, LH = 4;
-  using LAttn = Residual<RMSNorm<LD>, CausalSelfAttention<LD, LH, LS, 10000>>;
+  using LAttn = Residual<RMSNorm<LD>, LlamaAttention<LD, LH, 2, LS>>;  // 4 query heads over 2 key/value heads
   using LMlp = Residual<RMSNorm<LD>, SwiGLU<LD, 24>>;
   using Llama = Plan<Replicate<1, Embedding<LV, LD>, Repeat<2, LAttn, LMlp>, RMSNorm<LD>, TiedHead<LV, LD>>, Input<LS>,
                      Loss<SoftmaxCrossEntropy>, MicroBatch<2>>;
@@ -139,7 +140,7 @@ TEST_CASE("Llama forward equals the naive float64 reference") {
   t.set_parameters(p);
   std::vector<std::string> names;
   for (const auto& lp : Llama::layer_plans) names.emplace_back(lp.desc.name);
-  const llama_reference::config cfg{.vocab = LV, .d = LD, .heads = LH, .kv_heads = LH, .hidden = 24, .norm_eps = 1e-5,
+  const llama_reference::config cfg{.vocab = LV, .d = LD, .heads = LH, .kv_heads = 2, .hidden = 24, .norm_eps = 1e-5,
                                     .rope_base = 10000};
   for (int trial = 0; trial < 3; ++trial) {
     std::vector<int> tokens(LS + 1);

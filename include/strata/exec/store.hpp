@@ -17,6 +17,7 @@
 // (plan/lower/device_program.hpp): the store only does it.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -372,15 +373,19 @@ class param_store {
       if (!owns(i)) continue;
       const layer_plan& lp = P::layer_plans[idx(i)];
       for (int k = 0; k < lp.desc.num_params; ++k) {
-        // a tied tensor's second copy starts as its owner's
-        const int oi = P::tie.is_user(i, k) ? P::tie.owner : i, ok = P::tie.is_user(i, k) ? P::tie.owner_param : k;
+        // a tied tensor's second copy starts as its owner's; a tied table is also the
+        // head's weights, so it starts at the head's scale, U(±1/√D) (an Embedding alone
+        // starts at U(±1)): the first logits are then O(1), not O(√D)
+        const bool user = P::tie.is_user(i, k), tied = user || (i == P::tie.owner && k == P::tie.owner_param);
+        const int oi = user ? P::tie.owner : i, ok = user ? P::tie.owner_param : k;
         const layer_plan& op = P::layer_plans[idx(oi)];
         const param_t& prm = op.desc.params[idx(ok)];
         const shape_t local = op.local_params[idx(ok)];
+        const double scale = tied && prm.shape.rank == 2 ? 1.0 / std::sqrt(double(prm.shape.dim[1])) : 1.0;
         host.resize(uz(place(i, k).size));
         for (std::size_t e = 0; e < host.size(); ++e)
-          host[e] = static_cast<M>(initial_value(op.desc, oi, ok,
-                                                 logical_index(prm.shape, local, P::param_block(oi, ok, me_.index), e), seed_));
+          host[e] = static_cast<M>(
+              scale * initial_value(op.desc, oi, ok, logical_index(prm.shape, local, P::param_block(oi, ok, me_.index), e), seed_));
         set_master(i, k, host.data());
       }
     }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpt_text {
@@ -31,6 +32,8 @@ inline const std::vector<std::string> collections = {
 struct corpus {
   std::string train, validation;
   std::vector<std::string> files;
+  // the same text entry by entry (train is the concatenation of train_entries)
+  std::vector<std::string> train_entries, validation_entries;
 };
 
 // Reads every collection; throws naming the file that is missing, unreadable or empty.
@@ -51,7 +54,9 @@ inline corpus load(const std::string& dir = text_dir()) {
     std::string line, current;
     auto flush = [&] {
       if (current.empty()) return;
-      (entry++ % 20 == 19 ? c.validation : c.train) += current;
+      const bool held_out = entry++ % 20 == 19;
+      (held_out ? c.validation : c.train) += current;
+      (held_out ? c.validation_entries : c.train_entries).push_back(std::move(current));
       current.clear();
     };
     while (std::getline(lines, line)) {

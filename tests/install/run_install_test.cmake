@@ -35,7 +35,7 @@ if(MAKE_PROGRAM)
 endif()
 run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${consumer_build}
          ${gen_args} -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
-         -DCMAKE_PREFIX_PATH=${prefix}
+         -DCMAKE_PREFIX_PATH=${prefix} -DEXPECT_SENTENCEPIECE=${EXPECT_SENTENCEPIECE}
          # Never let a package registry entry stand in for the scratch prefix.
          -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
 run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} --config ${CONFIG})
@@ -46,3 +46,8 @@ if(NOT EXISTS ${exe})
   set(exe ${consumer_build}/${CONFIG}/strata_consumer)
 endif()
 run_step("run consumer" ${exe})
+# The optional component, built when the package has it (the consumer insists when it should).
+if(EXPECT_SENTENCEPIECE)
+  get_filename_component(exe_dir ${exe} DIRECTORY)
+  run_step("run sentencepiece consumer" ${exe_dir}/strata_consumer_sentencepiece)
+endif()

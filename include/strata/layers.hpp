@@ -2,6 +2,7 @@
 // All built-in layers.
 #include "strata/layers/activation.hpp"
 #include "strata/layers/attention.hpp"
+#include "strata/layers/dropout.hpp"
 #include "strata/layers/embedding.hpp"
 #include "strata/layers/layer.hpp"
 #include "strata/layers/layernorm.hpp"

@@ -1,8 +1,8 @@
 // requires: nccl
 // Whole training steps on the CUDA backend against the host backend (same plan, seed
 // and data) in float64, float32 and bf16 mixed precision, graph replay against eager
-// launches, batches already in device memory against host batches, and no cudaMalloc
-// once training runs.
+// launches, batches already in device memory against host batches, Dropout's masks under
+// graph replay, and no cudaMalloc once training runs.
 // Exits 77 (skipped) without a GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -94,6 +94,12 @@ using CHUNKS_G = Plan<Pipeline<Replicate<1, Linear<32, 64>, GeLU>, Replicate<1, 
 using MOE = Plan<Replicate<1, Linear<32, 16>, Residual<LayerNorm<16>, MoE<4, 16, 32, 2, 75>>, Linear<16, 10>>, CE,
                  MicroBatch<16>, NumMicroBatch<2>>;
 
+// Dropout (layers/dropout.hpp) after a GeLU and after a Linear: the step's key lives in
+// device memory, so a replayed graph draws each step's own masks
+using DROP = Plan<Replicate<1, Linear<32, 64>, GeLU, Dropout<20>, Linear<64, 64>, Dropout<10>, LayerNorm<64>,
+                             Linear<64, 10>>,
+                  CE, MicroBatch<16>, NumMicroBatch<4>>;
+
 // three TaskGraphs: offloaded weights brought in on the copy stream ahead of their use;
 // ZeRO-3's staging and gradient slots (a world of one: no collective, the same buffers)
 template <class... O>
@@ -135,6 +141,17 @@ TEST_CASE("float64 steps on the GPU match the host backend") {
   MESSAGE("MLP float64 SGD: worst loss rel " << l << ", worst param rel " << p);
   CHECK(l < 1e-10);
   CHECK(p < 1e-10);
+}
+
+TEST_CASE("Dropout on the GPU draws the host's masks, a replayed graph each step's own") {
+  const auto [l, p] = gpu_vs_host<DROP, double>(Adam{.lr = 1e-2}, 6);
+  MESSAGE("Dropout float64 Adam (graphs from step 2): worst loss rel " << l << ", worst param rel " << p);
+  CHECK(l < 1e-10);
+  CHECK(p < 1e-10);
+  const auto [lb, pb] = gpu_vs_host<DROP, bf16>(SGD{.lr = 0.05}, 6);
+  MESSAGE("Dropout bf16 SGD, GPU vs host bf16: worst loss rel " << lb << ", worst param rel " << pb);
+  CHECK(lb < 5e-3);
+  CHECK(pb < 2e-2);
 }
 
 TEST_CASE("float32 steps (exact fp32 GEMMs, no TF32) match the host within 1e-4") {

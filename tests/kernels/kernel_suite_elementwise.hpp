@@ -1,6 +1,6 @@
 #pragma once
 // Kernel suite, elementwise and reduction families: bias + activation, activation
-// backward, bias_grad, scale/axpy/copy/copy_2d/fill, map, sum/sum_squares/all_finite,
+// backward, bias_grad, dropout, scale/axpy/copy/copy_2d/fill, map, sum/sum_squares/all_finite,
 // cast_elements, cast_ids.
 #include <stdexcept>
 
@@ -121,6 +121,62 @@ TEST_CASE_TEMPLATE("kernels: bias_grad overwrites or accumulates, deterministica
         check_bits(to_host(q, db.data(), s.cols), first, "repeated " + what);
       }
     }
+}
+
+// The mask at each element's global coordinates, from core/random.hpp's dropout_keep (all
+// stages at once, not the kernel's per-row split), and the kept value x·scale computed in
+// compute_t<T> and rounded once: bit-exact on every backend, plus the float64 check.
+TEST_CASE_TEMPLATE("kernels: dropout keeps the mask of the global coordinates, scaled", T, float, double, bf16, f16) {
+  using C = strata::backend::detail::compute_t<T>;
+  queue_t q;
+  rng g(810);
+  const std::uint64_t seed = 77, step = 5;
+  const std::vector<std::uint64_t> key_h{strata::dropout_step_key(seed, step)};
+  auto key = to_dev(q, key_h);
+  for (const rc& s : kShapes) {
+    const std::size_t R = s.rows, Cc = s.cols, n = R * Cc;
+    const std::string what = shape_name(R, Cc);
+    // a block of a larger micro-batch: rows from 5 on (7 rows per sample), features from 3 on
+    strata::backend::dropout_args a{.key = key.data(), .site = 11, .sample0 = 40, .row0 = 5, .sample_rows = 7,
+                                    .col0 = 3, .threshold = strata::dropout_threshold(1, 4), .scale = 4.0 / 3.0};
+    const auto x = g.uniform<T>(n, 0.5, 1.5);  // nonzero: a zero output is a dropped element
+    std::vector<T> want(n);
+    std::vector<double> ref(n);
+    std::size_t kept = 0;
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t c = 0; c < Cc; ++c) {
+        const std::size_t m = a.row0 + r, i = r * Cc + c;
+        const bool keep = strata::dropout_keep(seed, step, a.site, a.sample0 + m / 7, m % 7, a.col0 + c, a.threshold);
+        kept += keep;
+        want[i] = keep ? T(C(x[i]) * C(a.scale)) : T(0.0f);
+        ref[i] = keep ? to_d(x[i]) * a.scale : 0.0;
+      }
+    auto dx = to_dev(q, x), dy = poisoned<T>(q, n);
+    dropout(q, a, R, Cc, static_cast<const T*>(dx.data()), dy.data());
+    const auto got = to_host(q, dy.data(), n);
+    check_bits(got, want, "dropout " + what);
+    check_act(got, ref, 0.0, "dropout vs float64 " + what);
+    if (n >= 1000) CHECK(std::abs(double(kept) / double(n) - 0.75) < 0.05);
+    // in place (the backward may overwrite the gradient it reads)
+    dropout(q, a, R, Cc, static_cast<const T*>(dx.data()), dx.data());
+    check_bits(to_host(q, dx.data(), n), want, "dropout in place " + what);
+  }
+  // the step's key is read from backend memory at run time: another step, another mask
+  const std::vector<std::uint64_t> other_h{strata::dropout_step_key(seed, step + 1)};
+  auto other = to_dev(q, other_h);
+  const std::size_t n = 64 * 128;
+  const auto x = g.uniform<T>(n, 0.5, 1.5);
+  auto dx = to_dev(q, x), d1 = poisoned<T>(q, n), d2 = poisoned<T>(q, n);
+  strata::backend::dropout_args a{.key = key.data(), .threshold = strata::dropout_threshold(1, 2), .scale = 2.0};
+  dropout(q, a, 64, 128, static_cast<const T*>(dx.data()), d1.data());
+  a.key = other.data();
+  dropout(q, a, 64, 128, static_cast<const T*>(dx.data()), d2.data());
+  const auto h1 = to_host(q, d1.data(), n), h2 = to_host(q, d2.data(), n);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < n; ++i) differ += (to_d(h1[i]) == 0.0) != (to_d(h2[i]) == 0.0);
+  CHECK(differ > n / 4);  // independent masks of rate 1/2 differ at half the elements
+  CHECK_THROWS_AS(dropout(q, strata::backend::dropout_args{}, 2, 2, static_cast<const T*>(dx.data()), dx.data()),
+                  std::invalid_argument);
 }
 
 TEST_CASE_TEMPLATE("kernels: scale, axpy, copy and fill", T, float, double) {

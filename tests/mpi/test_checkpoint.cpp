@@ -6,7 +6,8 @@
 //  * resharding: a checkpoint written by one plan loads into another, and the run that
 //    continues there equals the original continuing (relative 1e-9): DP4 -> PP2 x TP2,
 //    TP2 x DP2 -> TP4, ZeRO-1 -> plain, offloaded -> TP, with the reading map from the writer's plan type
-//    (load_checkpoint_from<From>) and from the index;
+//    (load_checkpoint_from<From>) and from the index; with Dropout too (its masks follow the
+//    step and do not depend on the plan);
 //  * failures: a truncated file, a flipped byte, a missing index, another model, another
 //    optimizer, a checkpoint of another plan than From, numbers out of range, files of two
 //    saves mixed in one directory: the same agreed_error on every rank, naming the problem,
@@ -74,6 +75,17 @@ using TIED_DP4 = Plan<Replicate<1, Embedding<small_gpt::V, small_gpt::D>, Positi
                                 Repeat<2, small_gpt::Attn, small_gpt::MLP>, LayerNorm<small_gpt::D>,
                                 TiedHead<small_gpt::V, small_gpt::D>>,
                       Input<small_gpt::S>, small_gpt::CE, MicroBatch<2>>;
+// Dropout<10> on the residual branches and the MLP's hidden activations (layers/dropout.hpp):
+// its masks follow the step a checkpoint keeps, and are the same under every plan
+namespace sg = small_gpt;
+using DAttn = Residual<LayerNorm<sg::D>, CausalSelfAttention<sg::D, sg::H, sg::S>, Dropout<10>>;
+using DMLP = Residual<LayerNorm<sg::D>, Linear<sg::D, 4 * sg::D>, GeLU, Dropout<10>, Linear<4 * sg::D, sg::D>, Dropout<10>>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using dropped = Plan<Strategy<N, Embedding<sg::V, sg::D>, PositionEmbedding<sg::S, sg::D>, Repeat<2, DAttn, DMLP>,
+                              LayerNorm<sg::D>, Linear<sg::D, sg::V>>,
+                     Input<sg::S>, sg::CE, Extra...>;
+using DROP_TP2 = dropped<Split, 2, MicroBatch<4>, SequenceParallel>;
+using DROP_DP4 = dropped<Replicate, 1, MicroBatch<2>>;
 
 const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
 const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 6},
@@ -204,6 +216,7 @@ TEST_CASE("resume gives the bit-identical trajectory") {
   resume<DP4_Z2>("DP4 ZeRO-2 (four TaskGraphs)");
   resume<DP4_Z3>("DP4 ZeRO-3 (four TaskGraphs)");
   resume<T2D>("2D tensor parallel q=2 (GPT blocks)");
+  resume<DROP_TP2>("dropout: TP2 + SP x DP2 (the step's masks)");
 }
 
 TEST_CASE("a checkpoint of one plan continues in another") {
@@ -214,6 +227,7 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<TP2_Z, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-1 -> PP2 x TP2 + SP");
   reshard<PP2_TP2, DP2_PP2, false>("PP2 x TP2 + SP -> DP2 x PP2");
   reshard<DP4_OFF, TP2, true>("DP4 ZeRO-1 offloaded -> TP2 x DP2");
+  reshard<DROP_TP2, DROP_DP4, false>("dropout: TP2 + SP x DP2 -> DP4 (same masks)");
   reshard<DP4_Z3, DP4, false>("DP4 ZeRO-3 -> DP4");
   reshard<DP4, DP4_Z3, true>("DP4 -> DP4 ZeRO-3");
   reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");

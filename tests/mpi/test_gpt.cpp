@@ -8,6 +8,7 @@
 #include "check_one_device.hpp"
 
 #include <cstdio>
+#include <type_traits>
 
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
@@ -85,6 +86,32 @@ using T_4 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>,
 static_assert(T_PP2::tie.owner == 0 && T_PP2::tie.user == T_PP2::num_layers - 2);  // the loss is last
 static_assert(T_4<ZeroBubbleV>::stage_of_part(3) == 0 && T_4<Interleaved<2>>::stage_of_part(3) == 1);
 
+// Dropout<10> at the end of every residual branch and on the MLP's hidden activations: the
+// masks are functions of global coordinates (layers/dropout.hpp), so every plan still equals
+// one device
+using DropAttn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>, Dropout<10>>;
+using DropMLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Dropout<10>, Linear<4 * D, D>, Dropout<10>>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using dropped = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, DropAttn, DropMLP>, LayerNorm<D>,
+                              Linear<D, V>>,
+                     Input<S>, CE, Extra...>;
+using DROP_DP = dropped<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>>;
+using DROP_TP2_SP = dropped<Split, 2, MicroBatch<4>, SequenceParallel>;
+using DROP_TP2_SP_RC = dropped<Split, 2, MicroBatch<4>, SequenceParallel, GradientCheckpoint<checkpoint_mode::automatic>>;
+using DROP_PP2 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, DropAttn, DropMLP>,
+                               Replicate<1, DropAttn, DropMLP, LayerNorm<D>, Linear<D, V>>>,
+                      Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>>;
+// the same flat layers (so the same sites) in every plan; under TP the hidden Dropout masks
+// its device's features (global indices from col0), and after the row-parallel Linear the
+// partial sum is reduce-scattered before the Dropout, never masked as a partial sum
+static_assert(std::is_same_v<DROP_DP::layers, DROP_PP2::layers> && std::is_same_v<DROP_DP::layers, DROP_TP2_SP::layers>);
+constexpr auto& hidden_drop = DROP_TP2_SP::layer_plans[11];
+constexpr auto& branch_drop = DROP_TP2_SP::layer_plans[13];
+static_assert(hidden_drop.desc.name == "Dropout" && hidden_drop.in_layout == sbp::split_feature);
+static_assert(branch_drop.desc.name == "Dropout" && branch_drop.arrives == sbp::partial &&
+              branch_drop.in_layout == sbp::split_batch);
+static_assert(DROP_TP2_SP_RC::recompute_regions == 4);
+
 }  // namespace
 
 TEST_CASE("GPT: tied input embedding and output head") {
@@ -107,6 +134,14 @@ TEST_CASE("GPT: tied input embedding and output head") {
     check<T_PP2_SP>("tied, DP2 x PP2 x TP2 + sequence parallel", adam, 1e-9);
     check<T_PP2_RC>("tied, DP2 x PP2 x TP2 + SP, recompute blocks", adam, 1e-9);
   }
+}
+
+TEST_CASE("GPT: dropout on the residual branches, the same masks under every plan") {
+  if (world_is(2)) check<DROP_DP>("dropout: DP2", adam, 1e-9);
+  if (world_is(2)) check<DROP_TP2_SP>("dropout: TP2 + sequence parallel", adam, 1e-9);
+  if (world_is(2)) check<DROP_PP2>("dropout: PP2 1F1B", adam, 1e-9);
+  if (world_is(2)) check<DROP_TP2_SP_RC>("dropout: TP2 + SP, recompute blocks", adam, 1e-9);
+  if (world_is(4)) check<DROP_TP2_SP>("dropout: DP2 x TP2 + sequence parallel", adam, 1e-9);
 }
 
 TEST_CASE("GPT: activation recomputation") {

@@ -95,6 +95,21 @@ using Gpt = Plan<Split<N, Repeat<Blocks, Attn, Mlp>, LayerNorm<D>, Linear<D, V>>
                  MicroBatch<MB>, NumMicroBatch<2>, Mode>;
 }  // namespace
 
+// Dropout (layers/dropout.hpp) on S(0,-1) blocks: each device masks its block at the
+// global rows (row0) and features (col0) the lowering gives it, so the masks are one device's.
+namespace {
+using DAttn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>, Dropout<10>>;
+using DMlp = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Dropout<10>, Linear<4 * D, D>, Dropout<10>>;
+template <int N, class Mode, int MB>
+using DropGpt = Plan<Split<N, Repeat<2, DAttn, DMlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
+                     MicroBatch<MB>, NumMicroBatch<2>, Mode>;
+}  // namespace
+
+TEST_CASE("Dropout on 2D and 3D blocks: the masks of one device") {
+  if (world_is(4)) check<DropGpt<4, Tensor2D, 2>>("GPT blocks with dropout 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<DropGpt<8, Tensor3D, 4>>("GPT blocks with dropout 3D q=2 (Adam)", adam, 1e-10);
+}
+
 TEST_CASE("GPT blocks: 2D, 2.5D, 3D") {
   if (world_is(4)) check<Gpt<4, Tensor2D, 2>>("GPT blocks 2D q=2 (Adam)", adam, 1e-10);
   if (world_is(4)) check<Gpt<4, Tensor2D, 2, 1>>("GPT block 2D q=2 (Adam)", adam, 1e-10);

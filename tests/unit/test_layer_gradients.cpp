@@ -1,8 +1,10 @@
 // Every built-in layer's backward, as the executor runs it, against central finite
-// differences of its forward, in float64: d(Σ w·y)/dx and d(Σ w·y)/dθ for random w.
+// differences of its forward, in float64: d(Σ w·y)/dx and d(Σ w·y)/dθ for random w; and
+// Dropout's mask (core/random.hpp): its statistics and its global coordinates.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -87,10 +89,11 @@ struct layer_call {
 };
 
 // Checks dx and every parameter gradient of layer L on `rows` × in_shape inputs; returns
-// the worst relative error.
+// the worst relative error. `prepare` fills what else the contexts of the forwards and
+// the backward need.
 template <class L>
 double check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::loss_io<double>* loss = nullptr,
-                 bool check_dx = true) {
+                   bool check_dx = true, void (*prepare)(ctx_t&) = nullptr) {
   harness h;
   const layer_desc desc = describe<L>();
   layer_call<L> call(in, rows);
@@ -108,6 +111,7 @@ double check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::lo
     layer_call<L> fresh(in, rows);
     std::vector<std::vector<double>> scratch_grads = grads;
     ctx_t c = fresh.context(h, params, scratch_grads);
+    if (prepare) prepare(c);
     std::vector<double> y(std::max<std::size_t>(ny, 1));
     c.x = x.data();
     c.y = y.data();
@@ -123,6 +127,7 @@ double check_layer(shape_t in, std::size_t rows, std::vector<double> x, exec::lo
   };
   // analytic gradients
   ctx_t c = call.context(h, params, grads);
+  if (prepare) prepare(c);
   std::vector<double> y(std::max<std::size_t>(ny, 1)), dx(nx, 0.0);
   exec::loss_io<double> lio = loss ? *loss : exec::loss_io<double>{};
   double acc[3] = {0, 0, 0};
@@ -410,4 +415,115 @@ TEST_CASE("grouped-query and multi-query attention, with and without biases") {
 TEST_CASE("PositionEmbedding") {
   harness h;
   check_layer<layers::PositionEmbedding<3, 5>>(shape_v<3, 5>, 2 * 3, h.rand(2 * 3 * 5));
+}
+
+namespace {
+// A training call of a Dropout: the step's key and the call's place in the step.
+const std::uint64_t drop_key = dropout_step_key(5, 3);
+void training_call(ctx_t& c) {
+  c.training = true;
+  c.step_key = &drop_key;
+  c.site = 4;
+  c.sample0 = 10;
+  c.sample_rows = 5;
+}
+// y of one Dropout call on x (rows × cols), the context prepared by `prepare` and then `place`.
+template <class L, class Place>
+std::vector<double> dropout_forward(const std::vector<double>& x, std::size_t rows, std::size_t cols, bool training,
+                                    Place place) {
+  harness h;
+  layer_call<L> call(shape_t{1, {static_cast<int>(cols), 0, 0, 0}}, rows);
+  std::vector<std::vector<double>> none;
+  ctx_t c = call.context(h, none, none);
+  training_call(c);
+  c.training = training;
+  place(c);
+  std::vector<double> y(rows * cols, std::nan(""));
+  c.x = x.data();
+  c.y = y.data();
+  L::forward(c);
+  return y;
+}
+}  // namespace
+
+TEST_CASE("Dropout: the mask's keep fraction, and its coordinates independent") {
+  // the threshold is floor(rate · 2^64), exact for rates a double would round
+  CHECK(dropout_threshold(0, 100) == 0);
+  CHECK(dropout_threshold(1, 2) == (std::uint64_t(1) << 63));
+  CHECK(dropout_threshold(1, 10) == 1844674407370955161ULL);   // 2^64 / 10 = 1844674407370955161.6
+  CHECK(dropout_threshold(99, 100) == 18262276632972456099ULL);  // 2^64 · 0.99 = ...6099.84
+  CHECK(layers::Dropout<10>::threshold == dropout_threshold(1, 10));
+  CHECK(layers::Dropout<5, 1000>::rate == 0.005);
+  // keep fraction over 2^20 elements (samples × positions × features) within 5 binomial σ
+  constexpr std::uint64_t seed = 0x5eed;
+  for (int percent : {1, 10, 50, 90}) {
+    const double p = percent / 100.0;
+    const std::uint64_t th = dropout_threshold(std::uint64_t(percent), 100);
+    long long kept = 0, n = 0;
+    for (std::uint64_t sample = 0; sample < 64; ++sample)
+      for (std::uint64_t pos = 0; pos < 128; ++pos)
+        for (std::uint64_t f = 0; f < 128; ++f, ++n) kept += dropout_keep(seed, 7, 3, sample, pos, f, th);
+    const double sigma = std::sqrt(double(n) * p * (1 - p));
+    INFO("rate " << p << ": kept " << kept << " of " << n);
+    CHECK(std::abs(double(kept) - double(n) * (1 - p)) < 5 * sigma);
+  }
+  // neighbours along each coordinate are kept together with probability (1−p)², as
+  // independent draws are: step, site, sample, position, feature, and the seed
+  const double p = 0.5;
+  const std::uint64_t th = dropout_threshold(1, 2);
+  for (int axis = 0; axis < 6; ++axis) {
+    long long both = 0, n = 0;
+    for (std::uint64_t a = 0; a < 256; ++a)
+      for (std::uint64_t b = 0; b < 256; ++b, ++n) {
+        std::array<std::uint64_t, 6> c{1, 2, a, b, (a * 7 + b) % 64, 9};  // seed, step, site, sample, position, feature
+        auto keep = [&] {
+          return dropout_keep(c[0], c[1], static_cast<int>(c[2]), c[3], c[4], c[5] + (a + b) % 3, th);
+        };
+        const bool k0 = keep();
+        ++c[static_cast<std::size_t>(axis)];
+        both += k0 && keep();
+      }
+    const double q = (1 - p) * (1 - p), sigma = std::sqrt(double(n) * q * (1 - q));
+    INFO("axis " << axis << ": both kept " << both << " of " << n);
+    CHECK(std::abs(double(both) - double(n) * q) < 5 * sigma);
+  }
+}
+
+TEST_CASE("Dropout: the backward by finite differences; the mask at global coordinates; evaluation the identity") {
+  harness h;
+  using L = layers::Dropout<30>;
+  check_layer<L>(shape_v<5, 6>, 2 * 5, h.rand(2 * 5 * 6), nullptr, true, &training_call);
+  // a training forward: each element kept (× 1/0.7) or dropped as dropout_keep says at its
+  // global coordinates: row m = row0 + r is sample sample0 + m / 5 at position m % 5
+  const std::size_t rows = 10, cols = 6;
+  const std::vector<double> x = h.rand(rows * cols);
+  const auto whole = dropout_forward<L>(x, rows, cols, true, [](ctx_t&) {});
+  std::size_t dropped = 0;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t f = 0; f < cols; ++f) {
+      const bool keep = dropout_keep(5, 3, 4, 10 + r / 5, r % 5, f, L::threshold);
+      dropped += !keep;
+      CHECK(whole[r * cols + f] == (keep ? x[r * cols + f] * (100.0 / 70.0) : 0.0));
+    }
+  CHECK(dropped > 0);
+  CHECK(dropped < rows * cols / 2);
+  // a device's block (a row split from row 3, a feature split from feature 2) draws the
+  // whole tensor's mask on its elements
+  std::vector<double> block(4 * 3);
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t f = 0; f < 3; ++f) block[r * 3 + f] = x[(3 + r) * cols + 2 + f];
+  const auto part = dropout_forward<L>(block, 4, 3, true, [](ctx_t& c) { c.row0 = 3, c.col0 = 2; });
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t f = 0; f < 3; ++f) CHECK(part[r * 3 + f] == whole[(3 + r) * cols + 2 + f]);
+  // another step (key), site or sample: another mask
+  const std::uint64_t other_key = dropout_step_key(5, 4);
+  auto differs = [&](auto place) { return dropout_forward<L>(x, rows, cols, true, place) != whole; };
+  CHECK(differs([&](ctx_t& c) { c.step_key = &other_key; }));
+  CHECK(differs([](ctx_t& c) { c.site = 5; }));
+  CHECK(differs([](ctx_t& c) { c.sample0 = 12; }));
+  // evaluation: the identity, whatever the key
+  CHECK(dropout_forward<L>(x, rows, cols, false, [](ctx_t&) {}) == x);
+  // Dropout<0> is a view: no kernel, no buffer
+  CHECK(layers::Dropout<0>::memory(local_dims{}).view);
+  CHECK(!L::memory(local_dims{}).view);
 }

@@ -218,3 +218,47 @@ TEST_CASE("activation recomputation: bit-identical training, smaller stash") {
                                     << " B recomputing every block, " << PerTaskGraph::stash_bytes(0)
                                     << " B recomputing the TaskGraph");
 }
+
+// Dropout on the residual branches (layers/dropout.hpp): the mask is a function of global
+// coordinates, so training drops, evaluation does not, and a recomputed forward draws the
+// forward's mask again (bit-identical training).
+namespace {
+using DropAttn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>, Dropout<10>>;
+// on the hidden activations too: the Linear after it keeps the dropped values, so its
+// gradient needs a recomputed forward to draw the same mask
+using DropMLP = Residual<LayerNorm<D>, Linear<D, 2 * D>, GeLU, Dropout<10>, Linear<2 * D, D>, Dropout<10>>;
+template <class... Extra>
+using drop_gpt = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, DropAttn, DropMLP>, LayerNorm<D>,
+                                Linear<D, V>>,
+                      Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<3>, Element<double>, Extra...>;
+using DropGPT = drop_gpt<>;
+using DropAuto = drop_gpt<GradientCheckpoint<checkpoint_mode::automatic>>;
+static_assert(DropGPT::num_layers == GPT::num_layers + 6 && DropAuto::recompute_regions == 4);
+// the backward recomputes the mask: Dropout keeps nothing (the Linear after the hidden one
+// keeps its input, as it keeps GeLU's output without it)
+static_assert(DropGPT::stash_bytes(0) == GPT::stash_bytes(0));
+}  // namespace
+
+TEST_CASE("Dropout in a GPT: training drops, evaluation does not, a recomputed forward draws the same mask") {
+  auto w = local_world<Host>();
+  auto plain = make_trainer<GPT>(w, SGD{.lr = 0.1}, 5);
+  auto drop = make_trainer<DropGPT>(w, SGD{.lr = 0.1}, 5);
+  // the same parameters: Dropout has none, so the plain GPT's with an empty entry per Dropout
+  const auto p = plain.gather_parameters();
+  std::vector<std::vector<std::vector<double>>> q;
+  std::size_t k = 0;
+  for (const layer_plan& lp : DropGPT::layer_plans)
+    q.push_back(lp.desc.name == "Dropout" ? std::vector<std::vector<double>>{} : p[k++]);
+  REQUIRE(k == p.size());
+  drop.set_parameters(q);
+  const batch b(3);
+  const double eval_plain = plain.evaluate(b.view(), 3).loss;
+  const double eval_drop = drop.evaluate(b.view(), 3).loss;
+  CHECK(drop.evaluate(b.view(), 3).loss == eval_drop);  // deterministic
+  CHECK(eval_drop == eval_plain);                       // and drop-free: the plain model's loss, bit for bit
+  const double step_plain = plain.step(b.view()).loss, step_drop = drop.step(b.view()).loss;
+  CHECK(std::abs(step_plain - eval_plain) < 1e-13);  // without dropout the step's loss is the evaluated one
+  CHECK(std::abs(step_drop - step_plain) > 1e-3);    // with it, the training forward drops
+  MESSAGE("loss of one batch: evaluated " << eval_drop << ", training with Dropout<10> " << step_drop);
+  CHECK(train_three_steps<DropAuto>() == train_three_steps<DropGPT>());
+}

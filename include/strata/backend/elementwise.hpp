@@ -1,6 +1,6 @@
 #pragma once
 // The elementwise kernel family's front (dispatch.hpp): bias + activation forward,
-// activation backward (the formulas of strata/core/math.hpp), scale / axpy / add /
+// activation backward (the formulas of strata/core/math.hpp), dropout, scale / axpy / add /
 // copy / fill, casts between element types, strided copies and token-id casts.
 // Implementations: host/elementwise.hpp, cuda/elementwise.cuh.
 #include <cstddef>
@@ -38,6 +38,20 @@ void activation_backward(Q& q, activation act, std::size_t n, const T* pre, cons
   if (n == 0) return;
   detail::need(dy && dx && (pre || act == activation::none), "activation_backward", "null pointer");
   impl::elementwise_kernels<Q>::activation_backward(q, act, n, pre, dy, dx);
+}
+
+// Dropout over a rows × cols block, forward and backward alike: y = x · a.scale where the
+// mask keeps element (r, c) — dropout_keep at the global coordinates `a` gives it
+// (core/kernel_args.hpp, core/random.hpp) under the step's key *a.key — else 0 (the
+// formula of math::dropout_value, in compute_t<T> with the scale rounded to it, one
+// rounding to T). y may alias x.
+template <class T, kernel_queue Q>
+void dropout(Q& q, const dropout_args& a, std::size_t rows, std::size_t cols, const T* x, T* y) {
+  static_assert(detail::is_elem_v<T>);
+  if (rows * cols == 0) return;
+  detail::need(x && y && a.key, "dropout", "null pointer");
+  detail::need(a.sample_rows > 0, "dropout", "sample_rows must be positive");
+  impl::elementwise_kernels<Q>::dropout(q, a, rows, cols, x, y);
 }
 
 // x *= alpha (bf16, f16: in float, alpha rounded to T first).

@@ -2,8 +2,10 @@
 // Argument vocabulary of the kernel families every backend provides (host and CUDA
 // alike), so that layers and the executor can name them without a backend.
 #include <cstddef>
+#include <cstdint>
 
 #include "strata/core/hd.hpp"
+#include "strata/core/random.hpp"
 
 namespace strata::backend {
 
@@ -44,6 +46,34 @@ struct flash_shape {
   STRATA_HD std::size_t first_query_of(std::size_t j) const {
     const long long first = causal ? k0 + static_cast<long long>(j) - q0 : 0;
     return first <= 0 ? 0 : static_cast<std::size_t>(first);
+  }
+};
+
+// One dropout call (backend/elementwise.hpp): a rows × cols block of one micro-batch's
+// activations and where it lies in the step, so that the mask (core/random.hpp) is drawn at
+// global coordinates: local row r is the micro-batch's row m = row0 + r, i.e. sample
+// sample0 + m / sample_rows of the step's global batch at position m % sample_rows; local
+// column c is feature col0 + c. `key` points at the step's key (dropout_step_key) in
+// backend memory, so a recorded graph reads each step's own.
+struct dropout_args {
+  const std::uint64_t* key = nullptr;
+  int site = 0;                       // the layer's index in the flat model
+  std::uint64_t sample0 = 0;
+  std::size_t row0 = 0, sample_rows = 1, col0 = 0;
+  std::uint64_t threshold = 0;        // dropped iff the hash lies below (dropout_threshold)
+  double scale = 1.0;                 // 1 / (1 − rate), for the kept elements
+
+  // The key of local row r (a kernel may divide m by sample_rows itself, in 32 bits, and
+  // call row_key_at with the quotient and remainder).
+  STRATA_HD std::uint64_t row_key(std::uint64_t step_key, std::size_t r) const {
+    const std::size_t m = row0 + r;
+    return row_key_at(step_key, m / sample_rows, m % sample_rows);
+  }
+  STRATA_HD std::uint64_t row_key_at(std::uint64_t step_key, std::size_t sample, std::size_t position) const {
+    return dropout_row_key(step_key, site, sample0 + sample, position);
+  }
+  STRATA_HD bool keep(std::uint64_t row_key, std::size_t c) const {
+    return dropout_keep_in_row(row_key, col0 + c, threshold);
   }
 };
 

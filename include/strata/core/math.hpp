@@ -51,6 +51,13 @@ STRATA_HD inline double sqrt_of(double x) { return ::sqrt(x); }
 STRATA_HD inline float exp_of(float x) { return ::expf(x); }
 STRATA_HD inline double exp_of(double x) { return ::exp(x); }
 
+// Dropout's element (forward and backward alike): kept ones scaled by 1/(1 − rate), dropped
+// ones zero (a select, not a multiply by the mask: a dropped Inf or NaN is no gradient).
+template <class C>
+STRATA_HD inline C dropout_value(C x, bool keep, C scale) {
+  return keep ? x * scale : C(0);
+}
+
 // SwiGLU (Shazeer 2020; Llama's MLP): h = silu(g)·u with silu(g) = g·σ(g), and its
 // gradients dg = dh·u·σ(g)(1 + g(1 − σ(g))), du = dh·silu(g), in the compute type C.
 template <class C>

@@ -65,6 +65,14 @@ struct layer_ctx {
   T* keep = nullptr;                   // zero-bubble: what backward_data keeps for backward_weights
   std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)
   std::size_t col0 = 0;                // the first of this device's features (a feature split or S(0,-1) block)
+  // Where the call stands in the run, for random draws that must not depend on the plan
+  // (Dropout's mask, core/random.hpp: a function of global coordinates only).
+  bool training = false;               // a training step's forward, recompute or backward; false in evaluation
+  const std::uint64_t* step_key = nullptr;  // backend memory: dropout_step_key(seed, step), written before each step
+  int site = 0;                        // the layer's index in the flat model: the same in every plan of the model
+  std::uint64_t sample0 = 0;           // the micro-batch's first sample in the step's global batch
+  std::size_t sample_rows = 1;         // rows per sample: micro-batch row m is sample sample0 + m / sample_rows,
+                                       // position m % sample_rows
   // The groups of the layer's own collectives, in the order the planner lists them
   // (plan/sharding.hpp): a vocabulary-parallel loss's part; 2D/2.5D/3D mesh rows, columns
   // or depths. Null past the layer's list.

@@ -18,6 +18,7 @@
 
 #include "strata/core/communicator.hpp"
 #include "strata/core/precision.hpp"
+#include "strata/core/random.hpp"
 #include "strata/exec/arena.hpp"
 #include "strata/exec/batch.hpp"
 #include "strata/exec/context.hpp"
@@ -53,7 +54,7 @@ class executor {
                 "strata internal: a device program fails its proof (lower::device_check<P>::train/eval say where)");
 
   executor(queue& q, Comm& world, rank_coord me, int dp, std::uint64_t seed)
-      : q_(q), world_(world), me_(me), dp_(dp), arena_(me.stage), store_(q, me, seed), groups_(world, me),
+      : q_(q), world_(world), me_(me), dp_(dp), seed_(seed), arena_(me.stage), store_(q, me, seed), groups_(world, me),
         reductions_(q, groups_, me.stage) {
     // the update is split over the devices each group's gradients are reduced over
     // (where the layout partitions it)
@@ -64,6 +65,8 @@ class executor {
     if constexpr (embedding_first) ids_ = Backend::template allocate<std::int32_t>(step_samples * per_sample);
     acc_ = Backend::template allocate<double>(3);
     scalar_ = Backend::template allocate<double>(1);
+    step_key_ = Backend::template allocate<std::uint64_t>(1);
+    set_step(0);
     group_.reserve(64);  // no allocation while posting a step's messages
   }
 
@@ -82,6 +85,14 @@ class executor {
     if constexpr (embedding_first) cast_ids(q_, step_samples * per_sample, inputs_.data(), ids_.data());
   }
 
+  // The step's random key (dropout_step_key of the run's seed and `step`, the steps taken
+  // before it) into backend memory, where the step's layers read it: at a fixed place, so a
+  // recorded graph reads each step's own. The trainer writes it before every step.
+  void set_step(long long step) {
+    host_step_key_ = dropout_step_key(seed_, static_cast<std::uint64_t>(step));
+    Backend::upload(q_, &host_step_key_, 1, step_key_.data());
+  }
+
   // ---- training: the stage's device program ---------------------------------------------
   // Everything up to the update, which the trainer runs once the loss is known. A step of
   // `passes` replica batches (run-time gradient accumulation) runs the program once per
@@ -91,6 +102,9 @@ class executor {
   void run_training_program(int pass = 0, int passes = 1) {
     passes_ = passes;
     final_pass_ = pass + 1 == passes;
+    // this pass's first sample in the step's global batch: replica d's share is passes chunks
+    // of step_samples from d·passes·step_samples on (trainer::share), as one device's are
+    batch_first_ = (std::uint64_t(me_.data) * std::uint64_t(passes) + std::uint64_t(pass)) * step_samples;
     if (pass == 0) {
       store_.zero_grads();
       fill(q_, std::size_t(3), 0.0, acc_.data());
@@ -237,13 +251,13 @@ class executor {
         break;
       }
       case lower::act::prepare_loss: prepare_loss(a.index, mb); break;
-      case lower::act::forward: call(a, mb, forward_table, train); break;
-      case lower::act::recompute: call(a, mb, forward_table, false); break;
-      case lower::act::backward: call(a, mb, backward_table, false); break;
-      case lower::act::backward_data: call(a, mb, backward_data_table, false); break;
+      case lower::act::forward: call(a, mb, forward_table, train, train); break;
+      case lower::act::recompute: call(a, mb, forward_table, train, false); break;
+      case lower::act::backward: call(a, mb, backward_table, train, false); break;
+      case lower::act::backward_data: call(a, mb, backward_data_table, train, false); break;
       case lower::act::backward_weights:
         posted_.drive(world_);  // the overlapped messages move between the layers' kernels
-        call(a, mb, backward_weights_table, false);
+        call(a, mb, backward_weights_table, train, false);
         break;
       case lower::act::send_act:
       case lower::act::recv_act:
@@ -322,11 +336,13 @@ class executor {
   }
 
   // A layer call: its context from the lowered call, this device's origin, the store's
-  // weights (the staging slot the action names) and gradients (its gradient slot).
+  // weights (the staging slot the action names) and gradients (its gradient slot). `train`:
+  // the training program (a recompute draws the forward's random numbers again); `books`:
+  // the call adds to the step's books (a training forward).
   using ctx_t = layer_ctx<Backend, T, Comm>;
   using fn = void (*)(ctx_t&);
   template <std::size_t N>
-  void call(const lower::action& a, int mb, const std::array<fn, N>& table, bool books) {
+  void call(const lower::action& a, int mb, const std::array<fn, N>& table, bool train, bool books) {
     const int i = a.index;
     const lower::layer_call& c = L::tables.calls[idx(i)];
     const lower::call_origin& o = L::tables.origins[idx(i)][idx(me_.index)];
@@ -358,6 +374,11 @@ class executor {
     ctx.row0 = uz(o.row0);
     ctx.col0 = uz(o.col0);
     ctx.mesh_q = c.dims.q;
+    ctx.training = train;
+    ctx.step_key = step_key_.data();
+    ctx.site = i;  // the action's layer: its index in the flat model, the same in every plan
+    ctx.sample0 = batch_first_ + uz(mb) * uz(L::micro_batch);
+    ctx.sample_rows = uz(c.dims.in.rows());
     for (int k = 0; k < c.num_groups; ++k) ctx.mesh[idx(k)] = &groups_.axis(c.groups[idx(k)]);
     if (c.reads_ids) ctx.ids = ids_.data() + mb * L::input_stride + o.batch_first;
     if (c.loss) ctx.loss = &loss_;
@@ -410,6 +431,7 @@ class executor {
   Comm& world_;
   rank_coord me_;
   int dp_;
+  std::uint64_t seed_;  // the run's seed: parameters' initial values and the random keys
   activation_arena<P, Backend, T> arena_;
   param_store<P, Backend, T> store_;
   device_groups<P, Comm> groups_;
@@ -417,6 +439,9 @@ class executor {
   typename Backend::template buffer<M> inputs_;
   typename Backend::template buffer<std::int32_t> labels_, ids_;
   typename Backend::template buffer<double> acc_, scalar_;
+  typename Backend::template buffer<std::uint64_t> step_key_;
+  std::uint64_t host_step_key_ = 0;  // the upload's source (pageable memory is read before return)
+  std::uint64_t batch_first_ = 0;    // this pass's first sample in the step's global batch
   double last_norm_ = 0.0;
   loss_io<T> loss_{};
   aux_loss_io aux_{};

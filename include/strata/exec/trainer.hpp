@@ -308,6 +308,7 @@ class trainer {
 
   step_result step_on(const batch_view<M>& b) {
     check_batch(b, "step");
+    exec_->set_step(step_);  // the step's random key (Dropout's mask), outside any recorded graph
     const int passes = static_cast<int>(b.samples / step_samples);
     // Everything between the upload and the loss read-back is the same device work every
     // step; a backend with graphs records it once (second step) and replays it.

@@ -55,6 +55,7 @@ struct lowering {
   static constexpr long long input_elems = P::input_shape.numel();
   static constexpr long long labels_per_sample = P::labels_per_sample;
   static constexpr long long replica_batch = P::replica_batch;
+  static constexpr long long micro_batch = P::micro_batch;
   static constexpr long long input_stride = P::micro_batch * input_elems;
   static constexpr long long label_stride = P::micro_batch * labels_per_sample;
 

@@ -96,6 +96,29 @@ __global__ void k_activation_backward(activation act, std::size_t n, const T* pr
 
 namespace detail {
 
+// W elements of one row per thread (cols % W == 0): the row's key is hashed once per W
+// elements, the row's sample and position found in 32 bits when the rows allow.
+template <class T, int W>
+__global__ void k_dropout(dropout_args a, std::size_t rows, std::size_t cols, const T* x, T* y) {
+  using C = compute_t<T>;
+  const std::uint64_t key = *a.key;
+  const C s = C(a.scale);
+  const std::size_t vpr = cols / W, total = rows * vpr;
+  const bool small = total <= 0xffffffffull;
+  const bool small_rows = a.row0 + rows <= 0xffffffffull && a.sample_rows <= 0xffffffffull;
+  for (std::size_t v = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; v < total;
+       v += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = d_div(v, vpr, small), c = (v - r * vpr) * W;
+    const std::size_t m = a.row0 + r, sample = d_div(m, a.sample_rows, small_rows);
+    const std::uint64_t rk = a.row_key_at(key, sample, m - sample * a.sample_rows);
+    T xv[W], yv[W];
+    load<W>(x + r * cols + c, xv);
+#pragma unroll
+    for (int k = 0; k < W; ++k) yv[k] = T(math::dropout_value(C(xv[k]), a.keep(rk, c + k), s));
+    store<W>(y + r * cols + c, yv);
+  }
+}
+
 template <class T, int W>
 __global__ void k_scale(std::size_t n, T a, T* x) {
   using C = compute_t<T>;
@@ -236,6 +259,18 @@ struct elementwise_kernels {
       detail::k_activation_backward<T, 1>
           <<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(act, n, pre, dy, dx);
     STRATA_CUDA_CHECK_LAUNCH("k_activation_backward");
+  }
+
+  template <class T>
+  static void dropout(queue& q, const dropout_args& a, std::size_t rows, std::size_t cols, const T* x, T* y) {
+    constexpr int W = detail::vec_width<T>;
+    if (cols % W == 0 && detail::aligned16(x) && detail::aligned16(y))
+      detail::k_dropout<T, W><<<detail::flat_grid(q, rows * cols / W), detail::flat_threads, 0, q.stream()>>>(
+          a, rows, cols, x, y);
+    else
+      detail::k_dropout<T, 1><<<detail::flat_grid(q, rows * cols), detail::flat_threads, 0, q.stream()>>>(
+          a, rows, cols, x, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_dropout");
   }
 
   // alpha rounded to T first, as the host does

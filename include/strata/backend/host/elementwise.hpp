@@ -110,6 +110,20 @@ struct elementwise_kernels {
     });
   }
 
+  // One row key per row, one hash per element.
+  template <class T>
+  static void dropout(queue& q, const dropout_args& a, std::size_t rows, std::size_t cols, const T* x, T* y) {
+    using C = detail::compute_t<T>;
+    const std::uint64_t key = *a.key;
+    const C s = C(a.scale);
+    detail::for_rows(q, rows, cols, [&](std::size_t r) {
+      const std::uint64_t rk = a.row_key(key, r);
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      for (std::size_t j = 0; j < cols; ++j) yr[j] = T(math::dropout_value(C(xr[j]), a.keep(rk, j), s));
+    });
+  }
+
   template <class T>
   static void scale(queue& q, std::size_t n, double alpha, T* x) {
     using C = detail::compute_t<T>;

@@ -57,8 +57,9 @@ using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
 // 2D tensor parallelism (q = 2) of GPT blocks on token features (embeddings are not mode
 // layers), and the same layers as TP4 and DP4: checkpoint pieces cut on two axes
 template <template <int, class...> class Strategy, int N, class... Extra>
-using blocks = Plan<Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>, Linear<small_gpt::D, small_gpt::V>>,
-                    Input<small_gpt::S, small_gpt::D>, small_gpt::CE, Extra...>;
+using blocks =
+    Plan<Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>, Linear<small_gpt::D, small_gpt::V>>,
+         Input<small_gpt::S, small_gpt::D>, small_gpt::CE, Extra...>;
 using T2D = blocks<Split, 4, MicroBatch<8>, Tensor2D>;
 using T1D = blocks<Split, 4, MicroBatch<8>>;
 using BDP4 = blocks<Replicate, 1, MicroBatch<2>>;
@@ -312,8 +313,9 @@ TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored"
          [](io::json::value& j) { j.erase("pieces"); });
   edited(("index.json: piece " + first + ": start [0,0] and stop [16,99] are not a box of " + cut + " [16,32]").c_str(),
          [&](io::json::value& j) { j["pieces"][first]["stop"][1] = 99; });
-  edited(("index.json: pieces " + first + " [0:16, 0:16] and " + second + " [0:16, 0:16] of " + cut + " overlap").c_str(),
-         [&](io::json::value& j) { j["pieces"][second] = j["pieces"][first]; });
+  edited(
+      ("index.json: pieces " + first + " [0:16, 0:16] and " + second + " [0:16, 0:16] of " + cut + " overlap").c_str(),
+      [&](io::json::value& j) { j["pieces"][second] = j["pieces"][first]; });
   edited(("index.json: the pieces of " + cut + " [16,32] cover 256 of its 512 elements").c_str(),
          [&](io::json::value& j) {
            j["pieces"].erase(second);

@@ -11,7 +11,6 @@
 //                  go to <dir>/hf_<model>/strata_logits[_f32].safetensors
 // The logits come out of the plan through a loss layer that keeps its input (LogitsProbe),
 // run by trainer::evaluate on the same layers and shards as training.
-// mpi-ranks: 4
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -48,11 +47,12 @@ struct LogitsProbe {
 
 constexpr int V = 32, S = 8, D = 16, H = 4, F = 24, B = 4;  // B: the sequences scored
 template <class Head, class LossLayer, class... Extra>
-using gpt = Plan<Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>,
-                                Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>>,
-                          Split<2, Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>,
-                                Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>, LayerNorm<D>, Head>>,
-                 Input<S>, Loss<LossLayer>, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+using gpt = Plan<
+    Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>,
+                   Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>>,
+             Split<2, Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>,
+                   Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>, LayerNorm<D>, Head>>,
+    Input<S>, Loss<LossLayer>, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
 using LBlock = Repeat<1, Residual<RMSNorm<D>, CausalSelfAttention<D, H, S, 10000>>, Residual<RMSNorm<D>, SwiGLU<D, F>>>;
 template <class LossLayer, class... Extra>
 using llama = Plan<Pipeline<Split<2, Embedding<V, D>, LBlock>, Split<2, LBlock, RMSNorm<D>, Linear<D, V, false>>>,
@@ -103,7 +103,8 @@ void train_and_export(W& world, const std::string& dir, const std::string& name,
     t.step({.inputs = x, .labels = y, .samples = 4});
   }
   const std::string out = dir + "/" + name;
-  hf::export_folder(world, t, out, {.dtype = io::dtype::F64, .max_shard_bytes = name == "llama" ? 4096u : 5'000'000'000u});
+  hf::export_folder(world, t, out,
+                    {.dtype = io::dtype::F64, .max_shard_bytes = name == "llama" ? 4096u : 5'000'000'000u});
   hf::export_folder(world, t, out + "_f32");
   // the same model through a strata checkpoint (GPT-2): the files must hold the same values
   t.save_checkpoint(dir + "/ckpt_" + name);
@@ -113,7 +114,8 @@ void train_and_export(W& world, const std::string& dir, const std::string& name,
   auto p = make_trainer<Probe, double>(world, AdamW{.lr = 1e-2});
   p.set_parameters(t.gather_parameters());
   score<Probe, double>(world, p, out + "/strata_logits.safetensors");
-  if (world.rank() == 0) std::printf("hf_roundtrip: trained %s 3 steps (PP2 x TP2), exported to %s\n", name.c_str(), out.c_str());
+  if (world.rank() == 0)
+    std::printf("hf_roundtrip: trained %s 3 steps (PP2 x TP2), exported to %s\n", name.c_str(), out.c_str());
 }
 
 template <class Probe, class T, class W>
@@ -121,7 +123,8 @@ void import_and_score(W& world, const std::string& dir, const std::string& suffi
   auto t = make_trainer<Probe, T>(world, AdamW{.lr = 1e-2});
   hf::import_folder(world, t, dir);
   score<Probe, T>(world, t, dir + "/strata_logits" + suffix + ".safetensors");
-  if (world.rank() == 0) std::printf("hf_roundtrip: imported %s into PP2 x TP2 (%s)\n", dir.c_str(), suffix.empty() ? "float64" : "float32");
+  if (world.rank() == 0)
+    std::printf("hf_roundtrip: imported %s into PP2 x TP2 (%s)\n", dir.c_str(), suffix.empty() ? "float64" : "float32");
 }
 
 int main(int argc, char** argv) {

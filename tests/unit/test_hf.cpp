@@ -118,11 +118,14 @@ TEST_CASE("recognise: GPT-2 and Llama plans, and the layer that breaks the patte
   CHECK(refusal([] { hf::recognise<llama<LayerNorm<D>>>(); }) ==
         "strata::hf: the model is not a LlamaForCausalLM: layer 2 (LayerNorm) breaks the pattern: expected RMSNorm "
         "(the block's first normalisation)");
-  CHECK_HAS(refusal([] { hf::recognise<llama<RMSNorm<D>, MultiHeadAttention<D, H, S, false, 10000>>>(); }), ("layer 3 (MultiHeadAttention) breaks the pattern: the attention is not causal"));
-  CHECK_HAS(refusal([] { hf::recognise<llama<RMSNorm<D>, CausalSelfAttention<D, H, S>>>(); }), ("layer 3 (CausalSelfAttention) breaks the pattern: Llama's attention has rotary positions"));
+  CHECK_HAS(refusal([] { hf::recognise<llama<RMSNorm<D>, MultiHeadAttention<D, H, S, false, 10000>>>(); }),
+            ("layer 3 (MultiHeadAttention) breaks the pattern: the attention is not causal"));
+  CHECK_HAS(refusal([] { hf::recognise<llama<RMSNorm<D>, CausalSelfAttention<D, H, S>>>(); }),
+            ("layer 3 (CausalSelfAttention) breaks the pattern: Llama's attention has rotary positions"));
   using mixed_eps = plan<Embedding<V, D>, Residual<RMSNorm<D>, CausalSelfAttention<D, H, S, 10000>>,
                          Residual<RMSNorm<D, 6>, SwiGLU<D, F>>, RMSNorm<D>, Linear<D, V, false>>;
-  CHECK_HAS(refusal([] { hf::recognise<mixed_eps>(); }), ("layer 6 (RMSNorm) breaks the pattern: its eps differs from the first normalisation's"));
+  CHECK_HAS(refusal([] { hf::recognise<mixed_eps>(); }),
+            ("layer 6 (RMSNorm) breaks the pattern: its eps differs from the first normalisation's"));
   using no_blocks = plan<Embedding<V, D>, RMSNorm<D>, Linear<D, V, false>>;
   CHECK_HAS(refusal([] { hf::recognise<no_blocks>(); }), ("expected at least one transformer block"));
   using extra = plan<Embedding<V, D>, Residual<RMSNorm<D>, CausalSelfAttention<D, H, S, 10000>>,
@@ -138,7 +141,8 @@ TEST_CASE("grouped-query attention: q, k, v columns of w_qkv against a direct en
   const char* order[2][4] = {{"q0", "q1", "k0", "v0"}, {"q2", "q3", "k1", "v1"}};
   for (int g = 0; g < 2; ++g)
     for (int b = 0; b < 4; ++b)
-      for (int j = 0; j < 4; ++j) column[std::size_t((g * 4 + b) * 4 + j)] = order[g][b] + std::string(".") + std::to_string(j);
+      for (int j = 0; j < 4; ++j)
+        column[std::size_t((g * 4 + b) * 4 + j)] = order[g][b] + std::string(".") + std::to_string(j);
   const char* part = "qkv";
   for (int p = 0; p < 3; ++p)
     for (int h = 0; h < (p == 0 ? 4 : 2); ++h)
@@ -149,7 +153,8 @@ TEST_CASE("grouped-query attention: q, k, v columns of w_qkv against a direct en
   const hf::tensor_map k{"k", {8, 16}, 0, 0, hf::layout::k, ""};
   const std::uint64_t C = 32;
   for (std::uint64_t r = 0; r < 8; ++r)
-    for (std::uint64_t i = 0; i < 16; ++i) CHECK(hf::source(s, k, r * 16 + i) == i * C + hf::qkv_column(s, 1, r / 4, r % 4));
+    for (std::uint64_t i = 0; i < 16; ++i)
+      CHECK(hf::source(s, k, r * 16 + i) == i * C + hf::qkv_column(s, 1, r / 4, r % 4));
 }
 
 TEST_CASE("export then import gives back every parameter") {
@@ -192,7 +197,8 @@ TEST_CASE("export then import gives back every parameter") {
   // BF16: rounded from the float value
   hf::write_folder<L>(pl, t.file("llama_bf16"), {.dtype = io::dtype::BF16});
   const hf::parameters b16 = hf::read_folder<L>(t.file("llama_bf16"));
-  CHECK(b16[0][0][5] == double(strata::detail::bf16_bits_to_float(strata::detail::float_to_bf16_bits(float(pl[0][0][5])))));
+  CHECK(b16[0][0][5] ==
+        double(strata::detail::bf16_bits_to_float(strata::detail::float_to_bf16_bits(float(pl[0][0][5])))));
 }
 
 TEST_CASE("GPT-2 folders as transformers writes them: a tied lm_head, a longer wpe, no MLP biases") {
@@ -216,14 +222,16 @@ TEST_CASE("GPT-2 folders as transformers writes them: a tied lm_head, a longer w
   CHECK(back[1] == p[1]);  // the first 8 positions
   bool transposed = true;  // the head [D, V] is wte [V, D] transposed
   for (int v = 0; v < V; ++v)
-    for (int d = 0; d < D; ++d) transposed = transposed && back[23][0][std::size_t(d * V + v)] == p[0][0][std::size_t(v * D + d)];
+    for (int d = 0; d < D; ++d)
+      transposed = transposed && back[23][0][std::size_t(d * V + v)] == p[0][0][std::size_t(v * D + d)];
   CHECK(transposed);
   // a plan whose MLP Linears have no bias: zeros in c_fc.bias load, anything else is refused
   using NoBias = gpt<GeLU, Linear<D, V, false>, false>;
   const std::string nb = t.file("nobias");
   hf::write_folder<NoBias>(random_parameters<NoBias>(4), nb, {.dtype = io::dtype::F64});
   CHECK(hf::read_folder<NoBias>(nb).size() == std::size_t(NoBias::num_layers));
-  CHECK_HAS(refusal([&] { hf::read_folder<NoBias>(t.file("tied")); }), ("tensor 'transformer.h.0.mlp.c_fc.bias' is not zero (element 0 is "));
+  CHECK_HAS(refusal([&] { hf::read_folder<NoBias>(t.file("tied")); }),
+            ("tensor 'transformer.h.0.mlp.c_fc.bias' is not zero (element 0 is "));
 }
 
 TEST_CASE("a bad folder is refused, naming the file and the problem") {
@@ -238,12 +246,19 @@ TEST_CASE("a bad folder is refused, naming the file and the problem") {
     change(dir);
     return refusal([&] { hf::read_folder<G>(dir); });
   };
-  CHECK_HAS(refusal([&] { hf::read_folder<gpt<GeLU, Linear<D, V, false>, true, 2>>(good); }), ("config.json: \"n_head\" is 4, the plan's attention's heads is 2"));
-  CHECK_HAS(refusal([&] { hf::read_folder<llama<>>(good); }), ("config.json: model_type \"gpt2\": the plan is a LlamaForCausalLM (model_type \"llama\")"));
-  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["layer_norm_epsilon"] = 1e-6; }); }), ("config.json: \"layer_norm_epsilon\" is 1e-06, strata's LayerNorm's eps is 1e-05"));
-  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["activation_function"] = "relu"; }); }), ("\"activation_function\" is \"relu\": strata's GeLU is the tanh approximation (gelu_new)"));
-  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["n_positions"] = 4; }); }), ("\"n_positions\" is 4: fewer than the plan's 8 positions (Seq)"));
-  CHECK_HAS(damaged([](const std::string& d) { std::ofstream(d + "/config.json", std::ios::trunc) << "{\"n_embd\": "; }), ("config.json: not valid JSON: at byte "));
+  CHECK_HAS(refusal([&] { hf::read_folder<gpt<GeLU, Linear<D, V, false>, true, 2>>(good); }),
+            ("config.json: \"n_head\" is 4, the plan's attention's heads is 2"));
+  CHECK_HAS(refusal([&] { hf::read_folder<llama<>>(good); }),
+            ("config.json: model_type \"gpt2\": the plan is a LlamaForCausalLM (model_type \"llama\")"));
+  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["layer_norm_epsilon"] = 1e-6; }); }),
+            ("config.json: \"layer_norm_epsilon\" is 1e-06, strata's LayerNorm's eps is 1e-05"));
+  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["activation_function"] = "relu"; }); }),
+            ("\"activation_function\" is \"relu\": strata's GeLU is the tanh approximation (gelu_new)"));
+  CHECK_HAS(damaged([](const std::string& d) { edit_config(d, [](auto& c) { c["n_positions"] = 4; }); }),
+            ("\"n_positions\" is 4: fewer than the plan's 8 positions (Seq)"));
+  CHECK_HAS(
+      damaged([](const std::string& d) { std::ofstream(d + "/config.json", std::ios::trunc) << "{\"n_embd\": "; }),
+      ("config.json: not valid JSON: at byte "));
   CHECK_HAS(damaged([](const std::string& d) {
                rewrite(d + "/model.safetensors", [](tensors& x) { x.values.erase("transformer.ln_f.bias"); });
              }), ("model.safetensors: tensor 'transformer.ln_f.bias' of GPT2LMHeadModel is missing"));
@@ -265,6 +280,8 @@ TEST_CASE("a bad folder is refused, naming the file and the problem") {
   CHECK_HAS(damaged([](const std::string& d) {
                rewrite(d + "/model.safetensors", [](tensors& x) { x.values["transformer.wte.weight"][7] = NAN; });
              }), ("tensor 'transformer.wte.weight' holds nan at element 7"));
-  CHECK_HAS(damaged([](const std::string& d) { fs::resize_file(d + "/model.safetensors", 1000); }), ("model.safetensors: truncated"));
-  CHECK_HAS(damaged([](const std::string& d) { fs::remove(d + "/model.safetensors"); }), ("holds neither model.safetensors nor model.safetensors.index.json"));
+  CHECK_HAS(damaged([](const std::string& d) { fs::resize_file(d + "/model.safetensors", 1000); }),
+            ("model.safetensors: truncated"));
+  CHECK_HAS(damaged([](const std::string& d) { fs::remove(d + "/model.safetensors"); }),
+            ("holds neither model.safetensors nor model.safetensors.index.json"));
 }

@@ -252,7 +252,8 @@ class checkpointer {
         const lower::tensor_place& pl = store_t::place(i, k);
         auto mine_of = [&](const std::vector<double>& full, M* out) {
           for (long long e = 0; e < pl.size; ++e)
-            out[e] = static_cast<M>(full[logical_index(whole, local, P::param_block(i, k, me_.index), static_cast<std::uint64_t>(e))]);
+            out[e] = static_cast<M>(
+                full[logical_index(whole, local, P::param_block(i, k, me_.index), static_cast<std::uint64_t>(e))]);
         };
         params.emplace_back(uz(pl.size));
         mine_of(src.whole(name, ckpt::dims(whole)), params.back().data());
@@ -265,7 +266,8 @@ class checkpointer {
   static void writer_blocks(const ckpt::index& ix, const std::string& name, const shape_t& whole, const shape_t& local,
                             const std::vector<ckpt::piece>& pieces) {
     std::vector<ckpt::box> want, have;
-    for (int b = 0; b < static_cast<int>(whole.numel() / local.numel()); ++b) want.push_back(ckpt::box_of(whole, local, b));
+    for (int b = 0; b < static_cast<int>(whole.numel() / local.numel()); ++b)
+      want.push_back(ckpt::box_of(whole, local, b));
     for (const ckpt::piece& p : pieces) have.push_back(p.where);
     auto order = [](const ckpt::box& a, const ckpt::box& b) { return a.start < b.start; };
     std::sort(want.begin(), want.end(), order);
@@ -273,8 +275,8 @@ class checkpointer {
     if (want != have)
       ix.fail("tensor " + name + " is in " + std::to_string(have.size()) + " pieces (the first " +
               ckpt::box_text(have.front()) + "), the plan named as the writer cuts it into " +
-              std::to_string(want.size()) + (want.size() == 1 ? " block" : " blocks") + " (the first " + ckpt::box_text(want.front()) +
-              "): was the checkpoint written by another plan?");
+              std::to_string(want.size()) + (want.size() == 1 ? " block" : " blocks") + " (the first " +
+              ckpt::box_text(want.front()) + "): was the checkpoint written by another plan?");
   }
 
   typename Backend::queue& q_;

@@ -84,16 +84,6 @@ inline std::string box_text(const box& b) {
   return t + "]";
 }
 
-// The blocks plan P cuts tensor k of `layer` into, as boxes, in block order.
-template <class P>
-std::vector<box> boxes_of(int layer, int k) {
-  const layer_plan& lp = P::layer_plans[static_cast<std::size_t>(layer)];
-  const shape_t whole = lp.desc.params[static_cast<std::size_t>(k)].shape;
-  std::vector<box> b;
-  for (int n = 0; n < blocks<P>(layer, k); ++n) b.push_back(box_of(whole, lp.local_params[static_cast<std::size_t>(k)], n));
-  return b;
-}
-
 // The index of a save of plan P on W ranks: every rank's pieces come from the plan, so rank
 // 0 writes it without messages. `files` and `digests`: each rank file's size and header CRC.
 template <class P>
@@ -114,8 +104,10 @@ std::string index_text(long long step, int W, const optimizer& opt, const std::m
   json model = json::array(), weights = json::object(), states = json::object(), pieces = json::object();
   for (int i = 0; i < P::num_layers; ++i)
     for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      model.push_back({{"tensor", tensor_name<P>(i, k)},
-                       {"shape", dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)}});
+      model.push_back(
+          {{"tensor", tensor_name<P>(i, k)},
+           {"shape",
+            dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)}});
   for (int r = 0; r < W; ++r) {
     const rank_coord c = P::coord(r);
     if (c.data != 0) continue;  // replica 0 writes
@@ -126,7 +118,8 @@ std::string index_text(long long step, int W, const optimizer& opt, const std::m
         if (P::param_holder(i, k, c.index) != c.index) continue;  // another device writes this block
         const int b = P::param_block(i, k, c.index), n = blocks<P>(i, k);
         const std::string name = tensor_name<P>(i, k), p = piece_name(name, b, n), file = rank_file(r, W);
-        const box where = box_of(lp.desc.params[static_cast<std::size_t>(k)].shape, lp.local_params[static_cast<std::size_t>(k)], b);
+        const box where =
+            box_of(lp.desc.params[static_cast<std::size_t>(k)].shape, lp.local_params[static_cast<std::size_t>(k)], b);
         weights[p] = file;
         for (const std::string& s : state_names(opt)) states["optimizer." + s + "." + p] = file;
         pieces[p] = {{"tensor", name}, {"start", where.start}, {"stop", where.stop}};
@@ -302,7 +295,8 @@ inline index read_index(const std::string& dir) {
       ix.fail("the pieces of " + t.name + " " + dims_text(t.shape) + " cover " + std::to_string(covered) + " of its " +
               std::to_string(all) + " elements");
   }
-  for (const auto& e : states->items()) ix.optimizer_map[e.key()] = file_of("optimizer_map entry " + e.key(), e.value());
+  for (const auto& e : states->items())
+    ix.optimizer_map[e.key()] = file_of("optimizer_map entry " + e.key(), e.value());
   return ix;
 }
 
@@ -312,12 +306,15 @@ void check_model(const index& ix) {
   std::vector<tensor_entry> mine;
   for (int i = 0; i < P::num_layers; ++i)
     for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      mine.push_back({tensor_name<P>(i, k), dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)});
+      mine.push_back(
+          {tensor_name<P>(i, k),
+           dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)});
   auto shown = [](const std::vector<tensor_entry>& m, std::size_t e) {
     return e < m.size() ? m[e].name + dims_text(m[e].shape) : std::string("absent");
   };
   for (std::size_t e = 0; e < std::max(mine.size(), ix.model.size()); ++e)
-    if (e >= mine.size() || e >= ix.model.size() || mine[e].name != ix.model[e].name || mine[e].shape != ix.model[e].shape)
+    if (e >= mine.size() || e >= ix.model.size() || mine[e].name != ix.model[e].name ||
+        mine[e].shape != ix.model[e].shape)
       ix.fail("it holds another model: tensor " + std::to_string(e) + " is " + shown(ix.model, e) +
               " in the checkpoint, " + shown(mine, e) + " in this plan");
 }

@@ -50,7 +50,8 @@ class tensor_source {
         name = "optimizer." + state + "." + p.name;
         const auto at = index_.optimizer_map.find(name);
         if (at == index_.optimizer_map.end())
-          index_.fail("piece " + name + " is missing (the optimizer_map lists no " + state + " state of " + p.name + ")");
+          index_.fail("piece " + name + " is missing (the optimizer_map lists no " + state + " state of " + p.name +
+                      ")");
         file = at->second;
       }
       const io::reader& r = reader_of(file);

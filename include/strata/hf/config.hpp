@@ -95,12 +95,13 @@ inline config_facts check_config(const model_spec& s, const io::json::value& c, 
   auto whole = [&](const char* key, std::optional<long long> fallback = std::nullopt) {
     const io::json::value* v = find(key);
     if (!v && fallback) return *fallback;
-    if (!v || !v->is_number_integer()) fail(std::string("\"") + key + "\" is " + (v ? io::json::described(*v) : "absent") +
-                                            ", not an integer");
+    if (!v || !v->is_number_integer())
+      fail(std::string("\"") + key + "\" is " + (v ? io::json::described(*v) : "absent") + ", not an integer");
     return v->get<long long>();
   };
   auto number = [&](const io::json::value* v, const std::string& key) {
-    if (!v || !v->is_number()) fail("\"" + key + "\" is " + (v ? io::json::described(*v) : "absent") + ", not a number");
+    if (!v || !v->is_number())
+      fail("\"" + key + "\" is " + (v ? io::json::described(*v) : "absent") + ", not a number");
     return v->get<double>();
   };
   auto text = [&](const char* key, const char* fallback) {
@@ -159,18 +160,22 @@ inline config_facts check_config(const model_spec& s, const io::json::value& c, 
       fail("\"hidden_act\" is \"" + text("hidden_act", "silu") + "\": strata's SwiGLU gates with silu");
     const double eps = number(find("rms_norm_eps"), "rms_norm_eps");
     if (std::abs(eps - s.eps) > 1e-12 * s.eps)
-      fail("\"rms_norm_eps\" is " + io::json::value(eps).dump() + ", the plan's RMSNorm eps is " + io::json::value(s.eps).dump());
+      fail("\"rms_norm_eps\" is " + io::json::value(eps).dump() + ", the plan's RMSNorm eps is " +
+           io::json::value(s.eps).dump());
     // the rotary base: transformers 5's rope_parameters, or 4's rope_theta (rope_scaling: none)
     const io::json::value* rope = find("rope_parameters");
     const io::json::value* scaling = find("rope_scaling");
     const std::string key = rope ? "rope_parameters.rope_theta" : "rope_theta";
     if (rope && !rope->is_object()) fail("\"rope_parameters\" is " + io::json::described(*rope) + ", not an object");
-    const io::json::value* theta = rope ? (rope->contains("rope_theta") ? &(*rope)["rope_theta"] : nullptr) : find("rope_theta");
+    const io::json::value* theta =
+        rope ? (rope->contains("rope_theta") ? &(*rope)["rope_theta"] : nullptr) : find("rope_theta");
     const double base = theta ? number(theta, key) : 10000.0;  // transformers' default
     if (base != double(s.rope_base))
-      fail("\"" + key + "\" is " + io::json::value(base).dump() + ", the plan's rope base is " + std::to_string(s.rope_base));
+      fail("\"" + key + "\" is " + io::json::value(base).dump() + ", the plan's rope base is " +
+           std::to_string(s.rope_base));
     const io::json::value* kind = rope && rope->contains("rope_type") ? &(*rope)["rope_type"] : nullptr;
-    if ((kind && *kind != "default") || (scaling && !(scaling->is_object() && scaling->value("rope_type", "") == "default")))
+    if ((kind && *kind != "default") ||
+        (scaling && !(scaling->is_object() && scaling->value("rope_type", "") == "default")))
       fail("the rotary positions are scaled (" + (kind ? kind->dump() : scaling->dump()) +
            "): strata's are the plain RoPE (rope_type \"default\")");
     f.attention_bias = flag("attention_bias", false);

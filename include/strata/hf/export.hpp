@@ -73,7 +73,8 @@ inline std::vector<double> values_of(const model_spec& s, const tensor_map& m, c
   std::vector<double> v(static_cast<std::size_t>(n), 0.0);
   if (m.how == layout::zeros) return v;
   const std::vector<double>& from = p[static_cast<std::size_t>(m.layer)][static_cast<std::size_t>(m.k)];
-  for (std::uint64_t e = 0; e < n; ++e) v[static_cast<std::size_t>(e)] = from[static_cast<std::size_t>(source(s, m, e))];
+  for (std::uint64_t e = 0; e < n; ++e)
+    v[static_cast<std::size_t>(e)] = from[static_cast<std::size_t>(source(s, m, e))];
   return v;
 }
 
@@ -88,7 +89,8 @@ inline bool model_file(const std::string& f) {
 }  // namespace detail
 
 // Writes the model `s` describes with parameters `p` (whole, [layer][tensor]) into `dir`.
-inline void write_folder(const model_spec& s, const parameters& p, const std::string& dir, const export_options& o = {}) {
+inline void write_folder(const model_spec& s, const parameters& p, const std::string& dir,
+                         const export_options& o = {}) {
   if (o.dtype != io::dtype::F32 && o.dtype != io::dtype::F64 && o.dtype != io::dtype::BF16 && o.dtype != io::dtype::F16)
     throw std::invalid_argument("strata::hf: export dtype " + std::string(io::name_of(o.dtype)) +
                                 ": transformers' weights are F32, F64, BF16 or F16");

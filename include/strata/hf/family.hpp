@@ -189,7 +189,8 @@ inline void attention(matcher& m, model_spec& s, bool first) {
   if (!a.causal) m.bad("the attention is not causal (a causal LM's is)", at);
   if (s.fam == family::gpt2 && a.rope_base != 0) m.bad("GPT-2's attention has no rotary positions (RopeBase 0)", at);
   if (s.fam == family::llama && a.rope_base <= 0) m.bad("Llama's attention has rotary positions (RopeBase > 0)", at);
-  if (s.fam == family::gpt2 && a.kv_heads != a.heads) m.bad("GPT-2 has no grouped-query attention (KVHeads = Heads)", at);
+  if (s.fam == family::gpt2 && a.kv_heads != a.heads)
+    m.bad("GPT-2 has no grouped-query attention (KVHeads = Heads)", at);
   const int dh = a.heads > 0 ? a.features / a.heads : 0;
   if (a.w_qkv < 0 || a.w_out < 0 || a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 ||
       !(a.qkv_shape == shape_t{2, {a.features, (a.heads + 2 * a.kv_heads) * dh, 0, 0}}) ||
@@ -213,7 +214,8 @@ inline int norm(matcher& m, model_spec& s, const char* where) {
   const int at = m.at();
   const layer_info& n = m.take(s.fam == family::gpt2 ? kind::layernorm : kind::rmsnorm, where);
   if (s.eps == 0) s.eps = n.eps;
-  m.same(n.features == s.d, "its normalisation has " + std::to_string(n.features) + " features, not " + std::to_string(s.d), at);
+  m.same(n.features == s.d,
+         "its normalisation has " + std::to_string(n.features) + " features, not " + std::to_string(s.d), at);
   m.same(n.eps == s.eps, "its eps differs from the first normalisation's (a transformers config has one)", at);
   return at;
 }
@@ -235,7 +237,8 @@ inline void mlp(matcher& m, model_spec& s, bool first) {
     s.hidden = up.out;
     s.mlp_bias = up.bias;
   }
-  m.same(up.in == s.d && up.out == s.hidden && up.bias == s.mlp_bias, "its MLP differs from the first block's", b.mlp_in);
+  m.same(up.in == s.d && up.out == s.hidden && up.bias == s.mlp_bias, "its MLP differs from the first block's",
+         b.mlp_in);
   m.take(kind::gelu, "(GPT-2's activation, the tanh approximation)");
   b.mlp_out = m.at();
   const layer_info& down = m.take(kind::linear, "(the MLP's Linear<F, D>)");
@@ -275,7 +278,8 @@ model_spec recognise(family f) {
     s.blocks.back().norm1 = detail::norm(m, s, "(the block's first normalisation)");
     const int seq = s.seq;
     detail::attention(m, s, first);
-    if (f == family::gpt2) m.same(seq == s.seq, "its attention's Seq differs from the PositionEmbedding's", s.blocks.back().attn);
+    if (f == family::gpt2)
+      m.same(seq == s.seq, "its attention's Seq differs from the PositionEmbedding's", s.blocks.back().attn);
     m.take(kind::residual_end, "(the end of the attention's residual)");
     m.take(kind::residual_begin, "(the MLP's residual)");
     s.blocks.back().norm2 = detail::norm(m, s, "(the MLP's normalisation)");

@@ -118,7 +118,8 @@ parameters read_folder(const std::string& dir) {
     if (at == where.end())
       throw io::checkpoint_error(std::filesystem::exists(index) ? index : single,
                                  "tensor '" + maps[i].name + "' of " + std::string(architecture(s.fam)) +
-                                     " is missing" + (maps[i].tied.empty() ? "" : " (config.json: tie_word_embeddings false)"));
+                                     " is missing" +
+                                     (maps[i].tied.empty() ? "" : " (config.json: tie_word_embeddings false)"));
     by_file[at->second].push_back(i);
   }
   // the plan's tensors, and how many times each element was set

@@ -9,7 +9,8 @@
 //    (load_checkpoint_from<From>) and from the index; with Dropout too (its masks follow the
 //    step and do not depend on the plan);
 //  * failures: a truncated file, a flipped byte, a missing index, another model, another
-//    optimizer, a checkpoint of another plan than From, numbers out of range, files of two
+//    optimizer, a checkpoint of another plan than From, numbers out of range, pieces whose
+//    boxes overlap, leave a gap or disagree with the files, the old format, files of two
 //    saves mixed in one directory: the same agreed_error on every rank, naming the problem,
 //    and the trainer's parameters untouched.
 // mpi-ranks: 4
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <strata/io/json.hpp>
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
@@ -56,8 +58,9 @@ using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
 // 2D tensor parallelism (q = 2) of GPT blocks on token features (embeddings are not mode
 // layers), and the same layers as TP4 and DP4: checkpoint pieces cut on two axes
 template <template <int, class...> class Strategy, int N, class... Extra>
-using blocks = Plan<Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>, Linear<small_gpt::D, small_gpt::V>>,
-                    Input<small_gpt::S, small_gpt::D>, small_gpt::CE, Extra...>;
+using blocks =
+    Plan<Strategy<N, small_gpt::Attn, small_gpt::MLP, LayerNorm<small_gpt::D>, Linear<small_gpt::D, small_gpt::V>>,
+         Input<small_gpt::S, small_gpt::D>, small_gpt::CE, Extra...>;
 using T2D = blocks<Split, 4, MicroBatch<8>, Tensor2D>;
 using T1D = blocks<Split, 4, MicroBatch<8>>;
 using BDP4 = blocks<Replicate, 1, MicroBatch<2>>;
@@ -335,15 +338,47 @@ TEST_CASE("a bad checkpoint is refused on every rank, before anything is stored"
           [&](std::string& t) { replace_all(t, "\"updates\": \"1\"", "\"updates\": \"7\""); });
   damaged("index.json: trainer entry loss_scale \"nan\" is not a positive finite number",
           [&](std::string& t) { replace_all(t, "\"loss_scale\": \"1\"", "\"loss_scale\": \"nan\""); });
-  damaged("\"0\" is not a block count of layers.", [&](std::string& t) { replace_all(t, "shard0of2", "shard0of0"); });
-  damaged("\"99999999999\" is not a block count of layers.",
-          [&](std::string& t) { replace_all(t, "shard0of2", "shard0of99999999999"); });
   damaged("file \"../rank-00001-of-00004.safetensors\" is not a file name in the checkpoint's directory",
           [&](std::string& t) { replace_all(t, "\": \"rank-00001", "\": \"../rank-00001"); });
   damaged("the index says \"12\": truncated or replaced", [&](std::string& t) {
     const auto at = t.find("\"rank-00000-of-00004.safetensors\": ") + 35;
     t.replace(at, t.find_first_not_of("0123456789", at) - at, "\"12\"");
   });
+  // the index's plain fields: each piece's box, the maps, the format
+  auto edited = [&](const char* expect, auto&& change) {
+    damaged(expect, [&](std::string& t) {
+      io::json::value j = io::json::parse(t);
+      change(j);
+      t = j.dump(2);
+    });
+  };
+  const std::string cut = "layers.23.Linear.weight";  // the head, [16, 32] in two column blocks
+  const std::string first = cut + ".shard0of2", second = cut + ".shard1of2";
+  edited("index.json: format \"strata-checkpoint-1\" is an older strata's layout",
+         [](io::json::value& j) { j["metadata"]["format"] = "strata-checkpoint-1"; });
+  edited("index.json: the index lacks its model array, optimizer_map or pieces object",
+         [](io::json::value& j) { j.erase("pieces"); });
+  edited(("index.json: piece " + first + ": start [0,0] and stop [16,99] are not a box of " + cut + " [16,32]").c_str(),
+         [&](io::json::value& j) { j["pieces"][first]["stop"][1] = 99; });
+  edited(
+      ("index.json: pieces " + first + " [0:16, 0:16] and " + second + " [0:16, 0:16] of " + cut + " overlap").c_str(),
+      [&](io::json::value& j) { j["pieces"][second] = j["pieces"][first]; });
+  edited(("index.json: the pieces of " + cut + " [16,32] cover 256 of its 512 elements").c_str(),
+         [&](io::json::value& j) {
+           j["pieces"].erase(second);
+           j["weight_map"].erase(second);
+         });
+  edited(("index.json: weight_map entry " + second + " has no box in \"pieces\"").c_str(),
+         [&](io::json::value& j) { j["pieces"].erase(second); });
+  edited(("index.json: piece optimizer.exp_avg." + first + " is missing").c_str(),
+         [&](io::json::value& j) { j["optimizer_map"].erase("optimizer.exp_avg." + first); });
+  edited(("tensor " + first + " has shape [16,16], the index gives it the box [0:8, 0:32] of " + cut).c_str(),
+         [&](io::json::value& j) {  // another tiling of the same tensor: the files disagree
+           j["pieces"][first]["start"] = {0, 0};
+           j["pieces"][first]["stop"] = {8, 32};
+           j["pieces"][second]["start"] = {8, 0};
+           j["pieces"][second]["stop"] = {16, 32};
+         });
   edit([&] { std::ofstream(index, std::ios::binary | std::ios::trunc) << good; });
   {
     run<TP4> r;  // the undamaged index still loads

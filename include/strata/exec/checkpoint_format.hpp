@@ -1,7 +1,8 @@
 #pragma once
 // The checkpoint format: what a checkpoint carries besides the model (checkpoint_info),
-// the names of its files, tensors and pieces, the entries of its index, and the checks
-// of the numbers read from it (exec/checkpoint.hpp reads and writes it).
+// the names of its files, tensors and pieces and the box of the tensor each piece holds
+// (exec/checkpoint_index.hpp writes and reads the index, exec/checkpoint_read.hpp the
+// tensors, exec/checkpoint.hpp saves and loads a trainer's state).
 #include <array>
 #include <charconv>
 #include <cstddef>
@@ -33,7 +34,9 @@ struct checkpoint_info {
 
 namespace exec::ckpt {
 
-inline constexpr const char* format = "strata-checkpoint-1";
+// 2: each piece's box in plain fields of the index, the optimizer state in its own map;
+// 1 (named blocks "name.shardKofN" and a "name[d0,d1];..." model string) is refused.
+inline constexpr const char* format = "strata-checkpoint-2";
 inline constexpr const char* index_name = "index.json";
 // The largest step or count a checkpoint may hold (2^53: exact in a double).
 inline constexpr long long max_count = 1LL << 53;
@@ -82,23 +85,25 @@ inline std::string dims_text(const std::vector<std::uint64_t>& d) {
   t += ']';
   return t;
 }
-// The model as the checkpoint records it: every tensor's name and logical shape.
-template <class P>
-std::vector<std::string> model_entries() {
-  std::vector<std::string> m;
-  for (int i = 0; i < P::num_layers; ++i)
-    for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      m.push_back(tensor_name<P>(i, k) +
-                  dims_text(dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)));
-  return m;
-}
-inline std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& e : v) {
-    if (!s.empty()) s += ';';
-    s += e;
+// The box [start, stop) of the whole tensor that block `block` of local shape `local` covers
+// (exec::logical_index's numbering: row-major over the axes the plan cuts).
+struct box {
+  std::vector<std::uint64_t> start, stop;
+  bool operator==(const box&) const = default;
+};
+inline box box_of(const shape_t& whole, const shape_t& local, int block) {
+  box b;
+  b.start.assign(static_cast<std::size_t>(whole.rank), 0);
+  b.stop.assign(static_cast<std::size_t>(whole.rank), 0);
+  auto at = static_cast<std::uint64_t>(block);
+  for (int a = whole.rank - 1; a >= 0; --a) {
+    const auto w = static_cast<std::uint64_t>(whole.dim[static_cast<std::size_t>(a)]);
+    const auto l = static_cast<std::uint64_t>(local.dim[static_cast<std::size_t>(a)]);
+    b.start[static_cast<std::size_t>(a)] = at % (w / l) * l;
+    b.stop[static_cast<std::size_t>(a)] = b.start[static_cast<std::size_t>(a)] + l;
+    at /= w / l;
   }
-  return s;
+  return b;
 }
 
 inline std::string optimizer_name(const optimizer& o) {

@@ -1,7 +1,9 @@
 // The C++ half of python.hf_roundtrip (hf_roundtrip.py has the other), under mpiexec -n 4:
-//   export <dir>   a small GPT-2 and a small Llama (RMSNorm, rotary attention, SwiGLU, untied
-//                  head without bias) train 3 AdamW steps as PP2 x TP2 (GPT-2 with sequence
-//                  parallelism), then are exported as transformers folders: <dir>/gpt2 (F64),
+//   export <dir>   a small GPT-2, a small Llama (RMSNorm, rotary attention, SwiGLU, untied
+//                  head without bias) and a Llama 3-style one (grouped-query attention without
+//                  biases, tied embeddings) train 3 AdamW steps as PP2 x TP2 (GPT-2 and Llama 3
+//                  with sequence parallelism), then are exported as transformers folders:
+//                  <dir>/gpt2 (F64),
 //                  <dir>/gpt2_f32 (F32), <dir>/gpt2_ckpt (from a strata checkpoint, F64),
 //                  <dir>/llama (F64, sharded in files of at most 4 KiB with an index),
 //                  <dir>/llama_f32; and strata's own logits on fixed tokens,
@@ -58,11 +60,21 @@ template <class LossLayer, class... Extra>
 using llama = Plan<Pipeline<Split<2, Embedding<V, D>, LBlock>, Split<2, LBlock, RMSNorm<D>, Linear<D, V, false>>>,
                    Input<S>, Loss<LossLayer>, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
 
+// Llama 3's form: grouped-query attention without biases, the head tied to the embedding
+// (one table on both pipeline stages)
+using L3Block = Repeat<1, Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S>>, Residual<RMSNorm<D>, SwiGLU<D, F>>>;
+template <class LossLayer, class... Extra>
+using llama3 = Plan<Pipeline<Split<2, Embedding<V, D>, L3Block>, Split<2, L3Block, RMSNorm<D>, TiedHead<V, D>>>,
+                    Input<S>, Loss<LossLayer>, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+
 using GptTrain = gpt<Linear<D, V, false>, SoftmaxCrossEntropy, SequenceParallel>;
 using GptProbe = gpt<Linear<D, V, false>, LogitsProbe>;
 using LlamaTrain = llama<SoftmaxCrossEntropy>;
 using LlamaProbe = llama<LogitsProbe>;
-static_assert(GptTrain::num_layers == GptProbe::num_layers && LlamaTrain::num_layers == LlamaProbe::num_layers);
+using L3Train = llama3<SoftmaxCrossEntropy, SequenceParallel>;
+using L3Probe = llama3<LogitsProbe>;
+static_assert(GptTrain::num_layers == GptProbe::num_layers && LlamaTrain::num_layers == LlamaProbe::num_layers &&
+              L3Train::num_layers == L3Probe::num_layers);
 
 // The tokens scored: B sequences, the same in every run.
 std::vector<double> tokens() {
@@ -136,10 +148,12 @@ int main(int argc, char** argv) {
     if (mode == "export") {
       train_and_export<GptTrain, GptProbe>(world, dir, "gpt2", 11);
       train_and_export<LlamaTrain, LlamaProbe>(world, dir, "llama", 12);
+      train_and_export<L3Train, L3Probe>(world, dir, "llama3", 13);
     } else {
       import_and_score<GptProbe, double>(world, dir + "/hf_gpt2", "");
       import_and_score<GptProbe, float>(world, dir + "/hf_gpt2", "_f32");
       import_and_score<LlamaProbe, double>(world, dir + "/hf_llama", "");
+      import_and_score<L3Probe, double>(world, dir + "/hf_llama3", "");
     }
     return 0;
   } catch (const std::exception& e) {

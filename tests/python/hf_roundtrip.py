@@ -2,8 +2,9 @@
 transformers and torch:
 
   make <dir>    a randomly initialised GPT2LMHeadModel (float32, tied embeddings, 16
-                positions) and LlamaForCausalLM (float64, untied head, attention biases, 16
-                positions) saved with save_pretrained into <dir>/hf_gpt2 and <dir>/hf_llama
+                positions), LlamaForCausalLM (float64, untied head, attention biases, 16
+                positions) and a Llama 3-style one (float64, 2 key/value heads, no biases, tied
+                embeddings) saved with save_pretrained into <dir>/hf_gpt2, hf_llama, hf_llama3
   check <dir>   every folder strata exported loads with from_pretrained (no missing,
                 unexpected or mismatched tensor) and gives strata's logits on strata's tokens;
                 strata's logits of the folders it imported equal transformers' own
@@ -59,7 +60,15 @@ def make(work):
                                          bos_token_id=None, eos_token_id=None)).to(torch.float64)
     randomise(llama, 2)
     llama.save_pretrained(os.path.join(work, "hf_llama"))
-    print("hf_roundtrip: transformers saved hf_gpt2 (float32, tied) and hf_llama (float64)")
+    llama3 = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=D, intermediate_size=F, num_hidden_layers=2,
+                                          num_attention_heads=H, num_key_value_heads=2, max_position_embeddings=16,
+                                          rms_norm_eps=1e-5, rope_theta=10000.0, attention_bias=False,
+                                          tie_word_embeddings=True, bos_token_id=None,
+                                          eos_token_id=None)).to(torch.float64)
+    randomise(llama3, 3)
+    llama3.save_pretrained(os.path.join(work, "hf_llama3"))  # lm_head tied to embed_tokens: not saved
+    print("hf_roundtrip: transformers saved hf_gpt2 (float32, tied), hf_llama (float64) and hf_llama3 (float64, "
+          "grouped-query, tied)")
 
 
 def at_least_float32(dtype):
@@ -122,7 +131,8 @@ def same_files(a, b):
 
 def check(work):
     f64, f32 = torch.float64, torch.float32
-    for name, what in (("gpt2", "GPT-2 trained by strata (PP2 x TP2 + SP)"), ("llama", "Llama trained by strata (PP2 x TP2)")):
+    for name, what in (("gpt2", "GPT-2 trained by strata (PP2 x TP2 + SP)"), ("llama", "Llama trained by strata (PP2 x TP2)"),
+                       ("llama3", "Llama GQA + tied, trained by strata (PP2 x TP2)")):
         logits = os.path.join(work, name, "strata_logits.safetensors")
         compare(f"{what}, F64 export", os.path.join(work, name), logits, f64, 1e-10)
         compare(f"{what}, F32 export", os.path.join(work, name + "_f32"), logits, f32, 1e-4)
@@ -132,6 +142,9 @@ def check(work):
     compare("transformers' GPT-2 imported, strata float64", gpt, os.path.join(gpt, "strata_logits.safetensors"), f64, 1e-10)
     compare("transformers' GPT-2 imported, strata float32", gpt, os.path.join(gpt, "strata_logits_f32.safetensors"), f32, 1e-4)
     compare("transformers' Llama imported, strata float64", llama, os.path.join(llama, "strata_logits.safetensors"), f64, 1e-10)
+    llama3 = os.path.join(work, "hf_llama3")
+    compare("transformers' Llama GQA + tied imported, strata float64", llama3,
+            os.path.join(llama3, "strata_logits.safetensors"), f64, 1e-10)
 
 
 mode, work = sys.argv[1], sys.argv[2]

@@ -65,7 +65,7 @@ inline std::string config_text(const model_spec& s, io::dtype t) {
     c["mlp_bias"] = false;
     c["pretraining_tp"] = 1;
   }
-  c["tie_word_embeddings"] = false;  // strata's head is a parameter of its own
+  c["tie_word_embeddings"] = s.tied_head;  // a TiedHead reads the embedding; a Linear head is its own
   c["bos_token_id"] = nullptr;        // the tokenizer's: not strata's to say
   c["eos_token_id"] = nullptr;
   c["use_cache"] = true;

@@ -43,6 +43,7 @@ struct model_spec {
   int w_qkv = -1, b_qkv = -1, w_out = -1, b_out = -1;
   bool mlp_bias = false;  // GPT-2's MLP Linears have biases
   int embed = -1, position = -1, final_norm = -1, head = -1;  // layer indices
+  bool tied_head = false;  // the head is a TiedHead: lm_head is the embedding (tie_word_embeddings)
   struct block {
     int norm1 = -1, attn = -1, norm2 = -1, mlp_in = -1, mlp_out = -1;  // Llama: mlp_in is the SwiGLU
   };
@@ -68,6 +69,7 @@ struct layer_info {
   bool causal = false;
   int in = 0, out = 0;  // Linear; SwiGLU: D and Hidden
   bool bias = false;    // Linear
+  bool tied = false;    // a TiedHead: a head without a bias reading the Embedding's table
   int w_qkv = -1, b_qkv = -1, w_out = -1, b_out = -1;
   shape_t qkv_shape{}, out_shape{};
   double eps = 0;
@@ -92,6 +94,11 @@ constexpr layer_info info_of() {
       i.what = kind::embedding;
       i.vocab = L::vocab;
       i.features = L::features;
+    } else if constexpr (std::is_same_v<L, layers::TiedHead<L::vocab, L::features>>) {
+      i.what = kind::linear;
+      i.in = L::features;
+      i.out = L::vocab;
+      i.tied = true;
     }
   } else if constexpr (requires { L::in_features; L::out_features; L::has_bias; }) {
     if constexpr (std::is_same_v<L, layers::Linear<L::in_features, L::out_features, L::has_bias>>) {
@@ -289,7 +296,7 @@ model_spec recognise(family f) {
   if (s.blocks.empty()) m.bad("expected at least one transformer block (a Residual)");
   s.final_norm = detail::norm(m, s, "(the final normalisation)");
   s.head = m.at();
-  const detail::layer_info& h = m.take(kind::linear, "(the head Linear<D, V, false>)");
+  const detail::layer_info& h = m.take(kind::linear, "(the head Linear<D, V, false> or TiedHead<V, D>)");
   m.same(h.in == s.d && h.out == s.vocab, "the head is Linear<" + std::to_string(h.in) + ", " + std::to_string(h.out) +
                                               ">, not Linear<" + std::to_string(s.d) + ", " +
                                               std::to_string(s.vocab) + ", false>", s.head);
@@ -297,6 +304,7 @@ model_spec recognise(family f) {
     throw agreed_error("strata::hf: the head Linear<" + std::to_string(s.d) + ", " + std::to_string(s.vocab) +
                        "> (layer " + std::to_string(s.head) + ") has a bias, which " + std::string(architecture(f)) +
                        "'s lm_head does not: use Linear<D, V, false>");
+  s.tied_head = h.tied;
   if (!m.done()) m.bad("expected the loss after the head");
   return s;
 }

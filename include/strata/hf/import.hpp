@@ -174,6 +174,13 @@ parameters read_folder(const std::string& dir) {
                                           " do not cover layer " + std::to_string(m.layer) + "'s tensor " +
                                           std::to_string(m.k) + " exactly once (an internal error)");
   }
+  // a TiedHead holds the embedding's values (its place in set_parameters must agree)
+  if (s.tied_head) {
+    if (!facts.tied)
+      throw io::checkpoint_error(dir + "/config.json", "tie_word_embeddings is false: its lm_head is a tensor of its "
+                                                       "own, but the plan's head is a TiedHead (tied to the embedding)");
+    p[std::size_t(s.head)][0] = p[std::size_t(s.embed)][0];
+  }
   std::vector<std::string> extra;
   for (const auto& [name, file] : where)
     if (!used.count(name) && !detail::buffer(name)) extra.push_back(name);

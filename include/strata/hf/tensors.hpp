@@ -104,7 +104,8 @@ inline std::vector<tensor_map> tensor_maps(const model_spec& s, std::optional<bo
     }
     add("transformer.ln_f.weight", {D}, s.final_norm, 0, layout::copy);
     add("transformer.ln_f.bias", {D}, s.final_norm, 1, layout::copy);
-    add("lm_head.weight", {V, D}, s.head, 0, layout::transpose, "transformer.wte.weight");
+    // a TiedHead is the embedding: transformers ties lm_head to it and stores it once
+  if (!s.tied_head) add("lm_head.weight", {V, D}, s.head, 0, layout::transpose, "transformer.wte.weight");
     return m;
   }
   add("model.embed_tokens.weight", {V, D}, s.embed, 0, layout::copy);
@@ -129,7 +130,8 @@ inline std::vector<tensor_map> tensor_maps(const model_spec& s, std::optional<bo
     add(p + "mlp.down_proj.weight", {D, F}, b.mlp_in, 2, layout::transpose);
   }
   add("model.norm.weight", {D}, s.final_norm, 0, layout::copy);
-  add("lm_head.weight", {V, D}, s.head, 0, layout::transpose, "model.embed_tokens.weight");
+  // a TiedHead is the embedding: transformers ties lm_head to it and stores it once
+  if (!s.tied_head) add("lm_head.weight", {V, D}, s.head, 0, layout::transpose, "model.embed_tokens.weight");
   return m;
 }
 

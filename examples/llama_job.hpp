@@ -51,7 +51,7 @@ static_assert(P::tie.any() && P::stage_of_part(P::layer_plans[P::tie.owner].part
 
 // What the command line asks for (the same on every rank).
 struct job_options {
-  int steps = 3000;
+  int steps = 2000;
   std::string checkpoint = "checkpoints/llama";  // written every `save_every` steps and at the end
   int save_every = 1000;
   std::string resume;        // a checkpoint to continue from (its step counts toward `steps`)
@@ -162,7 +162,7 @@ int run(World& world, const job_options& o) {
   const step_result one = train.evaluate({.inputs = first.inputs, .labels = first.labels, .samples = first.samples}, 1);
 
   // The final model in the Hugging Face format (LlamaForCausalLM): transformers loads it.
-  hf::export_model(train, o.export_dir);
+  hf::export_folder(world, train, o.export_dir);
   if (leader) {
     std::printf("validation tokens: %lld\n", v.rows);
     std::printf("validation loss: %.4f nats/token, %.4f bits/byte (%.4f tokens/byte)\n", v.loss, bpb, tokens_per_byte);

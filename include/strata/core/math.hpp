@@ -88,13 +88,21 @@ struct swiglu_up_grad_op {
 // pair (a, b) = (x_i, x_{i+dh/2}) of a row at position pos is rotated by
 // θ = pos · base^(−2i/dh), or by −θ (inverse: the rotation's transpose, for the backward).
 // In double: the angle of a far position keeps its digits.
-STRATA_HD inline void rope_rotate(double& a, double& b, long long pos, std::size_t i, std::size_t dh, double base,
-                                  bool inverse) {
-  const double theta = double(pos) * ::pow(base, -2.0 * double(i) / double(dh));
-  const double c = ::cos(theta), s = inverse ? -::sin(theta) : ::sin(theta);
+// rope_angle is θ; rope_apply turns the pair by an angle whose cosine and sine are given
+// (a kernel may tabulate them per position once and reuse them for every head).
+STRATA_HD inline double rope_angle(long long pos, std::size_t i, std::size_t dh, double base) {
+  return double(pos) * ::pow(base, -2.0 * double(i) / double(dh));
+}
+STRATA_HD inline void rope_apply(double& a, double& b, double c, double s, bool inverse) {
+  if (inverse) s = -s;
   const double x = a, y = b;
   a = x * c - y * s;
   b = y * c + x * s;
+}
+STRATA_HD inline void rope_rotate(double& a, double& b, long long pos, std::size_t i, std::size_t dh, double base,
+                                  bool inverse) {
+  const double theta = rope_angle(pos, i, dh, base);
+  rope_apply(a, b, ::cos(theta), ::sin(theta), inverse);
 }
 
 // act(x) in the compute type C. relu lets NaN through (a NaN check then sees it); gelu is

@@ -107,12 +107,20 @@ struct attention_kernels {
   static void rotary_embedding(queue& q, std::size_t items, std::size_t seq, std::size_t dh, long long pos0,
                                double base, bool inverse, T* x) {
     const std::size_t h = dh / 2;
+    // cos θ and sin θ per (position, pair), once: every item (sequence, head) reuses them
+    std::vector<double> cs(2 * seq * h);
+    for (std::size_t p = 0; p < seq; ++p)
+      for (std::size_t i = 0; i < h; ++i) {
+        const double theta = math::rope_angle(pos0 + static_cast<long long>(p), i, dh, base);
+        cs[2 * (p * h + i)] = std::cos(theta);
+        cs[2 * (p * h + i) + 1] = std::sin(theta);
+      }
     detail::for_rows(q, items * seq, dh, [&](std::size_t r) {
       T* row = x + r * dh;
-      const long long pos = pos0 + static_cast<long long>(r % seq);
+      const double* t = cs.data() + 2 * (r % seq) * h;
       for (std::size_t i = 0; i < h; ++i) {
         double a = double(row[i]), b = double(row[i + h]);
-        math::rope_rotate(a, b, pos, i, dh, base, inverse);
+        math::rope_apply(a, b, t[2 * i], t[2 * i + 1], inverse);
         row[i] = T(detail::compute_t<T>(a));
         row[i + h] = T(detail::compute_t<T>(b));
       }

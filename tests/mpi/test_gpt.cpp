@@ -112,7 +112,40 @@ static_assert(branch_drop.desc.name == "Dropout" && branch_drop.arrives == sbp::
               branch_drop.in_layout == sbp::split_batch);
 static_assert(DROP_TP2_SP_RC::recompute_regions == 4);
 
+// A Llama-style model with everything on: tied embeddings, RMSNorm, rotary grouped-query
+// attention without biases (4 query heads over 2 key/value heads), SwiGLU, dropout on both
+// residual branches.
+using LlamaAttn = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S>, Dropout<10>>;
+using LlamaMlp = Residual<RMSNorm<D>, SwiGLU<D, 24>, Dropout<10>>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using llama = Plan<Strategy<N, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, TiedHead<V, D>>, Input<S>, CE,
+                   Extra...>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using llama_pp2 = Plan<Pipeline<Strategy<N, Embedding<V, D>, LlamaAttn, LlamaMlp>,
+                                Strategy<N, LlamaAttn, LlamaMlp, RMSNorm<D>, TiedHead<V, D>>>,
+                       Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Extra...>;
+using L_DP = llama<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>>;
+using L_TP2_SP = llama<Split, 2, MicroBatch<4>, SequenceParallel>;
+using L_TP2_SP_RC = llama<Split, 2, MicroBatch<4>, SequenceParallel, GradientCheckpoint<checkpoint_mode::automatic>>;
+using L_PP2 = llama_pp2<Replicate, 1>;
+using L_PP2_Z3 = llama_pp2<Replicate, 1, Zero<3>>;
+using L_HYBRID = llama_pp2<Split, 2, SequenceParallel>;
+static_assert(L_PP2::tie.any() && L_PP2::stage_of_part(L_PP2::layer_plans[L_PP2::tie.user].part) == 1);
+
 }  // namespace
+
+TEST_CASE("Llama: tied, grouped-query, rotary, SwiGLU, dropout on, under every plan") {
+  if (world_is(2)) {
+    check<L_DP>("llama: DP2", adam, 1e-9);
+    check<L_TP2_SP>("llama: TP2 + sequence parallel", adam, 1e-9);
+    check<L_TP2_SP_RC>("llama: TP2 + SP, recompute blocks", adam, 1e-9);
+    check<L_PP2>("llama: PP2 1F1B (tied across the stages)", adam, 1e-9);
+    // SGD: bf16's rounding noise in zero gradients would be scaled to lr-sized steps by Adam
+    check<L_TP2_SP, bf16, double>("llama: bf16 TP2 + SP against float64", sgd, 3e-2);
+  }
+  if (world_is(4)) check<L_PP2_Z3>("llama: PP2 x DP2 ZeRO-3", adam, 1e-9);
+  if (world_is(8)) check<L_HYBRID>("llama: DP2 x PP2 x TP2 + sequence parallel", adam, 1e-9);
+}
 
 TEST_CASE("GPT: tied input embedding and output head") {
   const training_options clip{.clip_norm = 0.05};

@@ -347,17 +347,23 @@ class param_store {
   };
   std::array<reduced_range, 2> reduced_of(int layer, int k) {
     const lower::tensor_place& t = place(layer, k);
-    if constexpr (!layout.partitioned) return {{{grads_[idx(t.group)].data() + t.offset, t.size}, {}}};
-    for (int b = 0; b < L::tables.num_buckets[idx(stage_)]; ++b) {
-      const lower::bucket& bk = bucket_of(b);
-      if (bk.group != t.group || bk.offset != t.offset) continue;
-      const int R = part_->size(t.group), r = part_->rank(t.group);
-      const zero::bucket_split sp = zero::split_bucket(bk.count, R);
-      if constexpr (layout.grads_sharded) return {{{shard_grads(b), sp.q + sp.tail}, {}}};
-      M* g = grads_[idx(t.group)].data() + bk.offset;
-      return {{{g + r * sp.q, sp.q}, {g + R * sp.q, sp.tail}}};
+    if constexpr (!layout.partitioned) {
+      return {{{grads_[idx(t.group)].data() + t.offset, t.size}, {}}};
+    } else {
+      for (int b = 0; b < L::tables.num_buckets[idx(stage_)]; ++b) {
+        const lower::bucket& bk = bucket_of(b);
+        if (bk.group != t.group || bk.offset != t.offset) continue;
+        const int R = part_->size(t.group), r = part_->rank(t.group);
+        const zero::bucket_split sp = zero::split_bucket(bk.count, R);
+        if constexpr (layout.grads_sharded) {
+          return {{{shard_grads(b), sp.q + sp.tail}, {}}};
+        } else {
+          M* g = grads_[idx(t.group)].data() + bk.offset;
+          return {{{g + r * sp.q, sp.q}, {g + R * sp.q, sp.tail}}};
+        }
+      }
+      throw std::logic_error("strata internal: a tied tensor is not a bucket of its own");
     }
-    throw std::logic_error("strata internal: a tied tensor is not a bucket of its own");
   }
   // A segment's masters and gradients: at its offset in the group, or (partitioned) at
   // its place in the segments' layout.

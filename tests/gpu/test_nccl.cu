@@ -6,7 +6,7 @@
 // line), agree's message cut at max_agree_message, ops_issued, single() and moves,
 // STRATA_NCCL_TIMEOUT_S, and the watchdog: an unmatched recv, a stuck stream and a
 // missing peer produce a comm_error naming the operation and the communicator
-// instead of a hang.
+// instead of a hang (the missing peer's also carries the verdict of the MPI side channel).
 //
 // Plain ./gpu_test_nccl (what ctest runs) is a world of one rank; under mpiexec -n N
 // the same checks run with N ranks when each rank of a node has its own GPU. The
@@ -231,6 +231,8 @@ TEST_CASE("nccl: a missing peer trips the watchdog") {
     MESSAGE("missing peer -> " << msg);
     CHECK(contains(msg, "recv(f32 x 4 from rank 1)"));
     CHECK(contains(msg, "'p2p-watchdog'"));
+    // several ranks, bootstrapped over MPI: every rank was asked first (comm/mpi/verdict.hpp)
+    CHECK(contains(msg, "watchdog verdict: "));
   }
   w.abort("test over");  // the others never used it; no orderly finalize needed
 }

@@ -27,6 +27,7 @@
 #include "strata/exec/groups.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/posted_group.hpp"
+#include "strata/exec/program_position.hpp"
 #include "strata/exec/reductions.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/plan/lower/check.hpp"
@@ -145,6 +146,7 @@ class executor {
       scale *= std::fmin(1.0, o.clip_norm / (norm + 1e-6));
     }
     const double lr = o.schedule.factor(step);
+    position().in = rank_position::phase::update;
     const int s = me_.stage;
     for (int i = 0; i < D::update.length[idx(s)]; ++i) {
       const lower::action& a = D::update.at(s, i);
@@ -204,7 +206,10 @@ class executor {
   template <class List, class Prog>
   void run_program(const List& list, const Prog& prog, int mb_base, bool train) {
     const int s = me_.stage;
+    program_position<P>::enter(s, prog.length[idx(s)], !train);  // where a watchdog's verdict says this rank is
+    rank_position& at = position();
     for (int i = 0; i < prog.length[idx(s)]; ++i) {
+      at.action = i;
       const sched::instr& x = prog.at(s, i);
       try {
         if (x.kind != sched::op::weight) posted_.finish(world_);  // the W's a posted group overlaps are done
@@ -224,6 +229,7 @@ class executor {
       }
     }
     posted_.finish(world_);
+    at.in = rank_position::phase::books;
   }
   template <class List>
   void run_range(const List& list, int s, int i, int mb_base, bool train) {

@@ -262,6 +262,7 @@ class trainer {
   // can: several processes), since the other ranks would wait for this one for ever.
   template <class F>
   decltype(auto) guarded(const char* what, F&& f) {
+    const position_call at(what, step_);  // for a watchdog's verdict (core/position.hpp)
     try {
       return f();
     } catch (const agreed_error&) {
@@ -495,6 +496,7 @@ class trainer {
   // step: a positive multiple of the replica's step; evaluate: of the micro-batch.
   void check_batch(const batch_view<M>& b, const char* what, std::size_t valid = 0) {
     const bool train = std::string_view(what) == "step";
+    position().in = rank_position::phase::input_check;
     const std::size_t unit = train ? step_samples : std::size_t(P::micro_batch);
     const M* x = b.inputs.data();
     const std::int32_t* y = b.labels.data();

@@ -7,6 +7,7 @@
 #include "strata/comm/agree.hpp"
 #include "strata/comm/mpi/p2p_group.hpp"
 #include "strata/comm/mpi/types.hpp"  // <mpi.h> without the C++ bindings
+#include "strata/comm/mpi/verdict.hpp"
 #include "strata/comm/mpi/watchdog.hpp"
 #include "strata/comm/naming.hpp"
 #include "strata/core/communicator.hpp"
@@ -120,10 +121,17 @@ class mpi_environment {
     // reports it and then finalises (comm::exit_before_world), so that no rank can end the
     // job before the reporting rank has printed.
     world_.emplace(mpi_communicator::world());
+    // the watchdog's side channel, for its verdict (comm/mpi/verdict.hpp); the first
+    // environment opens it
+    if (detail::g_side.comm == MPI_COMM_NULL) {
+      detail::mpi_open_side_channel(world_->timeout());
+      opened_side_ = detail::g_side.comm != MPI_COMM_NULL;
+    }
   }
   mpi_environment(const mpi_environment&) = delete;
   mpi_environment& operator=(const mpi_environment&) = delete;
   ~mpi_environment() {
+    if (opened_side_) detail::mpi_close_side_channel();
     world_.reset();  // communicators must be freed before MPI_Finalize
     int fin = 0;
     MPI_Finalized(&fin);
@@ -138,6 +146,7 @@ class mpi_environment {
 
  private:
   bool owns_mpi_ = false;
+  bool opened_side_ = false;
   int provided_ = MPI_THREAD_SINGLE;
   std::optional<mpi_communicator> world_;
 };

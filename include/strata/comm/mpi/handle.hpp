@@ -9,6 +9,7 @@
 #include "strata/comm/mpi/types.hpp"  // <mpi.h> without the C++ bindings
 #include "strata/comm/mpi/watchdog.hpp"
 #include "strata/comm/naming.hpp"
+#include "strata/comm/watchdog_verdict.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace strata::comm::detail {
 
@@ -104,12 +106,15 @@ class mpi_handle {
   // not done within the timeout, ends every rank naming the operation: a
   // posted collective cannot be cancelled, and the peers are stuck too.
   // A single MPI_REQUEST_NULL: the blocking call already ran (!bounded()).
+  // While it waits, a peer's watchdog may ask what for: `site` describes it then.
   int wait(int n, MPI_Request* reqs, MPI_Status* st, const mpi_op_info& op) const {
     if (n == 1 && *reqs == MPI_REQUEST_NULL) return MPI_SUCCESS;
+    const waiting w{this, &op, n, reqs};
+    wait_site site{&waiting::describe, &w};
     bool expired = false;
-    const int rc = mpi_wait_bounded(n, reqs, st, timeout_, expired);
+    const int rc = mpi_wait_bounded(n, reqs, st, timeout_, expired, &site);
     if (expired) [[unlikely]]
-      watchdog_expired(n, reqs, op);
+      watchdog_expired(w, site);
     return rc;
   }
 
@@ -148,10 +153,27 @@ class mpi_handle {
   std::string name_;
 
  private:
-  [[noreturn]] void watchdog_expired(int n, MPI_Request* reqs, const mpi_op_info& op) const noexcept {
+  // An operation being waited for, as the watchdog and a peer's question name it.
+  struct waiting {
+    const mpi_handle* self;
+    const mpi_op_info* op;
+    int n;
+    MPI_Request* reqs;
+    static std::string describe(const void* p) {
+      const waiting& w = *static_cast<const waiting*>(p);
+      const std::vector<bool> pending =
+          w.op->what == mpi_op_info::kind::group ? mpi_pending(w.n, w.reqs) : std::vector<bool>{};
+      return mpi_describe(*w.op, w.self->comm_, pending) + " on " + w.self->where();
+    }
+  };
+
+  // Names the operation, then (with the side channel, comm/mpi/verdict.hpp) asks every rank
+  // where it stands and adds the verdict, and ends the job.
+  [[noreturn]] void watchdog_expired(const waiting& w, const wait_site& site) const noexcept {
     std::string msg = "MPI watchdog: an operation timed out; ending every rank";
     try {
-      msg = mpi_watchdog_message(op, comm_, where(), timeout_, n, reqs);
+      msg = mpi_watchdog_message(*w.op, comm_, where(), timeout_, w.n, w.reqs);
+      if (g_verdict && size_ > 1) msg = g_verdict(site, msg, timeout_);
     } catch (...) {  // out of memory: the short message still ends the job
     }
     fail_all(msg);

@@ -21,9 +21,14 @@
 // 89 ms with a backoff growing to 1 ms). Spinning on MPI_Test is what MPI_Wait
 // does itself (Open MPI yields the CPU between polls when oversubscribed), so the
 // CPU use and latency are those of the blocking calls.
+//
+// While it waits, the loop answers the questions of a peer whose own watchdog expired (at
+// most once a millisecond: one MPI_Iprobe of the side channel, comm/mpi/verdict.hpp), so
+// that the verdict that ends the job can say what every rank waits for.
 
 #include "strata/comm/mpi/types.hpp"  // <mpi.h> without the C++ bindings
 #include "strata/comm/timeout.hpp"
+#include "strata/comm/watchdog_verdict.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <chrono>
@@ -137,8 +142,10 @@ inline std::string mpi_describe(const mpi_op_info& o, MPI_Comm comm, const std::
 // Completes reqs[0..n) like MPI_Waitall (statuses in st[0..n), or none when st
 // is null) unless `timeout` (> 0) passes first. Returns MPI's return code;
 // `expired` is set, and the requests are left posted, when the time ran out.
+// With a `site`, peers asking where this rank stands get their answer from here
+// (site->since is set when the wait begins).
 inline int mpi_wait_bounded(int n, MPI_Request* reqs, MPI_Status* st, std::chrono::milliseconds timeout,
-                            bool& expired) {
+                            bool& expired, wait_site* site = nullptr) {
   expired = false;
   auto test = [&](int& done) {
     return n == 1 ? MPI_Test(reqs, &done, st ? st : MPI_STATUS_IGNORE)
@@ -150,14 +157,24 @@ inline int mpi_wait_bounded(int n, MPI_Request* reqs, MPI_Status* st, std::chron
   if (rc != MPI_SUCCESS || done) return rc;
   if (timeout.count() <= 0)
     return n == 1 ? MPI_Wait(reqs, st ? st : MPI_STATUS_IGNORE) : MPI_Waitall(n, reqs, st ? st : MPI_STATUSES_IGNORE);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  auto next_question = start + std::chrono::milliseconds(1);
+  if (site) site->since = start;
   for (unsigned polls = 1;; ++polls) {
     rc = test(done);
     if (rc != MPI_SUCCESS || done) return rc;
     // The clock every 64 polls: a poll costs ~0.1 us, a clock read ~0.02 us.
-    if (polls % 64 == 0 && std::chrono::steady_clock::now() >= deadline) {
-      expired = true;
-      return MPI_SUCCESS;
+    if (polls % 64 == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        expired = true;
+        return MPI_SUCCESS;
+      }
+      if (site && g_verdict_poll && now >= next_question) {
+        next_question = now + std::chrono::milliseconds(1);
+        g_verdict_poll(*site);  // does not return once a peer's verdict came
+      }
     }
   }
 }

@@ -23,6 +23,10 @@
 //    own watchdog. Treat the error as fatal for the job, e.g. fail_all(what).
 //  * The timeout only runs while the host waits: work that is enqueued and
 //    never waited on is never timed out.
+//  * With MPI (the world bootstrapped over it), synchronize() also answers a peer watchdog's
+//    question about what it waits for, and a timeout first asks every rank and adds the
+//    verdict naming the ranks that stopped answering to the error (comm/mpi/verdict.hpp).
+//    Waits outside this communicator (the backend's cudaStreamSynchronize) do neither.
 //  * Destruction drains outstanding work and finalizes (bounded by the
 //    timeout; on expiry it aborts). During stack unwinding it aborts at once,
 //    so a failing rank never sits in a destructor for the full timeout.
@@ -34,6 +38,7 @@
 #include "strata/comm/naming.hpp"
 #include "strata/comm/nccl/types.hpp"
 #include "strata/comm/timeout.hpp"
+#include "strata/comm/watchdog_verdict.hpp"
 #include "strata/core/communicator.hpp"
 
 #include <algorithm>
@@ -212,14 +217,26 @@ struct nccl_state {
     return s;
   }
 
-  [[noreturn]] void watchdog_fail(const std::string& what, const std::source_location& at) {
+  // A timeout (`site`: the wait that expired) first asks every rank where it stands, when
+  // the MPI side channel is open (comm/mpi/verdict.hpp), and adds the verdict to the error.
+  [[noreturn]] void watchdog_fail(const std::string& what, const std::source_location& at,
+                                  const wait_site* site = nullptr) {
     std::string msg = "strata::comm: NCCL watchdog on " + where() + ": " + what + " (in wait called at " +
                       nccl_site(at) + "); " + pending_summary() +
                       ". Called ncclCommAbort; this communicator is now unusable. Usual causes: a peer "
                       "rank died or hangs, or the ranks issued collectives in different orders or "
                       "with different sizes";
+    if (site && g_verdict && size > 1) msg = g_verdict(*site, msg, timeout);
     abort_comm(msg);
     throw comm_error(msg);
+  }
+
+  // What a synchronize waits for, when a peer's watchdog asks.
+  static std::string describe_wait(const void* p) {
+    const nccl_state& s = *static_cast<const nccl_state*>(p);
+    std::string d = s.pending.empty() ? "a synchronize" : nccl_describe(s.pending.front().info);
+    if (s.pending.size() > 1) d += " (" + std::to_string(s.pending.size()) + " operations outstanding)";
+    return d + " on " + s.where();
   }
 
   [[noreturn]] void nccl_fail(ncclResult_t r, const char* call, const nccl_op_info* op,
@@ -318,6 +335,8 @@ struct nccl_state {
     device_scope on(device, name);
     nccl_backoff b;
     auto last_progress = std::chrono::steady_clock::now();
+    const wait_site site{&nccl_state::describe_wait, this, last_progress};
+    auto next_question = last_progress;
     for (;;) {
       bool progressed = false;
       const cudaError_t e = retire(progressed);
@@ -337,7 +356,11 @@ struct nccl_state {
       if (st != ncclSuccess && st != ncclInProgress)
         watchdog_fail("NCCL reported " + nccl_error_text(st), at);
       if (now - last_progress > timeout)
-        watchdog_fail("no operation completed within " + seconds_text(timeout), at);
+        watchdog_fail("no operation completed within " + seconds_text(timeout), at, &site);
+      if (g_verdict_poll && now >= next_question) {  // a peer's watchdog may ask where this rank stands
+        next_question = now + std::chrono::milliseconds(1);
+        g_verdict_poll(site);
+      }
       b.pause();
     }
   }

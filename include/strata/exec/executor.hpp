@@ -168,7 +168,11 @@ class executor {
   // Σ over the world of one double per rank, the same on every rank.
   double world_sum(double v) {
     fill(q_, std::size_t(1), v, scalar_.data());
-    if (world_.size() > 1) world_.all_reduce(scalar_.data(), 1, comm::reduce_op::sum);
+    // the communicator's own wait first: it has the watchdog, a stream synchronize has none
+    if (world_.size() > 1) {
+      world_.all_reduce(scalar_.data(), 1, comm::reduce_op::sum);
+      world_.synchronize();
+    }
     double r = 0;
     Backend::download(q_, scalar_.data(), 1, &r);
     Backend::synchronize(q_);
@@ -190,7 +194,10 @@ class executor {
 
   // Σ loss, correct rows, rows over the world: the step's books, the same on every rank.
   std::array<double, 3> finish_books() {
-    if (world_.size() > 1) world_.all_reduce(acc_.data(), 3, comm::reduce_op::sum);
+    if (world_.size() > 1) {
+      world_.all_reduce(acc_.data(), 3, comm::reduce_op::sum);
+      world_.synchronize();  // the watchdog's wait (NCCL), before the stream's
+    }
     std::array<double, 3> v{};
     Backend::download(q_, acc_.data(), 3, v.data());
     Backend::synchronize(q_);

@@ -147,6 +147,7 @@ TEST_CASE("a tied head: one tensor, the sum of both uses' gradients, counted onc
   using Tied = Plan<Replicate<1, Embedding<V, D>, Linear<D, D>, GeLU, TiedHead<V, D>>, Input<S>, CE, MicroBatch<2>>;
   using Untied = Plan<Replicate<1, Embedding<V, D>, Linear<D, D>, GeLU, Linear<D, V, false>>, Input<S>, CE, MicroBatch<2>>;
   static_assert(Tied::tie.any() && Tied::tie.owner == 0 && Tied::tie.user == 3 && !Untied::tie.any());
+  static_assert(Tied::model_parameters == Untied::model_parameters - V * D);  // the table once
   auto w = local_world<Host>();
   const double lr = 0.1;
   auto tied = make_trainer<Tied, double>(w, SGD{.lr = lr}, 5);

@@ -49,11 +49,13 @@ struct shapes_pass : S {
   // the vocabulary (token ids lie in [0, vocabulary)): the rows of the id-reading layer's
   // first parameter, its table; 0 when the model reads no ids
   static constexpr long long vocabulary = reads_token_ids ? descs[0].params[0].shape.dim[0] : 0;
-  // Elements of every logical parameter tensor (the model's size, before any split).
+  // Elements of every logical parameter tensor (the model's size, before any split); a tied
+  // parameter (a TiedHead's table) is another layer's, counted there.
   static constexpr long long model_parameters = [] {
     long long n = 0;
     for (const layer_desc& d : descs)
-      for (int k = 0; k < d.num_params; ++k) n += d.params[idx(k)].shape.numel();
+      for (int k = 0; k < d.num_params; ++k)
+        if (k != d.tie.param) n += d.params[idx(k)].shape.numel();
     return n;
   }();
 

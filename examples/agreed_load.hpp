@@ -22,7 +22,7 @@ auto agreed_load(World& world, Load&& load) {
   }
   try {
     world.comm().agree(problem.empty(), problem);
-  } catch (const strata::comm::comm_error& e) {
+  } catch (const strata::comm::agreement_error& e) {
     throw strata::agreed_error(e.what());
   }
   return value;

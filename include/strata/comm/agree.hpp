@@ -21,8 +21,8 @@ inline constexpr std::size_t max_agree_message = 4096;
 // What every rank throws once agree() found that rank `failing` (the lowest that
 // failed) passed ok == false with `text`: the text first (it says what is wrong), then
 // which rank found it.
-inline comm_error agreed_failure(int failing, std::string_view name, int size, std::string_view text) {
-  return comm_error(std::string(text) + " [found by rank " + std::to_string(failing) + " of " + std::to_string(size) +
+inline agreement_error agreed_failure(int failing, std::string_view name, int size, std::string_view text) {
+  return agreement_error(std::string(text) + " [found by rank " + std::to_string(failing) + " of " + std::to_string(size) +
                     " in communicator '" + std::string(name) + "']");
 }
 

@@ -57,6 +57,12 @@ class comm_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// What agree(false, ...) throws on every rank: an agreement that completed, as opposed to
+// a communication that failed (a watchdog's timeout, a dead peer), which is a comm_error.
+class agreement_error : public comm_error {
+ public:
+  using comm_error::comm_error;
+};
 
 // Element types every backend must support. float, double, int32 and int64
 // map 1:1 onto MPI and NCCL datatypes; strata::bf16 and strata::f16 map onto

@@ -161,7 +161,7 @@ class checkpointer {
   void agree(const std::string& problem) {
     try {
       world_.agree(problem.empty(), problem);
-    } catch (const comm::comm_error& e) {
+    } catch (const comm::agreement_error& e) {  // a failed communication stays a comm_error
       throw agreed_error(std::string("strata: ") + e.what());
     }
   }

@@ -543,8 +543,8 @@ class trainer {
     }
     try {
       world_.comm().agree(problem.empty(), std::string("strata: ") + what + ": " + problem);
-    } catch (const comm::comm_error& e) {
-      throw agreed_error(e.what());  // every rank throws it
+    } catch (const comm::agreement_error& e) {
+      throw agreed_error(e.what());  // every rank throws it (a failed agreement, e.g. a timeout, stays a comm_error)
     }
   }
 

@@ -169,7 +169,7 @@ void export_folder(world<Backend, Comm>& w, trainer<P, T, Backend, Comm>& t, con
   }
   try {
     w.comm().agree(problem.empty(), problem);
-  } catch (const std::exception& e) {
+  } catch (const comm::agreement_error& e) {  // a failed communication stays a comm_error
     throw agreed_error(e.what());
   }
 }

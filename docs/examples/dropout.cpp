@@ -1,8 +1,8 @@
-// Dropout on a GPT's residual branches and on its MLP's hidden activations. The mask is a
-// function of (seed, step, layer, global sample, position, feature) — never of the plan — so
-// a plan with any parallelism drops the same elements as one device. Here: where the planner
-// puts the dropouts under Split<2> + SequenceParallel, and on one device training (masks)
-// against evaluation (none).
+// Dropout on a GPT's residual branches, on its MLP's hidden activations and on its attention
+// probabilities. The mask is a function of (seed, step, layer, global sample, position,
+// feature) — never of the plan — so a plan with any parallelism drops the same elements as
+// one device. Here: where the planner puts the dropouts under Split<2> + SequenceParallel, and
+// on one device training (masks) against evaluation (none).
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -13,7 +13,9 @@
 using namespace strata;
 
 constexpr int V = 64, S = 16, D = 32, H = 4;
-using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>, Dropout<10>>;                     // 2 .. 6
+// attention dropout 10% (CausalSelfAttention<D, Heads, Seq, RopeBase, AttnDropout>): feature
+// = global query head · S + key position, inside the flash kernels
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S, 0, 10>, Dropout<10>>;              // 2 .. 6
 using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Dropout<10>, Linear<4 * D, D>, Dropout<10>>;  // 7 .. 14
 template <template <int, class...> class Strategy, int N, class... Options>
 using GPT = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>, Linear<D, V>>,
@@ -28,8 +30,12 @@ static_assert(TP::layer_plans[11].desc.name == "Dropout" && TP::layer_plans[11].
 static_assert(TP::layer_plans[13].arrives == sbp::partial && TP::layer_plans[13].in_layout == sbp::split_batch);
 static_assert(TP::layer_plans[13].comms[0].kind == collective::reduce_scatter);
 // The backward recomputes the mask from the coordinates: Dropout keeps nothing, and
-// Dropout<0> is a view (no kernel).
+// Dropout<0> is a view (no kernel). The attention is head-parallel: device d holds heads 2d
+// and 2d + 1 of the 4 and draws their masks at those global indices; its dropout stashes nothing.
 static_assert(layers::Dropout<10>::memory({}).stash_values == 0 && layers::Dropout<0>::memory({}).view);
+static_assert(TP::layer_plans[4].sig == signature::head_parallel);
+static_assert(layers::CausalSelfAttention<D, H, S, 0, 10>::memory({.rows = 4 * S}).stash_values ==
+              layers::CausalSelfAttention<D, H, S>::memory({.rows = 4 * S}).stash_values);
 
 using One = GPT<Replicate, 1, Element<double>>;
 

@@ -1,8 +1,8 @@
 // requires: nccl
 // Whole training steps on the CUDA backend against the host backend (same plan, seed
 // and data) in float64, float32 and bf16 mixed precision, graph replay against eager
-// launches, batches already in device memory against host batches, Dropout's masks under
-// graph replay, and no cudaMalloc once training runs.
+// launches, batches already in device memory against host batches, Dropout's masks and
+// attention dropout's under graph replay, and no cudaMalloc once training runs.
 // Exits 77 (skipped) without a GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -100,6 +100,14 @@ using DROP = Plan<Replicate<1, Linear<32, 64>, GeLU, Dropout<20>, Linear<64, 64>
                              Linear<64, 10>>,
                   CE, MicroBatch<16>, NumMicroBatch<4>>;
 
+// Attention dropout inside the flash kernels (a Llama block, grouped-query, and a GPT block):
+// the GPU's kernels recompute the host's masks in the backward, each replayed step its own
+using ATTN_DROP = Plan<Replicate<1, Embedding<50, 32>, PositionEmbedding<16, 32>,
+                                Residual<RMSNorm<32>, LlamaAttention<32, 4, 2, 16, 10000, 20>>,
+                                Residual<LayerNorm<32>, CausalSelfAttention<32, 4, 16, 0, 10>>, LayerNorm<32>,
+                                Linear<32, 50>>,
+                       Input<16>, CE, MicroBatch<4>, NumMicroBatch<2>>;
+
 // three TaskGraphs: offloaded weights brought in on the copy stream ahead of their use;
 // ZeRO-3's staging and gradient slots (a world of one: no collective, the same buffers)
 template <class... O>
@@ -152,6 +160,13 @@ TEST_CASE("Dropout on the GPU draws the host's masks, a replayed graph each step
   MESSAGE("Dropout bf16 SGD, GPU vs host bf16: worst loss rel " << lb << ", worst param rel " << pb);
   CHECK(lb < 5e-3);
   CHECK(pb < 2e-2);
+}
+
+TEST_CASE("attention dropout on the GPU draws the host's masks, a replayed graph each step's own") {
+  const auto [l, p] = gpu_vs_host<ATTN_DROP, double>(Adam{.lr = 1e-2}, 6, 50);
+  MESSAGE("attention dropout float64 Adam (graphs from step 2): worst loss rel " << l << ", worst param rel " << p);
+  CHECK(l < 1e-10);
+  CHECK(p < 1e-10);
 }
 
 TEST_CASE("float32 steps (exact fp32 GEMMs, no TF32) match the host within 1e-4") {

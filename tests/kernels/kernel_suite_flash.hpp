@@ -5,8 +5,10 @@
 // sizes that cross the tiles, causal and not, query and key blocks at global positions
 // (q0, k0) as context parallelism passes them, groups of query items sharing a key/value
 // item (grouped-query attention: dk and dv summed over the group); the backward against
-// finite differences.
+// finite differences. Attention dropout (flash_shape::drop) against the same naive attention
+// with each probability's mask written again from core/random.hpp at its coordinates.
 #include "kernel_suite_common.hpp"
+#include "strata/core/random.hpp"
 
 namespace kernel_suite {
 
@@ -38,12 +40,34 @@ inline const std::vector<flash_case> kFlashCases = {
     {6, 37, 37, 16, 0, 0, false, 3}, {4, 70, 70, 24, 0, 0, true, 2},  {4, 33, 97, 8, 64, 0, true, 4},
     {8, 65, 129, 32, 128, 64, true, 4}, {3, 130, 130, 64, 0, 0, true, 3}};
 
-// o[i] = Σ_j softmax_j(scale q_i·k_j) v_j over the keys i sees; lse[i] = log Σ_j exp(…).
+// Attention dropout's coordinates for a case: the call's first sample, first head, kv heads
+// per sequence, features per head (>= k0 + k_len); rate 1/5, so 1/(1 − rate) = 1.25 exactly.
+constexpr std::uint64_t kDropSeed = 0xd12, kDropStep = 4;
+inline strata::backend::flash_dropout drop_of(const flash_case& c, const std::uint64_t* key) {
+  return {.key = key, .site = 9, .sample0 = 3, .head0 = 5, .heads = c.kv_items() % 2 == 0 ? 2u : 1u,
+          .stride = std::uint64_t(c.k0) + c.k_len + 7, .threshold = strata::dropout_threshold(1, 5), .scale = 1.25};
+}
+// The mask of query i, key j of item b, written again: item b is group member b / kv_items
+// of kv item k = b mod kv_items, which is kv head k mod heads of sequence k / heads, so its
+// query head is head0 + (k mod heads)·group + member; 1/(1 − rate) where kept, else 0.
+inline double ref_drop(const flash_case& c, const strata::backend::flash_dropout& d, std::size_t b, std::size_t i,
+                       std::size_t j) {
+  const std::size_t k = c.kv_of(b), member = b / c.kv_items();
+  const std::uint64_t head = d.head0 + (k % d.heads) * c.group + member;
+  const bool keep = strata::dropout_keep(kDropSeed, kDropStep, d.site, d.sample0 + k / d.heads,
+                                         std::uint64_t(c.q0) + i, head * d.stride + std::uint64_t(c.k0) + j,
+                                         d.threshold);
+  return keep ? d.scale : 0.0;
+}
+using drop_mask = std::function<double(std::size_t, std::size_t, std::size_t)>;  // (item, i, j); empty: none
+
+// o[i] = Σ_j m_ij softmax_j(scale q_i·k_j) v_j over the keys i sees (m = 1 without
+// dropout); lse[i] = log Σ_j exp(…), undropped.
 struct flash_ref {
   std::vector<double> o, lse;
 };
 inline flash_ref ref_flash_forward(const flash_case& c, const std::vector<double>& q, const std::vector<double>& k,
-                                   const std::vector<double>& v) {
+                                   const std::vector<double>& v, const drop_mask& mask = {}) {
   const double scale = c.shape().scale;
   flash_ref r{std::vector<double>(c.items * c.q_len * c.dh), std::vector<double>(c.items * c.q_len)};
   for (std::size_t b = 0; b < c.items; ++b)
@@ -62,20 +86,24 @@ inline flash_ref ref_flash_forward(const flash_case& c, const std::vector<double
       for (std::size_t j = 0; j < c.k_len; ++j) sum += c.sees(i, j) ? std::exp(s[j] - m) : 0.0;
       r.lse[b * c.q_len + i] = m + std::log(sum);
       for (std::size_t j = 0; j < c.k_len; ++j)
-        if (c.sees(i, j))
+        if (c.sees(i, j)) {
+          const double z = (mask ? mask(b, i, j) : 1.0) * std::exp(s[j] - m) / sum;
           for (std::size_t x = 0; x < c.dh; ++x)
-            r.o[(b * c.q_len + i) * c.dh + x] += std::exp(s[j] - m) / sum * v[(kb * c.k_len + j) * c.dh + x];
+            r.o[(b * c.q_len + i) * c.dh + x] += z * v[(kb * c.k_len + j) * c.dh + x];
+        }
     }
   return r;
 }
 
-// The gradients with the forward's o (as the kernel has it) and lse.
+// The gradients with the forward's o (as the kernel has it) and lse; with dropout
+// dv += m p g and ds = p (m dp − δ).
 struct flash_grads {
   std::vector<double> dq, dk, dv;
 };
 inline flash_grads ref_flash_backward(const flash_case& c, const std::vector<double>& q, const std::vector<double>& k,
                                       const std::vector<double>& v, const std::vector<double>& o,
-                                      const std::vector<double>& lse, const std::vector<double>& g) {
+                                      const std::vector<double>& lse, const std::vector<double>& g,
+                                      const drop_mask& mask = {}) {
   const double scale = c.shape().scale;
   flash_grads r{std::vector<double>(q.size()), std::vector<double>(k.size()), std::vector<double>(v.size())};
   for (std::size_t b = 0; b < c.items; ++b)
@@ -90,9 +118,10 @@ inline flash_grads ref_flash_backward(const flash_case& c, const std::vector<dou
         const double* vj = &v[(kb * c.k_len + j) * c.dh];
         double s = 0, dp = 0;
         for (std::size_t x = 0; x < c.dh; ++x) s += qi[x] * kj[x], dp += gi[x] * vj[x];
-        const double p = std::exp(scale * s - lse[b * c.q_len + i]), ds = p * (dp - delta);
+        const double m = mask ? mask(b, i, j) : 1.0;
+        const double p = std::exp(scale * s - lse[b * c.q_len + i]), ds = p * (m * dp - delta);
         for (std::size_t x = 0; x < c.dh; ++x) {
-          r.dv[(kb * c.k_len + j) * c.dh + x] += p * gi[x];  // summed over the group
+          r.dv[(kb * c.k_len + j) * c.dh + x] += m * p * gi[x];  // summed over the group
           r.dq[(b * c.q_len + i) * c.dh + x] += scale * ds * kj[x];
           r.dk[(kb * c.k_len + j) * c.dh + x] += scale * ds * qi[x];
         }
@@ -150,41 +179,95 @@ TEST_CASE_TEMPLATE("kernels: flash_attention_backward against naive float64 atte
   }
 }
 
-TEST_CASE("kernels: flash attention's backward matches finite differences (double)") {
+TEST_CASE_TEMPLATE("kernels: flash attention with dropout against naive float64 attention with the same mask", T,
+                   float, double) {
+  using L = strata::stat_t<T>;
+  queue_t q;
+  rng g(755);
+  const auto key = to_dev(q, std::vector<std::uint64_t>{strata::dropout_step_key(kDropSeed, kDropStep)});
+  std::size_t dropped = 0, seen = 0;
+  for (const flash_case& c : kFlashCases) {
+    strata::backend::flash_shape f = c.shape();
+    f.drop = drop_of(c, key.data());
+    const drop_mask mask = [&](std::size_t b, std::size_t i, std::size_t j) { return ref_drop(c, f.drop, b, i, j); };
+    for (std::size_t b = 0; b < c.items; ++b)
+      for (std::size_t i = 0; i < c.q_len; ++i)
+        for (std::size_t j = 0; j < c.k_len; ++j) seen += c.sees(i, j), dropped += c.sees(i, j) && mask(b, i, j) == 0;
+    const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
+    const auto kv = g.uniform<T>(c.kv_items() * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.kv_items() * c.k_len * c.dh);
+    const auto gv = g.uniform<T>(c.items * c.q_len * c.dh);
+    const flash_ref ref = ref_flash_forward(c, widen(qv), widen(kv), widen(vv), mask);
+    auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dg = to_dev(q, gv);
+    auto o = poisoned<T>(q, ref.o.size());
+    auto lse = poisoned<L>(q, ref.lse.size());
+    flash_attention_forward(q, f, static_cast<const T*>(dq.data()), static_cast<const T*>(dk.data()),
+                            static_cast<const T*>(dv.data()), o.data(), lse.data());
+    const auto oh = to_host(q, o.data(), ref.o.size());
+    check_act(oh, ref.o, 1e-5, "dropped o " + c.name());
+    check_stat<T>(to_host(q, lse.data(), ref.lse.size()), ref.lse, 1e-5, "undropped lse " + c.name());
+    // the mask matters: o is not the undropped attention's
+    CHECK(rel_err(widen(oh), ref_flash_forward(c, widen(qv), widen(kv), widen(vv)).o) > 1e-2);
+
+    const flash_grads grad = ref_flash_backward(c, widen(qv), widen(kv), widen(vv), widen(oh),
+                                                widen(to_host(q, lse.data(), ref.lse.size())), widen(gv), mask);
+    auto gq = poisoned<T>(q, qv.size()), gk = poisoned<T>(q, kv.size()), gvv = poisoned<T>(q, vv.size());
+    flash_attention_backward(q, f, static_cast<const T*>(dq.data()), static_cast<const T*>(dk.data()),
+                             static_cast<const T*>(dv.data()), static_cast<const T*>(o.data()),
+                             static_cast<const T*>(dg.data()), static_cast<const L*>(lse.data()), gq.data(), gk.data(),
+                             gvv.data());
+    // one key: ds = p (m do·v − do·o) is 0, dq and dk the rounding of that cancellation
+    if (c.k_len > 1) {
+      check_act(to_host(q, gq.data(), qv.size()), grad.dq, 1e-4, "dropped dq " + c.name());
+      check_act(to_host(q, gk.data(), kv.size()), grad.dk, 1e-4, "dropped dk " + c.name());
+    }
+    check_act(to_host(q, gvv.data(), vv.size()), grad.dv, 1e-4, "dropped dv " + c.name());
+  }
+  // the mask drops about a fifth of the probabilities the queries see
+  INFO("dropped " << dropped << " of " << seen);
+  CHECK(std::abs(double(dropped) / double(seen) - 0.2) < 0.02);
+}
+
+TEST_CASE("kernels: flash attention's backward matches finite differences (double), with and without dropout") {
   queue_t q;
   rng g(760);
+  const auto key = to_dev(q, std::vector<std::uint64_t>{strata::dropout_step_key(kDropSeed, kDropStep)});
   for (const flash_case& c : {flash_case{2, 9, 9, 3, 0, 0, false}, flash_case{2, 9, 9, 3, 0, 0, true},
                               flash_case{1, 5, 11, 4, 6, 0, true}, flash_case{4, 9, 9, 3, 0, 0, true, 2},
-                              flash_case{3, 5, 11, 4, 6, 0, false, 3}}) {
-    CAPTURE(c.name());
-    std::vector<double> qv = g.uniform<double>(c.items * c.q_len * c.dh, -2, 2);
-    std::vector<double> kv = g.uniform<double>(c.kv_items() * c.k_len * c.dh, -2, 2);
-    std::vector<double> vv = g.uniform<double>(c.kv_items() * c.k_len * c.dh);
-    const std::vector<double> G = g.uniform<double>(qv.size());
-    auto forward = [&](std::vector<double>* lse_out = nullptr) {
-      auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
-      auto o = poisoned<double>(q, qv.size());
-      auto lse = poisoned<double>(q, c.items * c.q_len);
-      flash_attention_forward(q, c.shape(), static_cast<const double*>(dq.data()),
-                              static_cast<const double*>(dk.data()), static_cast<const double*>(dv.data()), o.data(),
-                              lse.data());
-      if (lse_out) *lse_out = to_host(q, lse.data(), c.items * c.q_len);
-      return to_host(q, o.data(), qv.size());
-    };
-    auto loss = [&] { return dot(G, forward()); };
-    std::vector<double> lse;
-    const auto o = forward(&lse);
-    auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dG = to_dev(q, G), dO = to_dev(q, o),
-         dL = to_dev(q, lse);
-    auto gq = poisoned<double>(q, qv.size()), gk = poisoned<double>(q, kv.size()), gv = poisoned<double>(q, vv.size());
-    flash_attention_backward(q, c.shape(), static_cast<const double*>(dq.data()), static_cast<const double*>(dk.data()),
-                             static_cast<const double*>(dv.data()), static_cast<const double*>(dO.data()),
-                             static_cast<const double*>(dG.data()), static_cast<const double*>(dL.data()), gq.data(),
-                             gk.data(), gv.data());
-    check_close(to_host(q, gq.data(), qv.size()), fd_grad(qv, loss), 1e-6, "dq");
-    check_close(to_host(q, gk.data(), kv.size()), fd_grad(kv, loss), 1e-6, "dk");
-    check_close(to_host(q, gv.data(), vv.size()), fd_grad(vv, loss), 1e-6, "dv");
-  }
+                              flash_case{3, 5, 11, 4, 6, 0, false, 3}})
+    for (const bool drop : {false, true}) {
+      CAPTURE(c.name());
+      CAPTURE(drop);
+      strata::backend::flash_shape f = c.shape();
+      if (drop) f.drop = drop_of(c, key.data());  // a fixed mask: the forward is smooth in q, k, v
+      std::vector<double> qv = g.uniform<double>(c.items * c.q_len * c.dh, -2, 2);
+      std::vector<double> kv = g.uniform<double>(c.kv_items() * c.k_len * c.dh, -2, 2);
+      std::vector<double> vv = g.uniform<double>(c.kv_items() * c.k_len * c.dh);
+      const std::vector<double> G = g.uniform<double>(qv.size());
+      auto forward = [&](std::vector<double>* lse_out = nullptr) {
+        auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv);
+        auto o = poisoned<double>(q, qv.size());
+        auto lse = poisoned<double>(q, c.items * c.q_len);
+        flash_attention_forward(q, f, static_cast<const double*>(dq.data()), static_cast<const double*>(dk.data()),
+                                static_cast<const double*>(dv.data()), o.data(), lse.data());
+        if (lse_out) *lse_out = to_host(q, lse.data(), c.items * c.q_len);
+        return to_host(q, o.data(), qv.size());
+      };
+      auto loss = [&] { return dot(G, forward()); };
+      std::vector<double> lse;
+      const auto o = forward(&lse);
+      auto dq = to_dev(q, qv), dk = to_dev(q, kv), dv = to_dev(q, vv), dG = to_dev(q, G), dO = to_dev(q, o),
+           dL = to_dev(q, lse);
+      auto gq = poisoned<double>(q, qv.size()), gk = poisoned<double>(q, kv.size()),
+           gv = poisoned<double>(q, vv.size());
+      flash_attention_backward(q, f, static_cast<const double*>(dq.data()), static_cast<const double*>(dk.data()),
+                               static_cast<const double*>(dv.data()), static_cast<const double*>(dO.data()),
+                               static_cast<const double*>(dG.data()), static_cast<const double*>(dL.data()), gq.data(),
+                               gk.data(), gv.data());
+      check_close(to_host(q, gq.data(), qv.size()), fd_grad(qv, loss), 1e-6, "dq");
+      check_close(to_host(q, gk.data(), kv.size()), fd_grad(kv, loss), 1e-6, "dk");
+      check_close(to_host(q, gv.data(), vv.size()), fd_grad(vv, loss), 1e-6, "dv");
+    }
 }
 
 // x [items, seq, dh] rotated pair by pair: (x_i, x_{i+h}) by θ = (pos0 + t) · base^(−2i/dh).

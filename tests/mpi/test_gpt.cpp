@@ -113,9 +113,9 @@ static_assert(branch_drop.desc.name == "Dropout" && branch_drop.arrives == sbp::
 static_assert(DROP_TP2_SP_RC::recompute_regions == 4);
 
 // A Llama-style model with everything on: tied embeddings, RMSNorm, rotary grouped-query
-// attention without biases (4 query heads over 2 key/value heads), SwiGLU, dropout on both
-// residual branches.
-using LlamaAttn = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S>, Dropout<10>>;
+// attention without biases (4 query heads over 2 key/value heads) with 10% attention dropout,
+// SwiGLU, dropout on both residual branches.
+using LlamaAttn = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S, 10000, 10>, Dropout<10>>;
 using LlamaMlp = Residual<RMSNorm<D>, SwiGLU<D, 24>, Dropout<10>>;
 template <template <int, class...> class Strategy, int N, class... Extra>
 using llama = Plan<Strategy<N, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, TiedHead<V, D>>, Input<S>, CE,
@@ -131,6 +131,25 @@ using L_PP2 = llama_pp2<Replicate, 1>;
 using L_PP2_Z3 = llama_pp2<Replicate, 1, Zero<3>>;
 using L_HYBRID = llama_pp2<Split, 2, SequenceParallel>;
 static_assert(L_PP2::tie.any() && L_PP2::stage_of_part(L_PP2::layer_plans[L_PP2::tie.user].part) == 1);
+// Attention dropout on the probabilities of a GPT block and of a Llama block (grouped-query:
+// 4 query heads on 2 kv heads): the masks at (sample, query position, global query head · S
+// + key position), so under a head split each device's heads draw one device's masks
+using ADropGpt = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S, 0, 20>, Dropout<10>>;
+using ADropLlama = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S, 10000, 20>>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using attn_dropped = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, ADropGpt, MLP, ADropLlama, MLP,
+                                   LayerNorm<D>, Linear<D, V>>,
+                          Input<S>, CE, Extra...>;
+using ADROP_DP = attn_dropped<Replicate, 1, MicroBatch<2>, NumMicroBatch<2>>;
+using ADROP_TP2_SP = attn_dropped<Split, 2, MicroBatch<4>, SequenceParallel>;
+using ADROP_TP2_SP_RC =
+    attn_dropped<Split, 2, MicroBatch<4>, SequenceParallel, GradientCheckpoint<checkpoint_mode::automatic>>;
+using ADROP_PP2 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, ADropGpt, MLP>,
+                                Replicate<1, ADropLlama, MLP, LayerNorm<D>, Linear<D, V>>>,
+                       Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>>;
+static_assert(std::is_same_v<ADROP_DP::layers, ADROP_PP2::layers> && ADROP_TP2_SP::layer_plans[4].desc.name ==
+              "CausalSelfAttention" && ADROP_TP2_SP::layer_plans[4].sig == signature::head_parallel);
+static_assert(ADROP_TP2_SP_RC::recompute_regions == 4);
 
 }  // namespace
 
@@ -175,6 +194,14 @@ TEST_CASE("GPT: dropout on the residual branches, the same masks under every pla
   if (world_is(2)) check<DROP_PP2>("dropout: PP2 1F1B", adam, 1e-9);
   if (world_is(2)) check<DROP_TP2_SP_RC>("dropout: TP2 + SP, recompute blocks", adam, 1e-9);
   if (world_is(4)) check<DROP_TP2_SP>("dropout: DP2 x TP2 + sequence parallel", adam, 1e-9);
+}
+
+TEST_CASE("GPT and Llama blocks: attention dropout, the same masks under every plan") {
+  if (world_is(2)) check<ADROP_DP>("attention dropout: DP2", adam, 1e-9);
+  if (world_is(2)) check<ADROP_TP2_SP>("attention dropout: TP2 + sequence parallel", adam, 1e-9);
+  if (world_is(2)) check<ADROP_PP2>("attention dropout: PP2 1F1B", adam, 1e-9);
+  if (world_is(2)) check<ADROP_TP2_SP_RC>("attention dropout: TP2 + SP, recompute blocks", adam, 1e-9);
+  if (world_is(4)) check<ADROP_TP2_SP>("attention dropout: DP2 x TP2 + sequence parallel", adam, 1e-9);
 }
 
 TEST_CASE("GPT: activation recomputation") {

@@ -96,18 +96,29 @@ using Gpt = Plan<Split<N, Repeat<Blocks, Attn, Mlp>, LayerNorm<D>, Linear<D, V>>
 }  // namespace
 
 // Dropout (layers/dropout.hpp) on S(0,-1) blocks: each device masks its block at the
-// global rows (row0) and features (col0) the lowering gives it, so the masks are one device's.
+// global rows (row0) and features (col0) the lowering gives it, so the masks are one device's;
+// attention dropout likewise: a device's sequences from its row block, its first head from
+// its feature block.
 namespace {
-using DAttn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>, Dropout<10>>;
+template <int AttnDropout = 0>
+using DAttn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S, 0, AttnDropout>, Dropout<10>>;
 using DMlp = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Dropout<10>, Linear<4 * D, D>, Dropout<10>>;
-template <int N, class Mode, int MB>
-using DropGpt = Plan<Split<N, Repeat<2, DAttn, DMlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>, Loss<SoftmaxCrossEntropy>,
-                     MicroBatch<MB>, NumMicroBatch<2>, Mode>;
+template <int N, class Mode, int MB, int AttnDropout = 0>
+using DropGpt = Plan<Split<N, Repeat<2, DAttn<AttnDropout>, DMlp>, LayerNorm<D>, Linear<D, V>>, Input<S, D>,
+                     Loss<SoftmaxCrossEntropy>, MicroBatch<MB>, NumMicroBatch<2>, Mode>;
+// a 3D Linear first: the attention's input arrives turned (features along the depth), so
+// its core holds the other block
+using TurnedDropGpt = Plan<Split<8, Linear<D, D>, DAttn<20>, DMlp, LayerNorm<D>, Linear<D, V>>, Input<S, D>,
+                           Loss<SoftmaxCrossEntropy>, MicroBatch<4>, NumMicroBatch<2>, Tensor3D>;
+static_assert(TurnedDropGpt::layer_plans[3].desc.name == "CausalSelfAttention" && TurnedDropGpt::layer_plans[3].turned);
 }  // namespace
 
 TEST_CASE("Dropout on 2D and 3D blocks: the masks of one device") {
   if (world_is(4)) check<DropGpt<4, Tensor2D, 2>>("GPT blocks with dropout 2D q=2 (Adam)", adam, 1e-10);
   if (world_is(8)) check<DropGpt<8, Tensor3D, 4>>("GPT blocks with dropout 3D q=2 (Adam)", adam, 1e-10);
+  if (world_is(4)) check<DropGpt<4, Tensor2D, 2, 20>>("GPT blocks, attention dropout 2D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<DropGpt<8, Tensor3D, 4, 20>>("GPT blocks, attention dropout 3D q=2 (Adam)", adam, 1e-10);
+  if (world_is(8)) check<TurnedDropGpt>("attention dropout, turned 3D input (Adam)", adam, 1e-10);
 }
 
 TEST_CASE("GPT blocks: 2D, 2.5D, 3D") {

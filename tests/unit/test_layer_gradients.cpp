@@ -1,12 +1,14 @@
 // Every built-in layer's backward, as the executor runs it, against central finite
 // differences of its forward, in float64: d(Σ w·y)/dx and d(Σ w·y)/dθ for random w; and
-// Dropout's mask (core/random.hpp): its statistics and its global coordinates.
+// Dropout's mask (core/random.hpp): its statistics and its global coordinates, and the
+// attention's dropout on its probabilities.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -272,9 +274,11 @@ namespace {
 // group g are its G query heads g·G … g·G+G−1, then k_g, then v_g, dh each; rotary
 // positions on q and k (pair (i, i + dh/2) by pos·base^(−2i/dh)); softmax(q·k/√dh) v per
 // query head with its group's k and v; the context rows in head order, ·w_out (+ b_out).
+// `drop` (sequence, head, query, key): the factor of each probability (attention dropout).
+using attention_drop = std::function<double(std::size_t, std::size_t, std::size_t, std::size_t)>;
 template <class L>
 std::vector<double> ref_attention(const std::vector<double>& x, std::size_t seqs,
-                                  const std::vector<std::vector<double>>& p) {
+                                  const std::vector<std::vector<double>>& p, const attention_drop& drop = {}) {
   constexpr std::size_t D = L::features, S = L::seq, H = L::heads, KV = L::kv_heads, G = H / KV, dh = D / H;
   constexpr std::size_t W = (H + 2 * KV) * dh;
   const std::vector<double>& w_out = p[L::has_bias ? 2 : 1];
@@ -309,7 +313,8 @@ std::vector<double> ref_attention(const std::vector<double>& x, std::size_t seqs
         }
         for (std::size_t j = 0; j < n; ++j) sum += (e[j] = std::exp(e[j] - m));
         for (std::size_t j = 0; j < n; ++j)
-          for (std::size_t k = 0; k < dh; ++k) ctx[i * D + hd * dh + k] += e[j] / sum * qkv[j * W + vc + k];
+          for (std::size_t k = 0; k < dh; ++k)
+            ctx[i * D + hd * dh + k] += (drop ? drop(sq, hd, i, j) : 1.0) * e[j] / sum * qkv[j * W + vc + k];
       }
     }
     for (std::size_t t = 0; t < S; ++t)
@@ -324,7 +329,8 @@ std::vector<double> ref_attention(const std::vector<double>& x, std::size_t seqs
 
 // Layer L's forward on `seqs` random sequences against ref_attention; the worst difference.
 template <class L>
-double attention_forward_error(harness& h, std::size_t seqs) {
+double attention_forward_error(harness& h, std::size_t seqs, void (*prepare)(ctx_t&) = nullptr,
+                               const attention_drop& drop = {}) {
   const layer_desc desc = describe<L>();
   layer_call<L> call(L::in_shape, seqs * L::seq);
   std::vector<std::vector<double>> params, grads;
@@ -336,10 +342,11 @@ double attention_forward_error(harness& h, std::size_t seqs) {
   const std::vector<double> x = h.rand(seqs * L::seq * L::features);
   std::vector<double> y(x.size());
   ctx_t c = call.context(h, params, grads);
+  if (prepare) prepare(c);
   c.x = x.data();
   c.y = y.data();
   L::forward(c);
-  const std::vector<double> want = ref_attention<L>(x, seqs, params);
+  const std::vector<double> want = ref_attention<L>(x, seqs, params, drop);
   double worst = 0;
   for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::abs(y[i] - want[i]));
   return worst;
@@ -526,4 +533,49 @@ TEST_CASE("Dropout: the backward by finite differences; the mask at global coord
   // Dropout<0> is a view: no kernel, no buffer
   CHECK(layers::Dropout<0>::memory(local_dims{}).view);
   CHECK(!L::memory(local_dims{}).view);
+}
+
+namespace {
+// A training call of an attention layer over sequences of S tokens (the step's key and
+// site of training_call; the first sample 10).
+template <int S>
+void attention_training(ctx_t& c) {
+  training_call(c);
+  c.sample_rows = S;
+}
+}  // namespace
+
+TEST_CASE("attention dropout: the backward by finite differences, the mask at global coordinates") {
+  harness h;
+  using layers::MultiHeadAttention;
+  // a fixed training forward (the mask a function of the coordinates): causal and not,
+  // grouped-query (groups of 2 and 3), rotary
+  double worst = 0;
+  auto run = [&](double e) { worst = std::max(worst, e); };
+  run(check_layer<layers::CausalSelfAttention<8, 2, 5, 0, 30>>(shape_v<5, 8>, 2 * 5, h.rand(2 * 5 * 8), nullptr, true,
+                                                               &attention_training<5>));
+  run(check_layer<MultiHeadAttention<12, 6, 4, false, 0, 3, true, 20>>(shape_v<4, 12>, 2 * 4, h.rand(2 * 4 * 12),
+                                                                        nullptr, true, &attention_training<4>));
+  run(check_layer<layers::LlamaAttention<12, 6, 2, 5, 10000, 30>>(shape_v<5, 12>, 2 * 5, h.rand(2 * 5 * 12), nullptr,
+                                                                   true, &attention_training<5>));
+  MESSAGE("attention dropout: worst relative error against finite differences " << worst);
+  // the forward against the written-out attention whose probability (sequence sq, query
+  // head hd, query i, key j) is kept as dropout_keep says at sample 10 + sq, position i,
+  // feature hd·Seq + j (hd a query head: in GQA, not its kv head)
+  auto mask = [](int percent, std::size_t seq) {
+    return [percent, seq](std::size_t sq, std::size_t hd, std::size_t i, std::size_t j) {
+      const bool keep = dropout_keep(5, 3, 4, 10 + sq, i, hd * seq + j, dropout_threshold(std::uint64_t(percent), 100));
+      return keep ? 100.0 / (100 - percent) : 0.0;
+    };
+  };
+  using Gqa = MultiHeadAttention<12, 6, 5, true, 0, 2, false, 25>;
+  const double e_gqa = attention_forward_error<Gqa>(h, 3, &attention_training<5>, mask(25, 5));
+  const double e_mha = attention_forward_error<layers::CausalSelfAttention<12, 3, 7, 0, 10>>(
+      h, 2, &attention_training<7>, mask(10, 7));
+  MESSAGE("attention dropout forward: worst difference from the written-out mask " << std::max(e_gqa, e_mha));
+  CHECK(std::max(e_gqa, e_mha) < 1e-12);
+  // it drops: not the undropped attention; evaluation (training false) is exactly it
+  CHECK(attention_forward_error<Gqa>(h, 3, &attention_training<5>) > 1e-3);
+  CHECK(attention_forward_error<Gqa>(h, 3, [](ctx_t& c) { attention_training<5>(c), c.training = false; }) < 1e-12);
+  static_assert(layers::CausalSelfAttention<8, 2, 5, 0, 30>::attention_dropout == 0.3);
 }

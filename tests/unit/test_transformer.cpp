@@ -262,3 +262,32 @@ TEST_CASE("Dropout in a GPT: training drops, evaluation does not, a recomputed f
   MESSAGE("loss of one batch: evaluated " << eval_drop << ", training with Dropout<10> " << step_drop);
   CHECK(train_three_steps<DropAuto>() == train_three_steps<DropGPT>());
 }
+
+// Attention dropout (CausalSelfAttention's AttnDropout): the same parameters as the GPT
+// without it; evaluation is that GPT's, bit for bit; a training step drops; a recomputed
+// attention draws its forward's mask again (bit-identical training).
+namespace {
+using AttnDrop = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S, 0, 10>>;
+template <class... Extra>
+using attn_drop_gpt = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, AttnDrop, MLP>, LayerNorm<D>,
+                                     Linear<D, V>>,
+                           Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<3>, Element<double>, Extra...>;
+// nothing kept for the mask: the stash of the GPT without it
+static_assert(attn_drop_gpt<>::stash_bytes(0) == GPT::stash_bytes(0));
+}  // namespace
+
+TEST_CASE("attention dropout in a GPT: training drops, evaluation does not, a recompute draws the same mask") {
+  auto w = local_world<Host>();
+  auto plain = make_trainer<GPT>(w, SGD{.lr = 0.1}, 5);
+  auto drop = make_trainer<attn_drop_gpt<>>(w, SGD{.lr = 0.1}, 5);
+  drop.set_parameters(plain.gather_parameters());
+  const batch b(3);
+  const double eval_plain = plain.evaluate(b.view(), 3).loss, eval_drop = drop.evaluate(b.view(), 3).loss;
+  CHECK(eval_drop == eval_plain);  // drop-free: the plain model's loss, bit for bit
+  const double step_plain = plain.step(b.view()).loss, step_drop = drop.step(b.view()).loss;
+  CHECK(std::abs(step_plain - eval_plain) < 1e-13);
+  CHECK(std::abs(step_drop - step_plain) > 1e-3);  // the training forward drops probabilities
+  MESSAGE("loss of one batch: evaluated " << eval_drop << ", training with attention dropout 10% " << step_drop);
+  CHECK(train_three_steps<attn_drop_gpt<GradientCheckpoint<checkpoint_mode::automatic>>>() ==
+        train_three_steps<attn_drop_gpt<>>());
+}

@@ -33,6 +33,8 @@ inline void check_flash(const char* kernel, const flash_shape& f) {
   need(f.group > 0 && f.items % f.group == 0, kernel, "group must be positive and divide items");
   need(f.q0 >= 0 && f.k0 >= 0, kernel, "positions must be >= 0");
   need(!f.causal || f.q0 >= f.k0, kernel, "a causal query block before its key block leaves rows with no key");
+  need(!f.dropping() || (f.drop.heads > 0 && f.kv_items() % f.drop.heads == 0), kernel,
+       "dropout's kv heads per sequence must divide the kv items");
 }
 }  // namespace detail
 
@@ -111,6 +113,9 @@ void rotary_embedding(Q& q, std::size_t items, std::size_t seq, std::size_t dh, 
 // computed over tiles of queries × keys with an online softmax, so memory is the inputs,
 // o and one statistic per row (lse, in L = stat_t<T>); sums in compute_t<T> (float for
 // 16-bit T), o rounded once. Causal tiles wholly above the diagonal are skipped.
+// Attention dropout (f.drop, core/kernel_args.hpp): o_i = Σ_j z_ij v_j with z_ij = p_ij ·
+// 1/(1 − rate) where the mask keeps (i, j), else 0 — the mask recomputed from the element's
+// coordinates, nothing stored; lse stays that of the undropped p (dropout follows the softmax).
 template <class T, class L, kernel_queue Q>
 void flash_attention_forward(Q& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o, L* lse) {
   static_assert(detail::is_elem_v<T> && std::is_floating_point_v<L>);
@@ -127,6 +132,9 @@ void flash_attention_forward(Q& q, const flash_shape& f, const T* qh, const T* k
 // a kv item's dk and dv summed over the query rows of every item of its group (dk and dv,
 // like k and v, hold items/group items). dq, dk and dv are written, not accumulated (one kv
 // item's rows by one worker: the sums are in a fixed order, so the result is deterministic).
+// With dropout the forward's mask m_ij (1/(1 − rate) kept, 0 dropped) is drawn again:
+//   dv_j = Σ_i m_ij p_ij do_i,  ds_ij = p_ij (m_ij do_i·v_j − δ_i),
+// δ_i = do_i·o_i still being Σ_j p_ij m_ij do_i·v_j, as o_i = Σ_j m_ij p_ij v_j.
 template <class T, class L, kernel_queue Q>
 void flash_attention_backward(Q& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, const T* o,
                               const T* dout, const L* lse, T* dq, T* dk, T* dv) {

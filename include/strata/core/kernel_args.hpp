@@ -16,6 +16,24 @@ enum class trans : unsigned char { N, T };
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 enum class activation : unsigned char { none, relu, gelu };
 
+// Attention dropout (flash_shape::drop): each probability p_ij, after the softmax, kept with
+// probability 1 − rate and scaled by 1/(1 − rate), or dropped, by dropout_keep_in_row at the
+// element's global coordinates (core/random.hpp), never stored — the backward recomputes it:
+// row key (site, sample, query position q0 + i), feature head·stride + key position k0 + j.
+// Query item b of kv item k = b mod kv_items() (group member b / kv_items()) belongs to
+// sequence k / heads and kv head k mod heads, i.e. query head head0 + (k mod heads)·group +
+// member: the layout heads_from_rows gives a layer's [seqs, kv heads] items.
+struct flash_dropout {
+  const std::uint64_t* key = nullptr;  // the step's key (backend memory); null: no dropout
+  int site = 0;                        // the layer's index in the flat model
+  std::uint64_t sample0 = 0;           // the global sample of the call's first sequence
+  std::uint64_t head0 = 0;             // the global index of the call's first query head
+  std::size_t heads = 1;               // kv heads per sequence among the call's kv items
+  std::uint64_t stride = 0;            // features per head: the whole sequence's key count
+  std::uint64_t threshold = 0;         // dropped iff the hash lies below (dropout_threshold)
+  double scale = 1.0;                  // 1 / (1 − rate), for the kept probabilities
+};
+
 // One flash-attention call (backend/attention.hpp): `items` independent (sequence, head)
 // pairs, each with q_len query rows and k_len key/value rows of dh values, head-major
 // ([items, len, dh]). A query's position in the whole sequence is q0 + i, a key's k0 + j;
@@ -25,11 +43,13 @@ enum class activation : unsigned char { none, relu, gelu };
 // kv_items() = items/group items and query item i reads kv item i mod kv_items() — the
 // query items of kv item k are k, k + kv_items(), ...: the order heads_from_rows gives with
 // parts = group + 2 on token rows holding, per kv head, its group's query blocks, k and v.
+// With drop.key set, the probabilities are dropped as flash_dropout says.
 struct flash_shape {
   std::size_t items = 0, group = 1, q_len = 0, k_len = 0, dh = 0;
   long long q0 = 0, k0 = 0;
   double scale = 1.0;
   bool causal = false;
+  flash_dropout drop{};
 
   STRATA_HD std::size_t kv_items() const { return items / group; }
   // The key/value item query item `item` reads, and member m (< group) of kv item k's group.
@@ -46,6 +66,21 @@ struct flash_shape {
   STRATA_HD std::size_t first_query_of(std::size_t j) const {
     const long long first = causal ? k0 + static_cast<long long>(j) - q0 : 0;
     return first <= 0 ? 0 : static_cast<std::size_t>(first);
+  }
+
+  // Attention dropout: whether the call drops; query i of item `item`'s row key; the
+  // feature of the item's key 0 (key j's is that + j); whether key j is kept in the row.
+  STRATA_HD bool dropping() const { return drop.key != nullptr; }
+  STRATA_HD std::uint64_t drop_row_key(std::uint64_t step_key, std::size_t item, std::size_t i) const {
+    return dropout_row_key(step_key, drop.site, drop.sample0 + kv_item_of(item) / drop.heads,
+                           static_cast<std::uint64_t>(q0) + i);
+  }
+  STRATA_HD std::uint64_t drop_feature0(std::size_t item) const {
+    const std::uint64_t head = drop.head0 + (kv_item_of(item) % drop.heads) * group + item / kv_items();
+    return head * drop.stride + static_cast<std::uint64_t>(k0);
+  }
+  STRATA_HD bool drop_keep(std::uint64_t row_key, std::uint64_t feature) const {
+    return dropout_keep_in_row(row_key, feature, drop.threshold);
   }
 };
 

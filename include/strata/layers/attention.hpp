@@ -1,11 +1,13 @@
 #pragma once
-// MultiHeadAttention<D, Heads, Seq, Causal, RopeBase, KVHeads, Bias>: self-attention over
+// MultiHeadAttention<D, Heads, Seq, Causal, RopeBase, KVHeads, Bias, AttnDropout>: self-attention over
 // [Seq, D] with a fused QKV projection and an output projection, optionally causal (a token
 // attends to itself and the tokens before it: GPT), optionally with rotary positions
 // (RopeBase > 0: q and k of each head rotated by their token's position, RoFormer / Llama,
 // base 10000 for Llama 2, 500000 for Llama 3), optionally grouped-query (KVHeads < Heads:
 // KVHeads key/value heads, each shared by a group of G = Heads/KVHeads query heads, Llama 3 /
-// Mistral; KVHeads == 1 is multi-query), optionally without biases (Bias = false: Llama).
+// Mistral; KVHeads == 1 is multi-query), optionally without biases (Bias = false: Llama),
+// optionally with dropout on the attention probabilities (AttnDropout percent, GPT-2's
+// attn_pdrop, Megatron's attention_dropout; training only: see attention_dropout below).
 // Under Split<N> whole key/value groups are divided among devices (Megatron): the QKV
 // projection column-parallel, the output projection row-parallel, so its output is a
 // partial sum the planner reduces once.
@@ -24,7 +26,17 @@
 // The attention itself is flash attention (backend/attention.hpp): no Seq × Seq matrix is
 // ever formed, and the stash keeps per token q, k, v (k and v at KVHeads width), the
 // context and one log-sum-exp per query head, so activation memory is linear in Seq.
+//
+// Attention dropout drops each probability p_ij of the softmax (not its scores: lse stays
+// the undropped one) inside the flash kernels, at coordinates that do not depend on the
+// plan (core/kernel_args.hpp's flash_dropout): site the layer's index, sample the sequence's
+// global index (sample0 and row0), position the query's, feature (global query head)·Seq +
+// key position — the global head being this device's first (its heads under a head split,
+// its feature block on a mesh) plus the local one, a grouped query head's own. So every
+// plan drops what one device drops; the backward recomputes the mask, nothing is kept.
+// Rule [attention-dropout].
 #include <cmath>
+#include <cstdint>
 
 #include "strata/core/rules.hpp"
 #include "strata/layers/layer.hpp"
@@ -32,12 +44,14 @@
 
 namespace strata::layers {
 
-template <int D, int Heads, int Seq, bool Causal = false, int RopeBase = 0, int KVHeads = Heads, bool Bias = true>
+template <int D, int Heads, int Seq, bool Causal = false, int RopeBase = 0, int KVHeads = Heads, bool Bias = true,
+          int AttnDropout = 0>
 struct MultiHeadAttention {
   static_assert(rule::layer_dim_positive<D, Heads>::value && rule::layer_dim_positive<Seq, Seq>::value);
   static_assert(rule::attention_heads_divide_dim<D, Heads>::value);
   static_assert(rule::attention_kv_heads_divide_heads<Heads, KVHeads>::value);
   static_assert(rule::rope_head_dim_even<(Heads > 0 ? D / Heads : 0), RopeBase>::value);
+  static_assert(rule::attention_dropout_valid<AttnDropout>::value);
   static constexpr std::string_view name = Causal ? "CausalSelfAttention" : "MultiHeadAttention";
   static constexpr layer_role role = layer_role::attention;
   static constexpr int features = D;
@@ -48,6 +62,7 @@ struct MultiHeadAttention {
   static constexpr bool causal = Causal;
   static constexpr bool has_bias = Bias;
   static constexpr int rope_base = RopeBase;  // 0: no rotary positions
+  static constexpr double attention_dropout = AttnDropout / 100.0;  // the probabilities' dropout rate (training)
   static constexpr int head_dim = Heads > 0 ? D / Heads : 0;
   static constexpr int qkv_features = (Heads + 2 * KVHeads) * head_dim;  // w_qkv's columns
   static constexpr int split_extent = Heads;
@@ -151,7 +166,7 @@ struct MultiHeadAttention {
     // per kv group its G query heads, k and v: head-major [G + 2][seqs, kv heads, Seq, dh]
     heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group + 2), std::size_t(head_dim), qkv, q_h);
     rotate(c, s, q_h, false);  // q and k at their tokens' positions (the stash keeps them rotated)
-    flash_attention_forward(c.q, flash(s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.qw),
+    flash_attention_forward(c.q, flash(c, s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.qw),
                             static_cast<const T*>(q_h + s.qw + s.kvw), ctx_h, c.stash_stats);
     rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group), std::size_t(head_dim), ctx_h, ctx);
     const T* b_o = bias(c, b_out);
@@ -248,7 +263,7 @@ struct MultiHeadAttention {
     const std::size_t seq = Seq, dh = head_dim;
     const T* q_h = c.stash_values;
     heads_from_rows(c.q, s.seqs, seq, s.kv_heads, std::size_t(group), dh, g.dctx, g.dctx_h);
-    flash_attention_backward(c.q, flash(s), q_h, q_h + s.qw, q_h + s.qw + s.kvw, q_h + s.heads_size + s.qw,
+    flash_attention_backward(c.q, flash(c, s), q_h, q_h + s.qw, q_h + s.qw + s.kvw, q_h + s.heads_size + s.qw,
                              static_cast<const T*>(g.dctx_h), static_cast<const typename C::stat_type*>(c.stash_stats),
                              g.dq_h, g.dq_h + s.qw, g.dq_h + s.qw + s.kvw);
     rotate(c, s, g.dq_h, true);  // back through the rotation: its transpose
@@ -283,10 +298,40 @@ struct MultiHeadAttention {
                        inverse, qk);
   }
   // One flash-attention call over every (sequence, head) item of the share; query item
-  // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives.
-  static backend::flash_shape flash(const shapes& s) {
-    return {.items = s.items, .group = std::size_t(group), .q_len = std::size_t(Seq), .k_len = std::size_t(Seq),
-            .dh = std::size_t(head_dim), .scale = scale(), .causal = Causal};
+  // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives. In
+  // training with AttnDropout, the dropout at global coordinates: sequence 0 is the sample of
+  // the share's first row, the first head the share's (core_share).
+  template <class C>
+  static backend::flash_shape flash(const C& c, const shapes& s) {
+    backend::flash_shape f{.items = s.items, .group = std::size_t(group), .q_len = std::size_t(Seq),
+                           .k_len = std::size_t(Seq), .dh = std::size_t(head_dim), .scale = scale(), .causal = Causal};
+    if constexpr (AttnDropout > 0) {
+      if (c.training) {
+        const core_origin o = core_share(c, s);
+        f.drop = {.key = c.step_key, .site = c.site, .sample0 = c.sample0 + o.row0 / c.sample_rows,
+                  .head0 = o.head0, .heads = s.kv_heads, .stride = std::uint64_t(Seq),
+                  .threshold = dropout_threshold(std::uint64_t(AttnDropout), 100),
+                  .scale = 100.0 / double(100 - AttnDropout)};
+      }
+    }
+    return f;
+  }
+  // The micro-batch row and the global query head where the attention core's share starts.
+  // 1D: the call's rows, and under a head split this device's heads. 2D/2.5D: the input's
+  // S(0,-1) block (row0, col0). 3D: the QKV projection turns the layout (plan/sharding.hpp's
+  // block_of: device (i, j, k), index (k·q + i)·q + j, holds rows i·q + k and features j, or
+  // turned rows i·q + j and features k), so the core holds the input's block turned.
+  struct core_origin {
+    std::size_t row0, head0;
+  };
+  template <class C>
+  static core_origin core_share(const C& c, const shapes& s) {
+    if (c.sig == signature::head_parallel) return {c.row0, std::size_t(c.index) * s.heads};
+    if (!on_mesh(c)) return {c.row0, 0};
+    const std::size_t q = std::size_t(c.mesh_q), in = c.col0 / (std::size_t(D) / q);  // the input's feature block
+    if (c.sig != signature::cube_3d) return {c.row0, in * s.heads};
+    const std::size_t d = std::size_t(c.index), i = d / q % q, j = d % q, k = d / (q * q);
+    return {(i * q + in) * c.rows, (in == j ? k : j) * s.heads};  // features on j: the core's on k, and back
   }
   template <class C>
   static shapes local(const C& c) {
@@ -360,13 +405,13 @@ struct MultiHeadAttention {
 
 // GPT's attention: each token attends to itself and the tokens before it; with RopeBase > 0,
 // Llama 2's (rotary positions of that base, no position embedding needed).
-template <int D, int Heads, int Seq, int RopeBase = 0>
-using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase>;
+template <int D, int Heads, int Seq, int RopeBase = 0, int AttnDropout = 0>
+using CausalSelfAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase, Heads, true, AttnDropout>;
 
 // Llama 3's / Mistral's attention: causal, rotary positions, KVHeads key/value heads shared
 // by groups of Heads/KVHeads query heads (KVHeads == Heads: Llama 2's; 1: multi-query), no
 // biases. Llama 3 uses RopeBase 500000.
-template <int D, int Heads, int KVHeads, int Seq, int RopeBase = 10000>
-using LlamaAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase, KVHeads, false>;
+template <int D, int Heads, int KVHeads, int Seq, int RopeBase = 10000, int AttnDropout = 0>
+using LlamaAttention = MultiHeadAttention<D, Heads, Seq, true, RopeBase, KVHeads, false, AttnDropout>;
 
 }  // namespace strata::layers

@@ -8,7 +8,7 @@
 // thread group per score row (launch.cuh's with_row_threads), maxima in compute_t<T>,
 // sums in double through the deterministic group reductions of device.cuh. Flash
 // attention is three fused tile kernels (forward; backward dQ; backward dK and dV),
-// described above them.
+// described in flash.cuh and flash_backward.cuh, launched here.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 
 #include "strata/backend/attention.hpp"
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/cuda/flash_backward.cuh"
 
 namespace strata::backend::cuda {
 
@@ -126,340 +127,6 @@ __global__ void __launch_bounds__(TH* RPB)
   for (std::size_t j = t; j < seq; j += TH) o[j] = T(a * C(pr[j]) * (C(gr[j]) - d));
 }
 
-
-// ---------------------------------------------------------------------------
-// Flash attention (backend/attention.hpp: flash_attention_forward/backward)
-// ---------------------------------------------------------------------------
-//
-// Three kernels of the same shape: 4 warps per block, each warp owning R "rows" (query
-// rows in the forward and dQ kernels, key rows in the dK/dV kernel) while its 32 lanes
-// walk a tile of 32 partners (keys, resp. queries), one partner per lane. A lane forms
-// its partner's dot product with each of its warp's rows from shared memory (the rows'
-// values are broadcast, the partner's row is read at a stride of dh | 1 so the 32 lanes
-// hit 32 banks); the row sums over the 32 partners then take each partner's
-// coefficient by shuffle while lane l accumulates columns l, l + 32, ... of its rows.
-// Everything runs in C = compute_t<T> (inputs converted on their way into shared
-// memory, outputs rounded once). DMAX (64, 128, 256) sizes the per-thread column
-// arrays; shared memory is sized by the runtime dh.
-inline constexpr int flash_warps = 4, flash_tile = 32;
-// Rows per warp R: a thread holds R·DMAX/32 accumulators (two sets in dK/dV, whose R the
-// dQ kernel shares for its shared memory's sake), about 64 32-bit registers at most.
-template <class C, int DMAX>
-inline constexpr int flash_rows = std::min(8, 2048 / (DMAX * int(sizeof(C) / 4)));
-template <class C, int DMAX>
-inline constexpr int flash_rows_bwd = std::min(8, 1024 / (DMAX * int(sizeof(C) / 4)));
-
-// Raw dynamic shared memory; each kernel carves it into its C arrays.
-extern __shared__ __align__(16) unsigned char flash_smem[];
-
-// rows × dh values of `src` (rows from `first`, `valid` of them in range) into a tile of
-// row stride `ld`, converted to C; rows past `valid` are zeros, so masked partners
-// multiply finite numbers.
-template <class T, class C>
-__device__ __forceinline__ void flash_load(C* tile, int ld, const T* src, std::size_t first, std::size_t valid,
-                                           int rows, int dh) {
-  for (int e = int(threadIdx.x); e < rows * dh; e += int(blockDim.x)) {
-    const int r = e / dh, d = e - r * dh;
-    tile[r * ld + d] = first + r < valid ? C(src[(first + r) * dh + d]) : C(0);
-  }
-}
-
-// δ = do·o for one query row (do already in shared memory as C, o from global), summed by
-// the warp in a fixed order; the dQ and dK/dV kernels both call this, so they agree.
-template <class T, class C>
-__device__ __forceinline__ C flash_delta(const C* dorow, const T* orow, int dh, int lane) {
-  C s = 0;
-  for (int d = lane; d < dh; d += 32) s += dorow[d] * C(orow[d]);
-  return group<32>::sum<C>(s, nullptr);
-}
-
-// Whether query i sees key j (flash_shape's masking rule, shared with the host).
-__device__ __forceinline__ bool flash_visible(const flash_shape& f, std::size_t i, std::size_t j) {
-  return j < f.keys_seen_by(i);
-}
-
-// acc[r][c] += Σ_j coef_j[r] · tile[j][lane + 32c] over the 32 partners j of a tile: lane j
-// holds its partner's coefficient for each of the warp's R rows, broadcast by shuffle.
-template <int R, int NC, class C>
-__device__ __forceinline__ void flash_accumulate(C (&acc)[R][NC], const C (&coef)[R], const C* tile, int ld, int dh,
-                                                 int lane) {
-  for (int j = 0; j < flash_tile; ++j) {
-    C p[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) p[r] = __shfl_sync(0xffffffffu, coef[r], j);
-    const C* row = tile + j * ld;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      if (lane + 32 * c >= dh) break;
-      const C x = row[lane + 32 * c];
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][c] += p[r] * x;
-    }
-  }
-}
-
-// out[lane + 32c] = factor · acc[c]: a row's columns, rounded once to T.
-template <int NC, class T, class C>
-__device__ __forceinline__ void flash_store(T* out, const C (&acc)[NC], C factor, int dh, int lane) {
-#pragma unroll
-  for (int c = 0; c < NC; ++c)
-    if (lane + 32 * c < dh) out[lane + 32 * c] = T(factor * acc[c]);
-}
-
-// Forward. Block: BQ = 4R query rows of one item (the heaviest tiles, the last under
-// causal masking, first); it loops over the visible key tiles of 32 keeping, per row,
-// the running max m, each lane's share of the running sum l, and o's columns. Shared:
-// Q [BQ][dh], K [32][dh | 1], V [32][dh].
-template <class T, class L, int DMAX>
-__global__ void __launch_bounds__(flash_warps * 32)
-    k_flash_forward(flash_shape f, compute_t<T> scale, const T* __restrict__ qh, const T* __restrict__ kh,
-                    const T* __restrict__ vh, T* __restrict__ o, L* __restrict__ lse) {
-  using C = compute_t<T>;
-  constexpr int R = flash_rows<C, DMAX>, BQ = flash_warps * R, NC = DMAX / 32;
-  const int dh = int(f.dh), ks = dh | 1, warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  C* sq = reinterpret_cast<C*>(flash_smem);
-  C* sk = sq + BQ * dh;
-  C* sv = sk + flash_tile * ks;
-
-  const std::size_t tiles = (f.q_len + BQ - 1) / BQ, item = blockIdx.x / tiles;
-  const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
-  const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);  // what the tile's last query sees
-  const T* kb = kh + f.kv_item_of(item) * f.k_len * dh;
-  const T* vb = vh + f.kv_item_of(item) * f.k_len * dh;
-  flash_load(sq, dh, qh + item * f.q_len * dh, qt, f.q_len, BQ, dh);
-
-  C m[R], l[R], acc[R][NC];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    m[r] = d_neg_inf<C>();
-    l[r] = 0;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) acc[r][c] = 0;
-  }
-
-  for (std::size_t kt = 0; kt < kend; kt += flash_tile) {
-    __syncthreads();  // the previous tile's readers are done
-    flash_load(sk, ks, kb, kt, kend, flash_tile, dh);
-    flash_load(sv, dh, vb, kt, kend, flash_tile, dh);
-    __syncthreads();
-
-    C s[R] = {};
-    const C* kr = sk + lane * ks;
-    for (int d = 0; d < dh; ++d) {
-      const C kd = kr[d];
-#pragma unroll
-      for (int r = 0; r < R; ++r) s[r] += sq[(warp * R + r) * dh + d] * kd;
-    }
-    // Online softmax: rescale what the row has by exp(m_old − m_new) and turn scores
-    // into exp(s − m_new). Until a row sees a key its max is −inf: exponents are taken
-    // against 0 there, so the (all zero) state stays zero rather than NaN.
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const C x = flash_visible(f, qt + warp * R + r, kt + lane) ? scale * s[r] : d_neg_inf<C>();
-      const C mt = group<32>::max<C>(x, nullptr);
-      const C mn = mt > m[r] ? mt : m[r];
-      const C base = mn == d_neg_inf<C>() ? C(0) : mn;
-      const C alpha = d_exp(m[r] - base);
-      s[r] = d_exp(x - base);
-      m[r] = mn;
-      l[r] = l[r] * alpha + s[r];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) acc[r][c] *= alpha;
-    }
-    flash_accumulate(acc, s, sv, dh, dh, lane);
-  }
-
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const C sum = group<32>::sum<C>(l[r], nullptr);  // > 0: every row sees key 0
-    const std::size_t i = qt + warp * R + r;
-    if (i >= f.q_len) continue;
-    flash_store(o + (item * f.q_len + i) * dh, acc[r], C(1) / sum, dh, lane);
-    if (lane == 0) lse[item * f.q_len + i] = L(m[r] + d_log(sum));
-  }
-}
-
-// Backward, dQ: block of BQ = 4R query rows (R as in dK/dV), looping over the visible
-// key tiles of 32 with p = exp(s − lse) recomputed, ds = p (do·v − δ), dq += ds k.
-// Shared: Q and dO [BQ][dh], K and V [32][dh | 1].
-template <class T, class L, int DMAX>
-__global__ void __launch_bounds__(flash_warps * 32)
-    k_flash_backward_dq(flash_shape f, compute_t<T> scale, const T* __restrict__ qh, const T* __restrict__ kh,
-                        const T* __restrict__ vh, const T* __restrict__ o, const T* __restrict__ dout,
-                        const L* __restrict__ lse, T* __restrict__ dq) {
-  using C = compute_t<T>;
-  constexpr int R = flash_rows_bwd<C, DMAX>, BQ = flash_warps * R, NC = DMAX / 32;
-  const int dh = int(f.dh), ks = dh | 1, warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  C* sq = reinterpret_cast<C*>(flash_smem);
-  C* sdo = sq + BQ * dh;
-  C* sk = sdo + BQ * dh;
-  C* sv = sk + flash_tile * ks;
-
-  const std::size_t tiles = (f.q_len + BQ - 1) / BQ, item = blockIdx.x / tiles;
-  const std::size_t qt = (tiles - 1 - blockIdx.x % tiles) * BQ;
-  const std::size_t kend = f.keys_seen_by(d_min(qt + BQ, f.q_len) - 1);
-  const std::size_t row0 = item * f.q_len;
-  const T* kb = kh + f.kv_item_of(item) * f.k_len * dh;
-  const T* vb = vh + f.kv_item_of(item) * f.k_len * dh;
-  flash_load(sq, dh, qh + row0 * dh, qt, f.q_len, BQ, dh);
-  flash_load(sdo, dh, dout + row0 * dh, qt, f.q_len, BQ, dh);
-  __syncthreads();
-
-  // Rows past q_len work on zeros (lse 0) and are never written.
-  C ls[R], dl[R], acc[R][NC];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const std::size_t i = qt + warp * R + r;
-    const bool in = i < f.q_len;
-    ls[r] = in ? C(lse[row0 + i]) : C(0);
-    dl[r] = flash_delta(sdo + (warp * R + r) * dh, o + (row0 + (in ? i : 0)) * dh, dh, lane);
-#pragma unroll
-    for (int c = 0; c < NC; ++c) acc[r][c] = 0;
-  }
-
-  for (std::size_t kt = 0; kt < kend; kt += flash_tile) {
-    __syncthreads();
-    flash_load(sk, ks, kb, kt, kend, flash_tile, dh);
-    flash_load(sv, ks, vb, kt, kend, flash_tile, dh);
-    __syncthreads();
-
-    C s[R] = {}, dp[R] = {};
-    const C* kr = sk + lane * ks;
-    const C* vr = sv + lane * ks;
-    for (int d = 0; d < dh; ++d) {
-      const C kd = kr[d], vd = vr[d];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        s[r] += sq[(warp * R + r) * dh + d] * kd;
-        dp[r] += sdo[(warp * R + r) * dh + d] * vd;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const C p = flash_visible(f, qt + warp * R + r, kt + lane) ? d_exp(scale * s[r] - ls[r]) : C(0);
-      s[r] = p * (dp[r] - dl[r]);  // ds
-    }
-    flash_accumulate(acc, s, sk, ks, dh, lane);
-  }
-
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const std::size_t i = qt + warp * R + r;
-    if (i < f.q_len) flash_store(dq + (row0 + i) * dh, acc[r], scale, dh, lane);
-  }
-}
-
-// Backward, dK and dV: block of BK = 4R key rows of one kv item (kept in shared memory
-// throughout), looping over the items of its group and, for each, over the query tiles of
-// 32 that can see them (causal: from the first query at or after the block's first key):
-// a kv head's gradient sums over its query heads in a fixed order, without atomics. Per
-// query tile the block loads Q, dO and the rows' lse and δ; lane i takes query i, and
-// dv += p do, dk += ds q. Shared: K and V [BK][dh], Q and dO [32][dh | 1], lse and δ [32].
-template <class T, class L, int DMAX>
-__global__ void __launch_bounds__(flash_warps * 32)
-    k_flash_backward_dkdv(flash_shape f, compute_t<T> scale, const T* __restrict__ qh, const T* __restrict__ kh,
-                          const T* __restrict__ vh, const T* __restrict__ o, const T* __restrict__ dout,
-                          const L* __restrict__ lse, T* __restrict__ dk, T* __restrict__ dv) {
-  using C = compute_t<T>;
-  constexpr int R = flash_rows_bwd<C, DMAX>, BK = flash_warps * R, NC = DMAX / 32;
-  const int dh = int(f.dh), ks = dh | 1, warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  C* sk = reinterpret_cast<C*>(flash_smem);
-  C* sv = sk + BK * dh;
-  C* sq = sv + BK * dh;
-  C* sdo = sq + flash_tile * ks;
-  C* sls = sdo + flash_tile * ks;
-  C* sdl = sls + flash_tile;
-
-  const std::size_t tiles = (f.k_len + BK - 1) / BK, kv = blockIdx.x / tiles;
-  const std::size_t kt = (blockIdx.x % tiles) * BK;  // causal: the first key tiles see the most queries
-  const std::size_t key0 = kv * f.k_len;
-  flash_load(sk, dh, kh + key0 * dh, kt, f.k_len, BK, dh);
-  flash_load(sv, dh, vh + key0 * dh, kt, f.k_len, BK, dh);
-
-  const std::size_t qstart = f.first_query_of(kt) / flash_tile * flash_tile;  // the tile of the first query of key kt
-
-  C gk[R][NC], gv[R][NC];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int c = 0; c < NC; ++c) gk[r][c] = gv[r][c] = 0;
-
-  // Step t: query tile t mod qtiles (from qstart) of group member t / qtiles.
-  const std::size_t qtiles = qstart < f.q_len ? (f.q_len - qstart + flash_tile - 1) / flash_tile : 0;
-  for (std::size_t t = 0; t < f.group * qtiles; ++t) {
-    const std::size_t it = qstart + t % qtiles * flash_tile, row0 = f.query_item(kv, t / qtiles) * f.q_len;
-    __syncthreads();
-    flash_load(sq, ks, qh + row0 * dh, it, f.q_len, flash_tile, dh);
-    flash_load(sdo, ks, dout + row0 * dh, it, f.q_len, flash_tile, dh);
-    __syncthreads();
-    for (int r = warp; r < flash_tile; r += flash_warps) {
-      const bool in = it + r < f.q_len;
-      const C dl = flash_delta(sdo + r * ks, o + (row0 + (in ? it + r : 0)) * dh, dh, lane);
-      if (lane == 0) {
-        sls[r] = in ? C(lse[row0 + it + r]) : C(0);
-        sdl[r] = dl;
-      }
-    }
-    __syncthreads();
-
-    C s[R] = {}, dp[R] = {};
-    const C* qr = sq + lane * ks;
-    const C* dor = sdo + lane * ks;
-    for (int d = 0; d < dh; ++d) {
-      const C qd = qr[d], od = dor[d];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        s[r] += qd * sk[(warp * R + r) * dh + d];
-        dp[r] += od * sv[(warp * R + r) * dh + d];
-      }
-    }
-    const std::size_t i = it + lane;
-    const C ls = sls[lane], dl = sdl[lane];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const bool vis = i < f.q_len && flash_visible(f, i, kt + warp * R + r);
-      s[r] = vis ? d_exp(scale * s[r] - ls) : C(0);  // p
-      dp[r] = s[r] * (dp[r] - dl);                    // ds
-    }
-    flash_accumulate(gv, s, sdo, ks, dh, lane);   // dv += p do
-    flash_accumulate(gk, dp, sq, ks, dh, lane);   // dk += ds q
-  }
-
-  // Keys no query sees (causal, past the last query) get zeros: written, not skipped.
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const std::size_t j = kt + warp * R + r;
-    if (j >= f.k_len) continue;
-    flash_store(dk + (key0 + j) * dh, gk[r], scale, dh, lane);
-    flash_store(dv + (key0 + j) * dh, gv[r], C(1), dh, lane);
-  }
-}
-
-// Calls f(ic<DMAX>) for the smallest supported maximum >= dh (the front checked dh > 0).
-template <class F>
-void with_flash_dh(const char* kernel, std::size_t dh, F&& f) {
-  need(dh <= 256, kernel, "dh must be <= 256 on the CUDA backend");
-  if (dh <= 64)
-    f(ic<64>{});
-  else if (dh <= 128)
-    f(ic<128>{});
-  else
-    f(ic<256>{});
-}
-// One block per tile of each item, as a 1-D grid (its limit is 2^31 − 1 blocks).
-inline unsigned flash_grid(const char* kernel, std::size_t items, std::size_t len, int tile) {
-  const std::size_t blocks = items * ((len + tile - 1) / tile);
-  need(blocks <= 0x7fffffffu, kernel, "too many blocks for one launch");
-  return static_cast<unsigned>(blocks);
-}
-// Over 48 KiB of dynamic shared memory needs the kernel's opt-in (per device; cheap and
-// allowed during graph capture, so it is simply set before each such launch).
-template <class K>
-void flash_smem_optin(K* kernel, std::size_t bytes) {
-  if (bytes > 48 * 1024)
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 // One thread per (row, pair): the pair (x_i, x_{i+h}) of row r, rotated in place.
 template <class T>
 __global__ void k_rotary(std::size_t rows, std::size_t seq, std::size_t dh, long long pos0, double base, bool inverse,
@@ -535,9 +202,11 @@ struct attention_kernels {
       const std::size_t ks = f.dh | 1;
       const std::size_t smem = (BQ * f.dh + detail::flash_tile * (ks + f.dh)) * sizeof(C);
       const unsigned grid = detail::flash_grid("flash_attention_forward", f.items, f.q_len, BQ);
-      auto* kernel = detail::k_flash_forward<T, L, DMAX>;
-      detail::flash_smem_optin(kernel, smem);
-      kernel<<<grid, detail::flash_warps * 32, smem, q.stream()>>>(f, C(f.scale), qh, kh, vh, o, lse);
+      detail::with_flash_drop(f.dropping(), [&](auto drop) {
+        auto* kernel = detail::k_flash_forward<T, L, DMAX, decltype(drop)::value>;
+        detail::flash_smem_optin(kernel, smem);
+        kernel<<<grid, detail::flash_warps * 32, smem, q.stream()>>>(f, C(f.scale), qh, kh, vh, o, lse);
+      });
     });
     STRATA_CUDA_CHECK_LAUNCH("k_flash_forward");
   }
@@ -565,17 +234,20 @@ struct attention_kernels {
 
       const std::size_t smem_dq = (2 * B * f.dh + 2 * T32 * ks) * sizeof(C);
       const unsigned grid_dq = detail::flash_grid("flash_attention_backward", f.items, f.q_len, B);
-      auto* kdq = detail::k_flash_backward_dq<T, L, DMAX>;
-      detail::flash_smem_optin(kdq, smem_dq);
-      kdq<<<grid_dq, detail::flash_warps * 32, smem_dq, q.stream()>>>(f, scale, qh, kh, vh, o, dout, lse, dq);
-      STRATA_CUDA_CHECK_LAUNCH("k_flash_backward_dq");
-
       const std::size_t smem_kv = (2 * B * f.dh + 2 * T32 * ks + 2 * T32) * sizeof(C);
       const unsigned grid_kv = detail::flash_grid("flash_attention_backward", f.kv_items(), f.k_len, B);
-      auto* kkv = detail::k_flash_backward_dkdv<T, L, DMAX>;
-      detail::flash_smem_optin(kkv, smem_kv);
-      kkv<<<grid_kv, detail::flash_warps * 32, smem_kv, q.stream()>>>(f, scale, qh, kh, vh, o, dout, lse, dk, dv);
-      STRATA_CUDA_CHECK_LAUNCH("k_flash_backward_dkdv");
+      detail::with_flash_drop(f.dropping(), [&](auto drop) {
+        constexpr bool Drop = decltype(drop)::value;
+        auto* kdq = detail::k_flash_backward_dq<T, L, DMAX, Drop>;
+        detail::flash_smem_optin(kdq, smem_dq);
+        kdq<<<grid_dq, detail::flash_warps * 32, smem_dq, q.stream()>>>(f, scale, qh, kh, vh, o, dout, lse, dq);
+        STRATA_CUDA_CHECK_LAUNCH("k_flash_backward_dq");
+
+        auto* kkv = detail::k_flash_backward_dkdv<T, L, DMAX, Drop>;
+        detail::flash_smem_optin(kkv, smem_kv);
+        kkv<<<grid_kv, detail::flash_warps * 32, smem_kv, q.stream()>>>(f, scale, qh, kh, vh, o, dout, lse, dk, dv);
+        STRATA_CUDA_CHECK_LAUNCH("k_flash_backward_dkdv");
+      });
     });
   }
 };

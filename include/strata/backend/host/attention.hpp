@@ -3,10 +3,12 @@
 // head permutations, one pool task per (sequence, head) or (sequence, position); the
 // score softmaxes, rows batched per pool task; flash attention, one pool task per
 // (item, query tile) forward and per kv item backward, on tiles in compute_t<T> whose inner
-// loops run over contiguous columns, so the compiler vectorises them).
+// loops run over contiguous columns, so the compiler vectorises them). Attention dropout
+// hashes each element's coordinates in a loop of its own, run only when the call drops.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -34,6 +36,27 @@ STRATA_HOST_CLONES inline void flash_probabilities_f32(std::size_t n, std::size_
   for (std::size_t j = 0; j < n; ++j) {
     p[j] = math::expm1_nonpositive(p[j] - lse) + 1.0f;
     ds[j] = p[j] * (ds[j] - delta);
+  }
+  for (std::size_t j = n; j < nk; ++j) p[j] = ds[j] = 0.0f;
+}
+// Attention dropout: the factors m_j of a row's keys [feature, feature + n) — 1/(1 − rate)
+// kept, 0 dropped — then the forward's s ← m s, the backward's p = exp(s − lse), ds = p (m dp
+// − δ), p ← m p (math::dropout_value). The hashes' 64-bit products vectorise on AVX-512.
+template <class C>
+STRATA_HOST_CLONES inline void flash_drop_factors(std::size_t n, std::uint64_t row_key, std::uint64_t feature,
+                                                  std::uint64_t threshold, C rs, C* mk) {
+  for (std::size_t j = 0; j < n; ++j) mk[j] = dropout_keep_in_row(row_key, feature + j, threshold) ? rs : C(0);
+}
+template <class C>
+STRATA_HOST_CLONES inline void flash_drop_row(std::size_t n, const C* mk, C* s) {
+  for (std::size_t j = 0; j < n; ++j) s[j] = math::dropout_value(s[j], mk[j] != C(0), mk[j]);
+}
+STRATA_HOST_CLONES inline void flash_dropped_probabilities_f32(std::size_t n, std::size_t nk, float lse, float delta,
+                                                               const float* mk, float* p, float* ds) {
+  for (std::size_t j = 0; j < n; ++j) {
+    const float pj = math::expm1_nonpositive(p[j] - lse) + 1.0f;
+    ds[j] = pj * (math::dropout_value(ds[j], mk[j] != 0.0f, mk[j]) - delta);
+    p[j] = math::dropout_value(pj, mk[j] != 0.0f, mk[j]);
   }
   for (std::size_t j = n; j < nk; ++j) p[j] = ds[j] = 0.0f;
 }
@@ -138,18 +161,35 @@ struct attention_kernels {
     return n <= kb ? 0 : std::min(nk, n - kb);
   }
 
+  // Instantiated with and without attention dropout: a call that does not drop runs loops
+  // with none of it.
   template <class T, class L>
   static void flash_attention_forward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o,
                                       L* lse) {
+    if (f.dropping()) flash_forward<true>(q, f, qh, kh, vh, o, lse);
+    else flash_forward<false>(q, f, qh, kh, vh, o, lse);
+  }
+  template <class T, class L>
+  static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
+                                       const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
+    if (f.dropping()) flash_backward<true>(q, f, qh, kh, vh, o, dout, lse, dq, dk, dv);
+    else flash_backward<false>(q, f, qh, kh, vh, o, dout, lse, dq, dk, dv);
+  }
+
+ private:
+  template <bool Drop, class T, class L>
+  static void flash_forward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o, L* lse) {
     using C = detail::compute_t<T>;
     constexpr std::size_t BQ = flash_q_tile, BK = flash_k_tile;
     const std::size_t dh = f.dh, tiles = (f.q_len + BQ - 1) / BQ;
     const C scale = C(f.scale);
+    [[maybe_unused]] const std::uint64_t key = Drop ? *f.drop.key : 0;
+    [[maybe_unused]] const C rs = C(f.drop.scale);
     detail::blas_single_threaded();
     q.parallel_for(f.items * tiles, [&](std::size_t task) {
       const std::size_t item = task / tiles, i0 = (task % tiles) * BQ, ni = std::min(BQ, f.q_len - i0);
       thread_local std::vector<C> buf;
-      buf.resize(2 * BQ * dh + 2 * BK * dh + BQ * BK + 3 * BQ);
+      buf.resize(2 * BQ * dh + 2 * BK * dh + BQ * BK + 3 * BQ + (Drop ? BK : 0));
       C* qs = buf.data();    // [ni, dh]: scale · q
       C* acc = qs + BQ * dh;  // [ni, dh]: Σ exp(s − m) v
       C* kc = acc + BQ * dh;  // [nk, dh]: the key tile (16-bit T: widened)
@@ -158,6 +198,7 @@ struct attention_kernels {
       C* m = sc + BQ * BK;    // running maxima
       C* l = m + BQ;          // running sums
       C* corr = l + BQ;       // this tile's rescaling of each row
+      [[maybe_unused]] C* mk = corr + BQ;  // dropout: a row's factors
       const T* qi = qh + (item * f.q_len + i0) * dh;
       for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qi[x]);
       std::fill(acc, acc + ni * dh, C(0));
@@ -181,9 +222,14 @@ struct attention_kernels {
           C mx = m[i];
           for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
           corr[i] = std::exp(m[i] - mx);  // 0 on the first tile (m = −∞)
-          l[i] = l[i] * corr[i] + exp_shifted(n, mx, s);
+          l[i] = l[i] * corr[i] + exp_shifted(n, mx, s);  // the undropped sum: lse is the softmax's
           std::fill(s + n, s + nk, C(0));
           m[i] = mx;
+          if constexpr (Drop) {
+            detail::flash_drop_factors(n, f.drop_row_key(key, item, i0 + i), f.drop_feature0(item) + kb,
+                                       f.drop.threshold, rs, mk);
+            detail::flash_drop_row(n, static_cast<const C*>(mk), s);
+          }
         }
         for (std::size_t i = 0; i < ni; ++i)
           if (corr[i] != C(1))
@@ -202,17 +248,19 @@ struct attention_kernels {
 
   // One pool task per kv item: its key tiles in turn, each against the query tiles of every
   // item of its group (so a kv head's dk and dv sum over its query heads in a fixed order).
-  template <class T, class L>
-  static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
-                                       const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
+  template <bool Drop, class T, class L>
+  static void flash_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, const T* o,
+                             const T* dout, const L* lse, T* dq, T* dk, T* dv) {
     using C = detail::compute_t<T>;
     constexpr std::size_t BQ = flash_q_tile, BK = flash_k_tile;
     const std::size_t dh = f.dh, nq = f.q_len, G = f.group;
     const C scale = C(f.scale);
+    [[maybe_unused]] const std::uint64_t key = Drop ? *f.drop.key : 0;
+    [[maybe_unused]] const C rs = C(f.drop.scale);
     detail::blas_single_threaded();
     q.parallel_for(f.kv_items(), [&](std::size_t kv) {
       thread_local std::vector<C> buf;
-      buf.resize(G * (nq * dh + 2 * nq) + 4 * BK * dh + 2 * BQ * dh + 2 * BQ * BK);
+      buf.resize(G * (nq * dh + 2 * nq) + 4 * BK * dh + 2 * BQ * dh + 2 * BQ * BK + (Drop ? BK : 0));
       C* dqa = buf.data();           // [G, nq, dh]: Σ_j ds k_j over the key tiles
       C* delta = dqa + G * nq * dh;  // [G, nq]: do_i · o_i
       C* lq = delta + G * nq;        // [G, nq]: the log-sum-exps in C
@@ -224,6 +272,7 @@ struct attention_kernels {
       C* go = qs + BQ * dh;          // [ni, dh]: do (16-bit T: widened)
       C* p = go + BQ * dh;           // [ni, BK]: scores, then probabilities
       C* ds = p + BQ * BK;           // [ni, BK]: dp, then ds
+      [[maybe_unused]] C* mk = ds + BQ * BK;  // dropout: a row's factors
       const std::size_t base_k = kv * f.k_len * dh;
       for (std::size_t m = 0; m < G; ++m) {
         const std::size_t item = f.query_item(kv, m), base_q = item * nq * dh;
@@ -242,7 +291,7 @@ struct attention_kernels {
         std::fill(dka, dka + nk * dh, C(0));
         std::fill(dva, dva + nk * dh, C(0));
         for (std::size_t m = 0; m < G; ++m) {
-          const std::size_t base_q = f.query_item(kv, m) * nq * dh, r0 = m * nq;
+          const std::size_t item = f.query_item(kv, m), base_q = item * nq * dh, r0 = m * nq;
           for (std::size_t i0 = f.first_query_of(kb); i0 < nq; i0 += BQ) {
             const std::size_t ni = std::min(BQ, nq - i0);
             for (std::size_t x = 0; x < ni * dh; ++x) qs[x] = scale * C(qh[base_q + i0 * dh + x]);
@@ -251,7 +300,13 @@ struct attention_kernels {
             tile_gemm(false, true, ni, nk, dh, C(1), gt, dh, vt, dh, C(0), ds, BK);
             for (std::size_t i = 0; i < ni; ++i) {
               const std::size_t n = keys_seen(f, i0 + i, kb, nk);
-              probabilities(n, nk, lq[r0 + i0 + i], delta[r0 + i0 + i], p + i * BK, ds + i * BK);
+              if constexpr (Drop) {
+                detail::flash_drop_factors(n, f.drop_row_key(key, item, i0 + i), f.drop_feature0(item) + kb,
+                                           f.drop.threshold, rs, mk);
+                dropped_probabilities(n, nk, lq[r0 + i0 + i], delta[r0 + i0 + i], mk, p + i * BK, ds + i * BK);
+              } else {
+                probabilities(n, nk, lq[r0 + i0 + i], delta[r0 + i0 + i], p + i * BK, ds + i * BK);
+              }
             }
             // dv += pᵀ do; dk += dsᵀ (scale q); dq += ds k (scaled at the end)
             tile_gemm(true, false, nk, dh, ni, C(1), p, BK, gt, dh, C(1), dva, dh);
@@ -271,7 +326,6 @@ struct attention_kernels {
     });
   }
 
- private:
   // A tile of T in the compute type: the data itself when T is float or double, else
   // widened into `scratch`.
   template <class T, class C>
@@ -309,6 +363,21 @@ struct attention_kernels {
     for (std::size_t j = 0; j < n; ++j) {
       p[j] = std::exp(p[j] - lse);
       ds[j] = p[j] * (ds[j] - delta);
+    }
+    std::fill(p + n, p + nk, 0.0);
+    std::fill(ds + n, ds + nk, 0.0);
+  }
+  // Attention dropout's backward row with the factors mk (detail::flash_drop_factors).
+  static void dropped_probabilities(std::size_t n, std::size_t nk, float lse, float delta, const float* mk, float* p,
+                                    float* ds) {
+    detail::flash_dropped_probabilities_f32(n, nk, lse, delta, mk, p, ds);
+  }
+  static void dropped_probabilities(std::size_t n, std::size_t nk, double lse, double delta, const double* mk,
+                                    double* p, double* ds) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const double pj = std::exp(p[j] - lse);
+      ds[j] = pj * (math::dropout_value(ds[j], mk[j] != 0.0, mk[j]) - delta);
+      p[j] = math::dropout_value(pj, mk[j] != 0.0, mk[j]);
     }
     std::fill(p + n, p + nk, 0.0);
     std::fill(ds + n, ds + nk, 0.0);

@@ -46,6 +46,7 @@ struct job_options {
   int save_every = 1000;
   std::string resume;  // a checkpoint to continue from (its step counts toward `steps`)
   int stop_after = 0;  // end after this step without the evaluation (as a crash would); 0: never
+  bool async_save = false;  // write checkpoints in the background (committed at the next save or the end)
 };
 
 template <class Plan, class World>
@@ -70,7 +71,8 @@ int run(World& world, const job_options& o) {
     if (leader) std::printf("resumed from %s after step %d\n", o.resume.c_str(), first_step);
   }
   auto save = [&](int done) {
-    train.save_checkpoint(o.checkpoint, {{"data.position", std::to_string(done)}});
+    if (o.async_save) train.save_checkpoint_async(o.checkpoint, {{"data.position", std::to_string(done)}});
+    else train.save_checkpoint(o.checkpoint, {{"data.position", std::to_string(done)}});
     if (leader) std::printf("checkpoint after step %d: %s\n", done, o.checkpoint.c_str());
   };
   const int dp = train.data_parallel(), replica = train.coord().data;
@@ -147,7 +149,7 @@ int run(World& world, const job_options& o) {
   return 0;
 }
 
-// `prog [steps] [--checkpoint DIR] [--save-every N] [--resume DIR] [--stop-after N]`: every rank reads the
+// `prog [steps] [--checkpoint DIR] [--save-every N] [--async-save] [--resume DIR] [--stop-after N]`: every rank reads the
 // same arguments, so a bad one stops every rank before any collective.
 template <class World>
 int run_job(World& world, int argc, char** argv) {
@@ -163,9 +165,10 @@ int run_job(World& world, int argc, char** argv) {
     else if (a == "--resume") o.resume = value();
     else if (a == "--save-every") o.save_every = positive_int(a, value());
     else if (a == "--stop-after") o.stop_after = positive_int(a, value());
+    else if (a == "--async-save") o.async_save = true;
     else if (i == 1 && !a.starts_with("-")) o.steps = positive_int("steps", a);
     else throw agreed_error("unknown argument '" + a + "' (usage: gpt_train [steps] [--checkpoint DIR] "
-                            "[--save-every N] [--resume DIR] [--stop-after N])");
+                            "[--save-every N] [--async-save] [--resume DIR] [--stop-after N])");
   }
   if (world.size() == 1) return run<Single>(world, o);
   return run<P>(world, o);

@@ -1,7 +1,8 @@
 // The main job on CPUs: a byte-level GPT (4 pre-LN blocks, causal attention) trained on
 // the fortune collections with one MPI process per simulated device — 4 processes: two
 // pipeline stages, each Split<2> with sequence parallelism.
-//   mpiexec -n 4 ./gpt_train [steps] [--checkpoint DIR] [--save-every N] [--resume DIR] [--stop-after N]
+//   mpiexec -n 4 ./gpt_train [steps] [--checkpoint DIR] [--save-every N] [--async-save] [--resume DIR]
+//                            [--stop-after N]
 // With one process (no launcher) the same layers run as a single-device plan.
 #include "gpt_job.hpp"
 

@@ -12,7 +12,11 @@
 //    optimizer, a checkpoint of another plan than From, numbers out of range, pieces whose
 //    boxes overlap, leave a gap or disagree with the files, the old format, files of two
 //    saves mixed in one directory: the same agreed_error on every rank, naming the problem,
-//    and the trainer's parameters untouched.
+//    and the trainer's parameters untouched;
+//  * asynchronous saves (save_checkpoint_async): a save after step 3 written while steps
+//    4-6 run resumes bit-identically; <dir> is replaced only at the join; a second save
+//    first commits the first; a write that fails on one rank (a file-size limit) is the
+//    same agreed_error on every rank at the join, and the previous checkpoint still loads.
 // mpi-ranks: 4
 #include "doctest_world.hpp"
 
@@ -24,6 +28,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <strata/io/json.hpp>
 #include <strata/runtime/trainer.hpp>
@@ -441,4 +448,106 @@ TEST_CASE("a checkpoint assembled from two saves is refused") {
     CHECK(r.t.load_checkpoint(one).step == 1);
     CHECK(r.t.load_checkpoint(two).step == 2);
   }
+}
+
+// The save after step 3 is written while steps 4-6 run (they change every buffer the
+// snapshot copied): the same bits as a synchronous save, committed only at the join.
+template <class P>
+void resume_async(const char* name) {
+  const std::string dir = shared_dir("async");
+  cleanup c{dir};
+  run<P> straight;
+  for (int s = 0; s < 6; ++s) straight.step(s);
+  {
+    run<P> first;
+    for (int s = 0; s < 3; ++s) first.step(s);
+    first.t.save_checkpoint_async(dir, {{"data.position", "3"}});
+    for (int s = 3; s < 6; ++s) first.step(s);
+    CHECK(!std::filesystem::exists(dir));  // not committed before the join
+    first.t.wait_for_checkpoint();
+    CHECK(std::filesystem::exists(dir + "/index.json"));
+    first.t.wait_for_checkpoint();  // nothing in flight: nothing to do
+    CHECK(first.t.gather_parameters() == straight.t.gather_parameters());
+  }
+  run<P> second;
+  const checkpoint_info info = second.t.load_checkpoint(dir);
+  CHECK(info.step == 3);
+  CHECK(info.user.at("data.position") == "3");
+  for (int s = 3; s < 6; ++s) second.step(s);
+  const bool same = straight.t.gather_parameters() == second.t.gather_parameters();
+  if (W().rank() == 0) std::printf("[async] %-40s bit-identical after 3 + 3 steps: %s\n", name, same ? "yes" : "NO");
+  CHECK(same);
+}
+
+TEST_CASE("an asynchronous save resumes bit-identically while training goes on") {
+  resume_async<DP2_PP2>("DP2 x PP2 (1F1B, 2 micro-batches)");
+  resume_async<DP4_Z>("DP4 ZeRO-1 (bucket tails)");
+  resume_async<DP4_Z3>("DP4 ZeRO-3 (four TaskGraphs)");
+  resume_async<TP2_Z>("TP2 + SP x DP2, ZeRO-1");
+}
+
+TEST_CASE("a second asynchronous save first commits the first") {
+  const std::string dir = shared_dir("async2");
+  cleanup c{dir};
+  run<TP2_Z> a;
+  for (int s = 0; s < 3; ++s) a.step(s);
+  a.t.save_checkpoint_async(dir);
+  a.step(3);
+  a.t.save_checkpoint_async(dir);  // joins and commits the save of step 3
+  {
+    run<TP2_Z> b;
+    CHECK(b.t.load_checkpoint(dir).step == 3);
+  }
+  a.step(4);
+  a.t.save_checkpoint(dir);  // a synchronous save commits the one in flight first too
+  run<TP2_Z> b;
+  CHECK(b.t.load_checkpoint(dir).step == 5);
+  a.step(5);
+  b.step(5);
+  CHECK(a.t.gather_parameters() == b.t.gather_parameters());
+  {
+    run<TP2_Z> d;  // the trainer's end commits
+    for (int s = 0; s < 2; ++s) d.step(s);
+    d.t.save_checkpoint_async(dir);
+  }
+  run<TP2_Z> e;
+  CHECK(e.t.load_checkpoint(dir).step == 2);
+}
+
+// Rank 2 may write files of 1 byte at most (EFBIG, as on a full disk): its background
+// write fails, the save call itself returned; the join says so on every rank.
+TEST_CASE("a background write that fails is reported on every rank at the join, the old checkpoint kept") {
+  const std::string dir = shared_dir("asyncfail");
+  cleanup c{dir};
+  run<DP4_Z> a;
+  for (int s = 0; s < 3; ++s) a.step(s);
+  a.t.save_checkpoint(dir);
+  a.step(3);
+  rlimit before{};
+  getrlimit(RLIMIT_FSIZE, &before);
+  if (W().rank() == 2) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit tiny = before;
+    tiny.rlim_cur = 1;
+    setrlimit(RLIMIT_FSIZE, &tiny);
+  }
+  a.t.save_checkpoint_async(dir);  // the snapshot succeeds everywhere
+  std::string what;
+  try {
+    a.t.wait_for_checkpoint();
+  } catch (const agreed_error& e) {
+    what = e.what();
+  }
+  if (W().rank() == 2) setrlimit(RLIMIT_FSIZE, &before);
+  if (W().rank() == 0) std::printf("[async refused] %s\n", what.c_str());
+  CHECK(what.find(exec::ckpt::rank_file(2, 4)) != std::string::npos);
+  {
+    run<DP4_Z> b;  // the save of step 3 is whole
+    CHECK(b.t.load_checkpoint(dir).step == 3);
+  }
+  a.t.save_checkpoint_async(dir);  // the trainer saves again once the disk takes it
+  a.t.wait_for_checkpoint();
+  run<DP4_Z> b;
+  CHECK(b.t.load_checkpoint(dir).step == 4);
+  CHECK(a.t.gather_parameters() == b.t.gather_parameters());
 }

@@ -13,7 +13,8 @@ work=$(mktemp -d)
 trap 'pkill -9 -x "$(basename "$exe")" 2>/dev/null; rm -rf "$work"' EXIT
 steps=60
 launch=("$mpiexec" -n 4 "${flags[@]}" "$exe")
-job=("${launch[@]}" "$steps" --save-every 10 --checkpoint)
+# STRATA_RESTART_JOB_FLAGS: more flags for the job (--async-save: kills land in background writes)
+job=("${launch[@]}" "$steps" --save-every 10 ${STRATA_RESTART_JOB_FLAGS:-} --checkpoint)
 
 "${job[@]}" "$work/reference" > "$work/reference.log" 2>&1 || { cat "$work/reference.log"; echo "FAIL: the reference run failed"; exit 1; }
 

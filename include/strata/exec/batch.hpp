@@ -3,6 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+
+#include "strata/core/agreed_error.hpp"
 
 namespace strata {
 
@@ -35,5 +38,27 @@ struct step_result {
   long long rows = 0;  // loss rows in the global batch
   bool skipped = false;  // loss scaling: the gradients held Inf/NaN, so no update was applied
 };
+
+namespace exec {
+// Replica r's share of a global batch that every rank holds whole: samples [r·n/R, (r+1)·n/R)
+// (trainer::share). The global batch is the same everywhere, so a refusal is agreed.
+template <class T>
+batch_view<T> share_of(const batch_view<T>& global, std::size_t replicas, std::size_t r, std::size_t per_sample,
+                       std::size_t labels_per_sample) {
+  const std::size_t n = global.samples, d = replicas;
+  auto refuse = [&](const std::string& why) { throw agreed_error("strata: share: " + why); };
+  if (n % d != 0)
+    refuse("the global batch holds " + std::to_string(n) + " samples, not a multiple of the " + std::to_string(d) +
+           " data-parallel replicas");
+  if (global.inputs.size() != n * per_sample || global.labels.size() != n * labels_per_sample)
+    refuse("the global batch's inputs and labels hold " + std::to_string(global.inputs.size()) + " and " +
+           std::to_string(global.labels.size()) + " values, not " + std::to_string(n) + " samples x " +
+           std::to_string(per_sample) + " and x " + std::to_string(labels_per_sample));
+  const std::size_t per = n / d, first = r * per;
+  return {.inputs = global.inputs.subspan(first * per_sample, per * per_sample),
+          .labels = global.labels.subspan(first * labels_per_sample, per * labels_per_sample),
+          .samples = per};
+}
+}  // namespace exec
 
 }  // namespace strata

@@ -19,7 +19,8 @@
 //
 // Writing is atomic: the files go to <dir>.tmp, each written to a temporary name, fsynced
 // and renamed (io/file.hpp); rank 0 writes the index last, then replaces <dir> by the new
-// directory. Every file is bound to its save: each rank file carries the step, its rank and
+// directory. A save is a snapshot (collective: host copies), a write (each rank alone) and
+// a commit (collective), so that the write can run in the background (checkpoint_async.hpp). Every file is bound to its save: each rank file carries the step, its rank and
 // the world, the index records each file's header CRC (a digest of the file: the header
 // holds every tensor's CRC), and a reader refuses a directory whose files come from two
 // saves. Every file is checksummed (CRC-32 per tensor and of the header). Reading
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -45,6 +47,7 @@
 #include "strata/core/agreed_error.hpp"
 #include "strata/core/communicator.hpp"
 #include "strata/core/precision.hpp"
+#include "strata/exec/checkpoint_async.hpp"
 #include "strata/exec/checkpoint_format.hpp"
 #include "strata/exec/checkpoint_index.hpp"
 #include "strata/exec/checkpoint_read.hpp"
@@ -74,14 +77,30 @@ class checkpointer {
 
   void save(const std::string& dir, long long step, const optimizer& opt,
             const std::map<std::string, std::string>& user, const std::map<std::string, std::string>& trainer) {
+    const checkpoint_snapshot s = snapshot(dir, step, opt, user, trainer);
+    commit(world_, s, write(s));
+  }
+
+  // A save in three parts (exec/checkpoint_async.hpp runs the write on a thread).
+  // Collective: the temp directory, then everything this rank writes, copied to host memory.
+  checkpoint_snapshot snapshot(const std::string& dir, long long step, const optimizer& opt,
+                               const std::map<std::string, std::string>& user,
+                               const std::map<std::string, std::string>& trainer) {
     const int W = world_.size(), r = world_.rank();
-    const std::string tmp = dir + ".tmp";
+    checkpoint_snapshot out{.dir = dir,
+                            .tmp = dir + ".tmp",
+                            .file = dir + ".tmp/" + ckpt::rank_file(r, W),
+                            .step = step,
+                            .opt = opt,
+                            .user = user,
+                            .trainer = trainer,
+                            .tensors = {}};
     std::string problem;
     if (r == 0) problem = attempt(dir, [&] {
-        std::filesystem::remove_all(tmp);
-        std::filesystem::create_directories(tmp);
+        std::filesystem::remove_all(out.tmp);
+        std::filesystem::create_directories(out.tmp);
       });
-    agree(problem);
+    agree(world_, problem);
     const std::vector<std::string> states = ckpt::state_names(opt);
     // every moment of both groups, whole (ZeRO's partitions gathered): collective
     std::array<std::array<std::vector<M>, 2>, 2> flat;
@@ -89,7 +108,7 @@ class checkpointer {
       for (int g = 0; g < 2; ++g) flat[s][idx(g)] = flat_state(static_cast<int>(s), g);
     store_.gather_whole(*groups_[0], *groups_[1]);  // Zero<3>: the masters, whole
     problem = attempt(dir, [&] {
-      io::writer w;
+      io::writer& w = out.tensors;
       std::vector<M> host;
       for (int i = 0; i < P::num_layers; ++i) {
         if (!store_.owns(i)) continue;
@@ -100,26 +119,36 @@ class checkpointer {
           const auto shape = ckpt::dims(P::layer_plans[idx(i)].local_params[idx(k)]);
           const lower::tensor_place& pl = store_t::place(i, k);
           host.resize(uz(pl.size));
-          store_.read_master(i, k, host.data());
-          w.add(piece, shape, host);
+          store_.read_master(i, k, host.data());  // on a GPU: device to host
+          w.add(piece, shape, host);              // add copies
           for (std::size_t s = 0; s < states.size(); ++s) {
             const M* src = flat[s][idx(pl.group)].data() + pl.offset;
-            w.add("optimizer." + states[s] + "." + piece, shape, std::vector<M>(src, src + pl.size));
+            w.add("optimizer." + states[s] + "." + piece, shape, std::span<const M>(src, uz(pl.size)));
           }
         }
       }
       w.set_metadata("checkpoint.step", std::to_string(step));
       w.set_metadata("checkpoint.rank", std::to_string(r));
       w.set_metadata("checkpoint.world", std::to_string(W));
-      w.write(tmp + "/" + ckpt::rank_file(r, W));
     });
     store_.drop_whole();
-    agree(problem);
-    if (r == 0) problem = attempt(dir, [&] {
-        write_index(tmp, step, opt, user, trainer);
-        commit(tmp, dir);
+    agree(world_, problem);
+    return out;
+  }
+  // This rank's file; no communication (a background thread may run it). The problem, or nothing.
+  static std::string write(const checkpoint_snapshot& s) {
+    return attempt(s.dir, [&] { s.tensors.write(s.file); });
+  }
+  // Collective: the same verdict on every rank's write; then rank 0 writes the index and
+  // replaces <dir>. Static: it needs only the world (the commit of a background save).
+  static void commit(Comm& world, const checkpoint_snapshot& s, const std::string& written) {
+    agree(world, written);
+    std::string problem;
+    if (world.rank() == 0) problem = attempt(s.dir, [&] {
+        write_index(world.size(), s);
+        replace(s.tmp, s.dir);
       });
-    agree(problem);
+    agree(world, problem);
   }
 
   // Reads a checkpoint of the same model (written by any plan); stores nothing unless
@@ -158,9 +187,10 @@ class checkpointer {
     }
   }
   // The same verdict on every rank: the first failing rank's message.
-  void agree(const std::string& problem) {
+  void agree(const std::string& problem) { agree(world_, problem); }
+  static void agree(Comm& world, const std::string& problem) {
     try {
-      world_.agree(problem.empty(), problem);
+      world.agree(problem.empty(), problem);
     } catch (const comm::agreement_error& e) {  // a failed communication stays a comm_error
       throw agreed_error(std::string("strata: ") + e.what());
     }
@@ -175,25 +205,22 @@ class checkpointer {
   // One moment of group g in the group's flat layout, whole (ZeRO's partitions gathered).
   std::vector<M> flat_state(int which, int g) { return store_.gather_flat(which, g, *groups_[idx(g)]); }
 
-  void write_index(const std::string& tmp, long long step, const optimizer& opt,
-                   const std::map<std::string, std::string>& user,
-                   const std::map<std::string, std::string>& trainer) const {
-    const int W = world_.size();
+  static void write_index(int W, const checkpoint_snapshot& s) {
     std::map<std::string, std::uint64_t> files;
     std::map<std::string, std::string> digests;
     for (int r = 0; r < W; ++r) {
       const std::string f = ckpt::rank_file(r, W);
-      files[f] = static_cast<std::uint64_t>(std::filesystem::file_size(tmp + "/" + f));
-      digests[f] = io::header_crc_of(tmp + "/" + f);  // binds each file to this save
+      files[f] = static_cast<std::uint64_t>(std::filesystem::file_size(s.tmp + "/" + f));
+      digests[f] = io::header_crc_of(s.tmp + "/" + f);  // binds each file to this save
     }
-    const std::string text = ckpt::index_text<P>(step, W, opt, user, trainer, files, digests);
-    io::write_atomic(tmp + "/" + ckpt::index_name,
+    const std::string text = ckpt::index_text<P>(s.step, W, s.opt, s.user, s.trainer, files, digests);
+    io::write_atomic(s.tmp + "/" + ckpt::index_name,
                      [&](io::atomic_file_sink& sink) { sink.write(text.data(), text.size()); });
   }
 
   // <dir> becomes the new checkpoint: the old one (if any) is moved aside, then removed;
   // the renames are made durable by syncing the parent directory.
-  static void commit(const std::string& tmp, const std::string& dir) {
+  static void replace(const std::string& tmp, const std::string& dir) {
     const std::string old = dir + ".old";
     std::filesystem::remove_all(old);
     if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);

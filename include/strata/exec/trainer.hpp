@@ -126,6 +126,18 @@ class trainer {
   void save_checkpoint(const std::string& dir, const std::map<std::string, std::string>& user = {}) {
     guarded("save_checkpoint", [&] { checkpoints().save(dir, step_, opt_, user, trainer_state()); });
   }
+  // The same, written in the background (exec/checkpoint_async.hpp): returns once this
+  // rank's state is copied to host memory. Committed at the next save, wait_for_checkpoint,
+  // load or the trainer's end, which report a failed write (agreed_error; <dir> kept).
+  void save_checkpoint_async(const std::string& dir, const std::map<std::string, std::string>& user = {}) {
+    guarded("save_checkpoint", [&] {
+      using ckpt = exec::checkpointer<P, T, Backend, Comm>;
+      saving_.start(checkpoints().snapshot(dir, step_, opt_, user, trainer_state()), &ckpt::write,
+                    [&c = world_.comm()](const auto& s, const std::string& p) { ckpt::commit(c, s, p); });
+    });
+  }
+  // Collective: waits for the background save (if any) and commits it.
+  void wait_for_checkpoint() { guarded("wait_for_checkpoint", [&] { saving_.finish(); }); }
   // Loads a checkpoint of the same model written by any plan (resharding as needed) and
   // continues from its step. A missing, truncated, corrupt or mismatched checkpoint is an
   // agreed_error on every rank, and the trainer is left as it was.
@@ -158,19 +170,8 @@ class trainer {
   // every rank trains on g. A count that does not divide, or inputs or labels of the wrong
   // size, is the same agreed_error on every rank (the global batch is the same everywhere).
   batch_view<M> share(const batch_view<M>& global) const {
-    const std::size_t n = global.samples, d = static_cast<std::size_t>(dp_);
-    auto refuse = [&](const std::string& why) { throw agreed_error("strata: share: " + why); };
-    if (n % d != 0)
-      refuse("the global batch holds " + std::to_string(n) + " samples, not a multiple of the " + std::to_string(d) +
-             " data-parallel replicas");
-    if (global.inputs.size() != n * per_sample || global.labels.size() != n * labels_per_sample)
-      refuse("the global batch's inputs and labels hold " + std::to_string(global.inputs.size()) + " and " +
-             std::to_string(global.labels.size()) + " values, not " + std::to_string(n) + " samples x " +
-             std::to_string(per_sample) + " and x " + std::to_string(labels_per_sample));
-    const std::size_t per = n / d, first = static_cast<std::size_t>(me_.data) * per;
-    return {.inputs = global.inputs.subspan(first * per_sample, per * per_sample),
-            .labels = global.labels.subspan(first * labels_per_sample, per * labels_per_sample),
-            .samples = per};
+    return exec::share_of(global, static_cast<std::size_t>(dp_), static_cast<std::size_t>(me_.data), per_sample,
+                          labels_per_sample);
   }
   // The same for evaluation of a global batch whose first `valid` samples count and whose
   // rest pads it (to a multiple of D micro-batches): this replica's share and its own valid
@@ -280,7 +281,9 @@ class trainer {
     }
   }
 
+  // Every checkpoint call first commits the save in flight: never two, and a load sees it.
   exec::checkpointer<P, T, Backend, Comm> checkpoints() {
+    saving_.finish();
     return {q_, world_.comm(), exec_->store(), me_, {&exec_->group_comm(0), &exec_->group_comm(1)}};
   }
   // What a checkpoint keeps of the trainer besides the step: exact decimal text of the
@@ -591,6 +594,7 @@ class trainer {
 #endif
   std::vector<std::int32_t> device_labels_;
   std::vector<M> device_ids_;
+  exec::background_save saving_;  // last, so ended (committed) first
 };
 
 // T defaults to the plan's Element<T> (float when the plan names none).

@@ -22,6 +22,14 @@ job=("${launch[@]}" "$steps" --save-every 10 ${STRATA_RESTART_JOB_FLAGS:-} --che
 (
   for k in 1 2; do
     sleep "$(awk -v s=$RANDOM 'BEGIN { srand(s); printf "%.2f", 1.0 + 2.5 * rand() }')"
+    # STRATA_RESTART_KILL_IN_SAVE=1: then wait (up to 10 s) for a committed checkpoint and a
+    # save in flight (<dir>.tmp, written in the background), so the kill lands in a save
+    if [ -n "${STRATA_RESTART_KILL_IN_SAVE:-}" ]; then
+      for _ in $(seq 1 1000); do
+        [ -f "$work/killed/index.json" ] && [ -d "$work/killed.tmp" ] && break
+        sleep 0.01
+      done
+    fi
     pids=($(pgrep -x "$(basename "$exe")"))
     if [ ${#pids[@]} -gt 0 ]; then
       victim=${pids[$((RANDOM % ${#pids[@]}))]}

@@ -87,7 +87,7 @@ struct flash_shape {
 // One dropout call (backend/elementwise.hpp): a rows × cols block of one micro-batch's
 // activations and where it lies in the step, so that the mask (core/random.hpp) is drawn at
 // global coordinates: local row r is the micro-batch's row m = row0 + r, i.e. sample
-// sample0 + m / sample_rows of the step's global batch at position m % sample_rows; local
+// sample0 + m / sample_rows of the step's global batch at position pos0 + m % sample_rows; local
 // column c is feature col0 + c. `key` points at the step's key (dropout_step_key) in
 // backend memory, so a recorded graph reads each step's own.
 struct dropout_args {
@@ -95,6 +95,7 @@ struct dropout_args {
   int site = 0;                       // the layer's index in the flat model
   std::uint64_t sample0 = 0;
   std::size_t row0 = 0, sample_rows = 1, col0 = 0;
+  std::size_t pos0 = 0;               // Context<N>: the position of each local sample's first row
   std::uint64_t threshold = 0;        // dropped iff the hash lies below (dropout_threshold)
   double scale = 1.0;                 // 1 / (1 − rate), for the kept elements
 
@@ -105,7 +106,7 @@ struct dropout_args {
     return row_key_at(step_key, m / sample_rows, m % sample_rows);
   }
   STRATA_HD std::uint64_t row_key_at(std::uint64_t step_key, std::size_t sample, std::size_t position) const {
-    return dropout_row_key(step_key, site, sample0 + sample, position);
+    return dropout_row_key(step_key, site, sample0 + sample, pos0 + position);
   }
   STRATA_HD bool keep(std::uint64_t row_key, std::size_t c) const {
     return dropout_keep_in_row(row_key, col0 + c, threshold);

@@ -134,6 +134,11 @@ struct comm_desc {
 
 // What one device holds of a layer's tensors for one micro-batch, as the planner's
 // sharding decided (local rows of the input and output, local columns).
+// How attention exchanges under Context<N> (strategy/options.hpp's ContextAllGather and
+// ContextAllToAll): every device gathers the whole sequence's keys and values, or the
+// sequence and the heads trade places by all-to-all (DeepSpeed-Ulysses).
+enum class context_mode : unsigned char { all_gather, all_to_all };
+
 struct local_dims {
   long long rows = 0;      // local rows of the input (samples x leading dims, split if S(0))
   long long out_rows = 0;  // local rows of the output
@@ -142,6 +147,8 @@ struct local_dims {
   int n = 1;               // devices of the part
   signature sig = signature::replicated;
   int q = 0;               // 2D/2.5D/3D: the mesh side, features cut q ways (0: no mesh)
+  int context = 1;         // Context<N>: the part's N devices each hold 1/N of every sample's rows
+  context_mode exchange = context_mode::all_gather;  // Context<N>: attention's exchange
 };
 
 // The memory a layer's execution needs, per device and micro-batch, in elements of
@@ -173,6 +180,7 @@ struct shard_query {
   long long micro_batch = 1;
   bool next_is_loss = false; // a column-parallel layer feeding the loss is a vocabulary split
   bool sequence_parallel = false;  // SequenceParallel: row-wise layers take a partial sum as a row split
+  context_mode exchange = context_mode::all_gather;  // Context<N>: attention's exchange
 };
 
 // A layer's answer: its signature, the layout it needs and produces, how it cuts its

@@ -63,7 +63,8 @@ struct layer_ctx {
   const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
   T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
   T* keep = nullptr;                   // zero-bubble: what backward_data keeps for backward_weights
-  std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split)
+  std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split;
+                                       // 0 under Context<N>, whose rows are chunks of every sample)
   std::size_t col0 = 0;                // the first of this device's features (a feature split or S(0,-1) block)
   // Where the call stands in the run, for random draws that must not depend on the plan
   // (Dropout's mask, core/random.hpp: a function of global coordinates only).
@@ -71,13 +72,16 @@ struct layer_ctx {
   const std::uint64_t* step_key = nullptr;  // backend memory: dropout_step_key(seed, step), written before each step
   int site = 0;                        // the layer's index in the flat model: the same in every plan of the model
   std::uint64_t sample0 = 0;           // the micro-batch's first sample in the step's global batch
-  std::size_t sample_rows = 1;         // rows per sample: micro-batch row m is sample sample0 + m / sample_rows,
-                                       // position m % sample_rows
+  std::size_t sample_rows = 1;         // local rows per sample: local row r is sample sample0 + (row0 + r) /
+                                       // sample_rows at position pos0 + (row0 + r) % sample_rows
+  std::size_t pos0 = 0;                // Context<N>: the first position this device holds of each sample
   // The groups of the layer's own collectives, in the order the planner lists them
   // (plan/sharding.hpp): a vocabulary-parallel loss's part; 2D/2.5D/3D mesh rows, columns
   // or depths. Null past the layer's list.
   std::array<Comm*, 3> mesh{};
   int mesh_q = 1;                      // 2D/2.5D/3D: the mesh side
+  int context = 1;                     // Context<N>: N (the part's devices split every sample's positions)
+  context_mode exchange = context_mode::all_gather;  // Context<N>: how attention exchanges
 };
 
 }  // namespace strata::exec

@@ -64,6 +64,9 @@ class executor {
     inputs_ = Backend::template allocate<M>(step_samples * per_sample);
     labels_ = Backend::template allocate<std::int32_t>(step_samples * labels_per_sample);
     if constexpr (embedding_first) ids_ = Backend::template allocate<std::int32_t>(step_samples * per_sample);
+    // the batch as it lands, before prepare_batch arranges it (Context<N> only)
+    landed_inputs_ = Backend::template allocate<M>(L::arrangement.empty() ? 0 : step_samples * per_sample);
+    landed_labels_ = Backend::template allocate<std::int32_t>(L::arrangement.empty() ? 0 : step_samples * labels_per_sample);
     acc_ = Backend::template allocate<double>(3);
     scalar_ = Backend::template allocate<double>(1);
     step_key_ = Backend::template allocate<std::uint64_t>(1);
@@ -80,9 +83,22 @@ class executor {
   std::int32_t* labels() { return labels_.data(); }
   double* books() { return acc_.data(); }
 
-  // The batch (step_samples samples, already in backend memory at inputs()/labels())
-  // becomes token ids for an Embedding that reads the model's input.
-  void cast_input_ids() {
+  // The batch (step_samples samples, already in backend memory at inputs()/labels()) in
+  // the order the program reads it (the lowering's chunk moves: none without Context<N>),
+  // then token ids for an Embedding that reads the model's input.
+  void prepare_batch() {
+    if constexpr (!L::arrangement.empty()) {
+      copy(q_, step_samples * per_sample, inputs_.data(), landed_inputs_.data());
+      copy(q_, step_samples * labels_per_sample, labels_.data(), landed_labels_.data());
+      const std::size_t xs = per_sample / uz(L::context), ls = labels_per_sample / uz(L::context);
+      for (std::size_t mb = 0; mb < step_samples / uz(L::micro_batch); ++mb)
+        for (const auto& m : L::arrangement) {
+          copy(q_, xs, landed_inputs_.data() + mb * uz(L::input_stride) + uz(m.from) * xs,
+               inputs_.data() + mb * uz(L::input_stride) + uz(m.to) * xs);
+          copy(q_, ls, landed_labels_.data() + mb * uz(L::label_stride) + uz(m.from) * ls,
+               labels_.data() + mb * uz(L::label_stride) + uz(m.to) * ls);
+        }
+    }
     if constexpr (embedding_first) cast_ids(q_, step_samples * per_sample, inputs_.data(), ids_.data());
   }
 
@@ -384,14 +400,17 @@ class executor {
     ctx.skip = arena_.values(c.skip, a.part, sl);
     ctx.skip_grad = arena_.values(c.skip_grad, a.part, sl);
     ctx.keep = arena_.values(c.keep, a.part, sl);
-    ctx.row0 = uz(o.row0);
+    ctx.row0 = uz(o.sample_row0);
+    ctx.pos0 = uz(o.pos0);
     ctx.col0 = uz(o.col0);
     ctx.mesh_q = c.dims.q;
+    ctx.context = c.dims.context;
+    ctx.exchange = c.dims.exchange;
     ctx.training = train;
     ctx.step_key = step_key_.data();
     ctx.site = i;  // the action's layer: its index in the flat model, the same in every plan
     ctx.sample0 = batch_first_ + uz(mb) * uz(L::micro_batch);
-    ctx.sample_rows = uz(c.dims.in.rows());
+    ctx.sample_rows = uz(c.sample_rows);
     for (int k = 0; k < c.num_groups; ++k) ctx.mesh[idx(k)] = &groups_.axis(c.groups[idx(k)]);
     if (c.reads_ids) ctx.ids = ids_.data() + mb * L::input_stride + o.batch_first;
     if (c.loss) ctx.loss = &loss_;
@@ -404,13 +423,15 @@ class executor {
   // the books, and — in an evaluation — where the padding starts.
   void prepare_loss(int i, int mb) {
     const lower::call_origin& o = L::tables.origins[idx(i)][idx(me_.index)];
-    const std::size_t start = uz(mb * L::label_stride + o.row0);
-    loss_.labels = labels_.data() + start;
+    loss_.labels = labels_.data() + uz(mb * L::label_stride + o.row0);
     loss_.acc = acc_.data();
     loss_.scale = row_scale();
     loss_.counts = o.counts;
+    // padding: the samples from valid_rows_ on, counted in this device's rows per sample
     constexpr std::size_t all = static_cast<std::size_t>(-1);
-    const std::size_t valid = valid_rows_ == all ? all : valid_rows_ * labels_per_sample;
+    const std::size_t per = uz(L::tables.calls[idx(i)].sample_rows);
+    const std::size_t start = uz(mb * L::micro_batch) * per + uz(o.sample_row0);
+    const std::size_t valid = valid_rows_ == all ? all : valid_rows_ * per;
     loss_.valid = valid == all ? all : (valid > start ? valid - start : 0);
   }
 
@@ -450,7 +471,8 @@ class executor {
   device_groups<P, Comm> groups_;
   gradient_reductions<P, Backend, Comm, M> reductions_;
   typename Backend::template buffer<M> inputs_;
-  typename Backend::template buffer<std::int32_t> labels_, ids_;
+  typename Backend::template buffer<std::int32_t> labels_, ids_, landed_labels_;
+  typename Backend::template buffer<M> landed_inputs_;
   typename Backend::template buffer<double> acc_, scalar_;
   typename Backend::template buffer<std::uint64_t> step_key_;
   std::uint64_t host_step_key_ = 0;  // the upload's source (pageable memory is read before return)

@@ -472,7 +472,7 @@ class trainer {
       Backend::upload(q_, lab, n, exec_->labels());
       Backend::upload(q_, in, x, exec_->inputs());
     }
-    exec_->cast_input_ids();
+    exec_->prepare_batch();
   }
 
   // A sum over the world of a host vector, through backend memory (NCCL needs device buffers).

@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "strata/core/rules.hpp"
+#include "strata/layers/context_exchange.hpp"
 #include "strata/layers/layer.hpp"
 #include "strata/layers/linear_mesh.hpp"
 
@@ -99,6 +100,31 @@ struct MultiHeadAttention {
     if (KVHeads % q.n != 0) c.violate(rule_id::split_kv_heads, KVHeads);  // a device holds whole kv groups
     return c;
   }
+  // Context<N>: each device holds Seq/N positions of its sequences; the keys and values of
+  // the whole sequence are gathered from the part (forward, and again in the backward), and
+  // their gradients, summed over the devices' queries, reduce-scattered back (Megatron's
+  // all-gather context parallelism). Counted as the whole k and v of the micro-batch.
+  // ContextAllToAll (DeepSpeed-Ulysses): q, k and v trade the sequence split for a head split
+  // by one all-to-all, the context trades back by another; the backward runs the two duals.
+  static constexpr shard_choice context_shard(const shard_query& q) {
+    shard_choice c;
+    if (q.exchange == context_mode::all_to_all) {
+      if (Heads % q.n != 0) c.violate(rule_id::context_heads, Heads);
+      if (KVHeads % q.n != 0) c.violate(rule_id::context_heads, KVHeads);
+      const long long tokens = q.n > 0 ? q.micro_batch * Seq / q.n : 0;  // this device's
+      const long long qkv = tokens * qkv_features, out = tokens * D;
+      c.add(collective::all_to_all, group_axis::part, pass::forward, qkv);
+      c.add(collective::all_to_all, group_axis::part, pass::forward, out);
+      c.add(collective::all_to_all, group_axis::part, pass::backward, out);
+      c.add(collective::all_to_all, group_axis::part, pass::backward, qkv);
+      return c;
+    }
+    const long long kv = q.micro_batch * Seq * 2LL * KVHeads * head_dim;
+    c.add(collective::all_gather, group_axis::part, pass::forward, kv);
+    c.add(collective::all_gather, group_axis::part, pass::backward, kv);
+    c.add(collective::reduce_scatter, group_axis::part, pass::backward, kv);
+    return c;
+  }
   // 2D/2.5D/3D: kv groups divided over the mesh columns (whole groups per feature block); the
   // QKV projection (w_qkv, b_qkv), then the output projection (w_out, b_out) as the mode's Linear.
   static constexpr mesh_choice mesh_shard(const mesh_query& q) {
@@ -127,14 +153,19 @@ struct MultiHeadAttention {
   // Kept: x (for dW_qkv); stash: this device's heads' q, k, v (k and v at KVHeads width) and
   // context (head-major), the context as token rows (for dW_out), and each (token, query
   // head)'s log-sum-exp (a statistic). Scratch: the QKV rows (forward), and the gradients
-  // (backward): all linear in the tokens. 2D/2.5D/3D: each projection's own stash after
-  // those, and the larger of their scratch after the attention's.
+  // (backward): all linear in the tokens. Context<N>: the whole sequence's k and v after those,
+  // three times (the gathered blocks, k and v in head-major order, and their gradients);
+  // with ContextAllToAll three blocks of q, k and v instead (sent, received, rearranged).
+  // 2D/2.5D/3D: each projection's own stash after those, and the larger of their scratch
+  // after the attention's.
   static constexpr buffer_needs memory(const local_dims& d) {
     const long long split = d.sig == signature::head_parallel ? d.n : d.q > 0 ? d.q : 1;
     const long long rows = d.rows, qw = rows * D / split, kvw = rows * KVHeads * head_dim / split;
     buffer_needs b{.keep_input = true, .stash_values = 3 * qw + 2 * kvw, .stash_stats = rows * (Heads / split),
                    .scratch_values = 4 * qw + 4 * kvw, .weight_pass = d.q == 0,
                    .weight_keep = d.q == 0 ? qw + 2 * kvw : 0};
+    if (d.context > 1 && d.exchange == context_mode::all_to_all) b.scratch_values += 3 * (qw + 2 * kvw);
+    else if (d.context > 1) b.scratch_values += 3 * 2 * kvw * d.context;
     if (d.q > 0) {
       const buffer_needs in = projection_memory(d, qkv_features), out = projection_memory(d, D);
       b.stash_values += in.stash_values + out.stash_values;
@@ -164,11 +195,27 @@ struct MultiHeadAttention {
                     backend::activation::none, static_cast<T*>(nullptr));
     }
     // per kv group its G query heads, k and v: head-major [G + 2][seqs, kv heads, Seq, dh]
-    heads_from_rows(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group + 2), std::size_t(head_dim), qkv, q_h);
+    const std::size_t dh = head_dim;
+    if (s.swaps) {  // ContextAllToAll: the device's kv groups of whole sequences, in the stash
+      T* own = context_blocks(c, s) + 2 * s.heads_size;
+      heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, qkv, own);
+      detail::to_whole_sequences(c, static_cast<const T*>(own), std::size_t(group + 2) * s.seqs, s.core_kv_heads, s.len,
+                                 dh, context_blocks(c, s), context_blocks(c, s) + s.heads_size, q_h);
+    } else {
+      heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, qkv, q_h);
+    }
     rotate(c, s, q_h, false);  // q and k at their tokens' positions (the stash keeps them rotated)
-    flash_attention_forward(c.q, flash(c, s), static_cast<const T*>(q_h), static_cast<const T*>(q_h + s.qw),
-                            static_cast<const T*>(q_h + s.qw + s.kvw), ctx_h, c.stash_stats);
-    rows_from_heads(c.q, s.seqs, std::size_t(Seq), s.kv_heads, std::size_t(group), std::size_t(head_dim), ctx_h, ctx);
+    const T* kv = s.chunks > 1 && !s.swaps ? gather_kv(c, s) : q_h + s.qw;  // [k | v] of the whole sequences
+    const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
+    flash_attention_forward(c.q, flash(c, s), static_cast<const T*>(q_h), kv, kv + kv_size, ctx_h, c.stash_stats);
+    const T* own_ctx = ctx_h;
+    if (s.swaps) {  // the context back at this device's positions, every head
+      T* own = context_blocks(c, s) + 2 * s.heads_size;
+      detail::to_own_positions(c, static_cast<const T*>(ctx_h), std::size_t(group) * s.seqs, s.core_kv_heads, s.len, dh,
+                               context_blocks(c, s), context_blocks(c, s) + s.heads_size, own);
+      own_ctx = own;
+    }
+    rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, own_ctx, ctx);
     const T* b_o = bias(c, b_out);
     if (on_mesh(c)) {
       C p = projection(c, s, 1);
@@ -215,6 +262,12 @@ struct MultiHeadAttention {
   // This device's share: its heads and kv heads, sequences, and the sizes derived from them.
   struct shapes {
     std::size_t heads, kv_heads, w, qkv_w, seqs, items, kv_items;
+    std::size_t len, chunks;          // positions per sequence here; Context<N>: N chunks of Seq/N, else 1
+    // The attention core's view: its heads and kv heads per sequence (ContextAllToAll: a group of
+    // them, whole sequences), its query rows per item and their first position.
+    std::size_t core_heads, core_kv_heads, q_len;
+    long long q0;
+    bool swaps;  // ContextAllToAll
     std::size_t qw, kvw, heads_size;  // elements of q (or the context), of k (or v), of q k v
   };
   // The backward's scratch: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows].
@@ -260,14 +313,33 @@ struct MultiHeadAttention {
   template <class C, class G>
   static void attention_core_backward(C& c, const shapes& s, const G& g, typename C::value_type* dqkv) {
     using T = typename C::value_type;
-    const std::size_t seq = Seq, dh = head_dim;
+    const std::size_t dh = head_dim;
     const T* q_h = c.stash_values;
-    heads_from_rows(c.q, s.seqs, seq, s.kv_heads, std::size_t(group), dh, g.dctx, g.dctx_h);
-    flash_attention_backward(c.q, flash(c, s), q_h, q_h + s.qw, q_h + s.qw + s.kvw, q_h + s.heads_size + s.qw,
-                             static_cast<const T*>(g.dctx_h), static_cast<const typename C::stat_type*>(c.stash_stats),
-                             g.dq_h, g.dq_h + s.qw, g.dq_h + s.qw + s.kvw);
+    T* blocks = context_blocks(c, s);
+    const T* dctx_h = g.dctx_h;
+    heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, g.dctx, g.dctx_h);
+    if (s.swaps) {  // ContextAllToAll: the context's gradient for the device's kv groups, whole sequences
+      detail::to_whole_sequences(c, static_cast<const T*>(g.dctx_h), std::size_t(group) * s.seqs, s.core_kv_heads,
+                                 s.len, dh, blocks, blocks + s.heads_size, blocks + 2 * s.heads_size);
+      dctx_h = blocks + 2 * s.heads_size;
+    }
+    // ContextAllGather: the whole sequences' k and v again, and their gradients in the last block
+    const bool gathers = s.chunks > 1 && !s.swaps;
+    const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
+    const T* kv = gathers ? gather_kv(c, s) : q_h + s.qw;
+    T* dkv = gathers ? blocks + 4 * s.kvw * s.chunks : g.dq_h + s.qw;
+    flash_attention_backward(c.q, flash(c, s), q_h, kv, kv + kv_size, q_h + s.heads_size + s.qw, dctx_h,
+                             static_cast<const typename C::stat_type*>(c.stash_stats), g.dq_h, dkv, dkv + kv_size);
+    if (gathers)  // each device's chunk of the gradients, summed over every device's queries
+      detail::scatter_sequences(c, static_cast<const T*>(dkv), 2 * s.kv_items, s.len, dh, blocks, g.dq_h + s.qw);
     rotate(c, s, g.dq_h, true);  // back through the rotation: its transpose
-    rows_from_heads(c.q, s.seqs, seq, s.kv_heads, std::size_t(group + 2), dh, g.dq_h, dqkv);
+    const T* own = g.dq_h;
+    if (s.swaps) {  // dq, dk and dv back at this device's positions, every head
+      detail::to_own_positions(c, static_cast<const T*>(g.dq_h), std::size_t(group + 2) * s.seqs, s.core_kv_heads,
+                               s.len, dh, blocks, blocks + s.heads_size, blocks + 2 * s.heads_size);
+      own = blocks + 2 * s.heads_size;
+    }
+    rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, own, dqkv);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
   template <class C>
@@ -290,12 +362,31 @@ struct MultiHeadAttention {
 
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
   // Rotary positions on the head-major q and k at `qk` (k follows q): each item is one
-  // (sequence, head) or (sequence, kv head), its rows at positions 0 .. Seq−1.
+  // (sequence, head) or (sequence, kv head), its rows at positions q0 .. q0 + q_len − 1
+  // (0 .. Seq − 1 unless ContextAllGather split the sequence).
   template <class C>
   static void rotate(C& c, const shapes& s, typename C::value_type* qk, bool inverse) {
     if constexpr (RopeBase > 0)
-      rotary_embedding(c.q, s.items + s.kv_items, std::size_t(Seq), std::size_t(head_dim), 0, double(RopeBase),
-                       inverse, qk);
+      rotary_embedding(c.q, s.items + s.kv_items, s.q_len, std::size_t(head_dim), s.q0, double(RopeBase), inverse,
+                       qk);
+  }
+  // Context<N>: three blocks after the attention's scratch (memory() sizes them). All-gather:
+  // of the whole sequences' k and v — the part's gathered chunks (then the gradients' chunks to
+  // reduce-scatter), k and v in head-major order, and their gradients. All-to-all: of q, k and
+  // v — sent, received, and the rearranged side.
+  template <class C>
+  static typename C::value_type* context_blocks(const C& c, const shapes& s) {
+    return c.scratch_values + 4 * s.qw + 4 * s.kvw;
+  }
+  // The part's [k | v] chunks (each device's stash) gathered, then laid out as one
+  // head-major [k | v] of whole sequences: chunk n of item i at rows n·len of item i.
+  template <class C>
+  static const typename C::value_type* gather_kv(C& c, const shapes& s) {
+    auto* staging = context_blocks(c, s);
+    auto* whole = staging + 2 * s.kvw * s.chunks;
+    detail::gather_sequences(c, static_cast<const typename C::value_type*>(c.stash_values + s.qw), 2 * s.kv_items,
+                             s.len, std::size_t(head_dim), staging, whole);
+    return whole;
   }
   // One flash-attention call over every (sequence, head) item of the share; query item
   // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives. In
@@ -303,13 +394,14 @@ struct MultiHeadAttention {
   // the share's first row, the first head the share's (core_share).
   template <class C>
   static backend::flash_shape flash(const C& c, const shapes& s) {
-    backend::flash_shape f{.items = s.items, .group = std::size_t(group), .q_len = std::size_t(Seq),
-                           .k_len = std::size_t(Seq), .dh = std::size_t(head_dim), .scale = scale(), .causal = Causal};
+    backend::flash_shape f{.items = s.items, .group = std::size_t(group), .q_len = s.q_len,
+                           .k_len = std::size_t(Seq), .dh = std::size_t(head_dim), .q0 = s.q0, .scale = scale(),
+                           .causal = Causal};
     if constexpr (AttnDropout > 0) {
       if (c.training) {
         const core_origin o = core_share(c, s);
         f.drop = {.key = c.step_key, .site = c.site, .sample0 = c.sample0 + o.row0 / c.sample_rows,
-                  .head0 = o.head0, .heads = s.kv_heads, .stride = std::uint64_t(Seq),
+                  .head0 = o.head0, .heads = s.core_kv_heads, .stride = std::uint64_t(Seq),
                   .threshold = dropout_threshold(std::uint64_t(AttnDropout), 100),
                   .scale = 100.0 / double(100 - AttnDropout)};
       }
@@ -327,7 +419,7 @@ struct MultiHeadAttention {
   template <class C>
   static core_origin core_share(const C& c, const shapes& s) {
     if (c.sig == signature::head_parallel) return {c.row0, std::size_t(c.index) * s.heads};
-    if (!on_mesh(c)) return {c.row0, 0};
+    if (!on_mesh(c)) return {c.row0, s.swaps ? std::size_t(c.index) * s.core_heads : 0};  // Ulysses: a head group
     const std::size_t q = std::size_t(c.mesh_q), in = c.col0 / (std::size_t(D) / q);  // the input's feature block
     if (c.sig != signature::cube_3d) return {c.row0, in * s.heads};
     const std::size_t d = std::size_t(c.index), i = d / q % q, j = d % q, k = d / (q * q);
@@ -341,9 +433,16 @@ struct MultiHeadAttention {
     s.kv_heads = std::size_t(KVHeads) / split;
     s.w = s.heads * std::size_t(head_dim);
     s.qkv_w = s.w + 2 * s.kv_heads * std::size_t(head_dim);
-    s.seqs = c.rows / std::size_t(Seq);
-    s.items = s.seqs * s.heads;  // one (sequence, head) per flash item
-    s.kv_items = s.seqs * s.kv_heads;
+    s.chunks = std::size_t(c.context);  // Context<N>: N chunks of every sequence
+    s.len = std::size_t(Seq) / s.chunks;
+    s.seqs = c.rows / s.len;
+    s.swaps = s.chunks > 1 && c.exchange == context_mode::all_to_all;
+    s.core_heads = s.swaps ? s.heads / s.chunks : s.heads;
+    s.core_kv_heads = s.swaps ? s.kv_heads / s.chunks : s.kv_heads;
+    s.q_len = s.swaps ? std::size_t(Seq) : s.len;
+    s.q0 = s.swaps ? 0 : static_cast<long long>(c.pos0);
+    s.items = s.seqs * s.core_heads;  // one (sequence, head) per flash item
+    s.kv_items = s.seqs * s.core_kv_heads;
     s.qw = c.rows * s.w;
     s.kvw = c.rows * s.kv_heads * std::size_t(head_dim);
     s.heads_size = s.qw + 2 * s.kvw;

@@ -40,7 +40,7 @@ struct Dropout {
   template <class C>
   static backend::dropout_args mask(const C& c) {
     return {.key = c.step_key, .site = c.site, .sample0 = c.sample0, .row0 = c.row0, .sample_rows = c.sample_rows,
-            .col0 = c.col0, .threshold = threshold, .scale = scale};
+            .col0 = c.col0, .pos0 = c.pos0, .threshold = threshold, .scale = scale};
   }
   template <class C>
   static void forward(C& c) {

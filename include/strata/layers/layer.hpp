@@ -101,6 +101,7 @@ constexpr long long no_cost(shape_t) { return 0; }
 constexpr buffer_needs no_memory(const local_dims&) { return {}; }
 constexpr shard_choice whole(const shard_query& q) { return sharding::whole_features(q); }
 constexpr mesh_choice no_mesh(const mesh_query&) { return {.supported = false}; }
+constexpr shard_choice per_row(const shard_query&) { return {}; }
 inline double no_init(const init_site&) { return 0; }
 constexpr call_gemms no_gemms(const local_dims&) { return {}; }
 template <class L>
@@ -112,6 +113,11 @@ template <class L>
 constexpr mesh_choice mesh_shard_of(const mesh_query& q) {
   if constexpr (has_mesh_shard<L>) return L::mesh_shard(q);
   else return sharding::mesh_by_role(L::role, q);
+}
+template <class L>
+constexpr shard_choice context_shard_of(const shard_query& q) {
+  if constexpr (requires { L::context_shard(q); }) return L::context_shard(q);
+  else return per_row(q);
 }
 template <class L>
 double init_of(const init_site& s) {
@@ -139,6 +145,9 @@ struct layer_desc {
   buffer_needs (*memory)(const local_dims&) = &detail::no_memory;
   shard_choice (*shard)(const shard_query&) = &detail::whole;
   mesh_choice (*mesh_shard)(const mesh_query&) = &detail::no_mesh;
+  // Context<N>: the collectives a layer that mixes a sample's positions needs when each device
+  // holds 1/N of them (attention); per-row layers need none.
+  shard_choice (*context_shard)(const shard_query&) = &detail::per_row;
   double (*init)(const init_site&) = &detail::no_init;  // run time only (not constexpr)
   call_gemms (*gemms)(const local_dims&) = &detail::no_gemms;
   std::array<param_t, max_layer_params> params{};
@@ -193,6 +202,7 @@ constexpr layer_desc describe() {
   d.memory = &L::memory;
   d.shard = &detail::shard_of<L>;
   d.mesh_shard = &detail::mesh_shard_of<L>;
+  d.context_shard = &detail::context_shard_of<L>;
   d.init = &detail::init_of<L>;
   d.gemms = &detail::gemms_of<L>;
   static_assert(L::params.size() <= static_cast<std::size_t>(max_layer_params),

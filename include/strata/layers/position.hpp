@@ -27,7 +27,7 @@ struct PositionEmbedding {
 
   template <class C>
   static void forward(C& c) {
-    position_forward(c.q, c.rows, std::size_t(D), std::size_t(Seq), c.row0, c.x, c.w[0], c.y);
+    position_forward(c.q, c.rows, std::size_t(D), positions(c), c.row0, c.x, table(c, c.w[0]), c.y);
   }
   template <class C>
   static void backward(C& c) {
@@ -40,7 +40,19 @@ struct PositionEmbedding {
   }
   template <class C>
   static void backward_weights(C& c) {
-    position_backward(c.q, c.rows, std::size_t(D), std::size_t(Seq), c.row0, c.dy, c.g[0], true);
+    position_backward(c.q, c.rows, std::size_t(D), positions(c), c.row0, c.dy, table(c, c.g[0]), true);
+  }
+
+ private:
+  // Under Context<N> the device holds positions [pos0, pos0 + Seq/N) of every sample: the
+  // table's rows from pos0 on, Seq/N of them; else all Seq from 0.
+  template <class C>
+  static std::size_t positions(const C& c) {
+    return std::size_t(Seq) / std::size_t(c.context);
+  }
+  template <class C, class T>
+  static T* table(const C& c, T* rows) {
+    return rows + c.pos0 * std::size_t(D);
   }
 };
 

@@ -58,6 +58,25 @@ struct lowering {
   static constexpr long long micro_batch = P::micro_batch;
   static constexpr long long input_stride = P::micro_batch * input_elems;
   static constexpr long long label_stride = P::micro_batch * labels_per_sample;
+  // Context<N>: when a batch lands the executor arranges each micro-batch chunk-major — sample
+  // b's chunk k (its positions [k·S/N, (k+1)·S/N)) moves from place b·N + k to k·B + b — so
+  // that device k's rows, chunk k of every sample, lie together as a row split reads them.
+  // No moves without it.
+  static constexpr int context = P::context;
+  struct chunk_move {
+    long long from = 0, to = 0;  // in chunks of a sample (input_elems / context elements of the input)
+  };
+  static constexpr std::size_t num_chunk_moves = context > 1 ? idx(int(P::micro_batch) * context) : 0;
+  static constexpr std::array<chunk_move, num_chunk_moves> arrangement = [] {
+    std::array<chunk_move, num_chunk_moves> a{};
+    long long m = 0;
+    for (auto& move : a) {  // (no index loop: nvcc calls `m < 0` pointless without Context)
+      const long long b = m / context, k = m % context;
+      move = {b * context + k, k * P::micro_batch + b};
+      ++m;
+    }
+    return a;
+  }();
 
   // ---- layers, parts and buffers -----------------------------------------------------
   struct layer_tables {

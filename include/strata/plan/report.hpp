@@ -80,7 +80,7 @@ std::string report(int world = 0) {
   for (int t = 0; t < P::num_taskgraphs; ++t) {
     const auto& tg = P::taskgraphs[static_cast<std::size_t>(t)];
     appendf(o, "  %2d  %-10s  %7d  %4d  %5d  %5d  %d..%d%s\n", t,
-            tg.kind == strategy_kind::replicate ? "Replicate" : "Split", tg.devices, tg.part, P::stage_of_part(tg.part),
+            tg.context ? "Context" : tg.kind == strategy_kind::replicate ? "Replicate" : "Split", tg.devices, tg.part, P::stage_of_part(tg.part),
             P::chunk_of_part(tg.part), tg.first_layer, tg.first_layer + tg.num_layers - 1,
             tg.is_default ? "  (default strategy)" : "");
   }

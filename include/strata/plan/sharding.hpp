@@ -19,6 +19,7 @@ struct taskgraph_desc {
   int first_layer = 0;
   int num_layers = 0;
   bool is_default = false;
+  bool context = false;  // Context<N>: the sequence split over the devices
 };
 
 // A tied parameter: parameter user_param of layer `user` is parameter owner_param of
@@ -46,6 +47,8 @@ struct layer_plan {
   long long local_param_elems = 0;
   int rows_div = 1;      // local rows = micro-batch rows / rows_div
   int features_div = 1;  // local share of the features
+  int context = 1;       // Context<N>: each device holds 1/context of every sample's rows
+  context_mode exchange = context_mode::all_gather;  // ... and how attention exchanges
   bool partial_input_grad = false;  // the input's gradient comes out as a partial sum
   long long local_flops_per_sample = 0;  // forward + backward, this device's share
   // 3D: the input's features lie along the mesh depth, not the columns. A 3D Linear moves
@@ -90,6 +93,7 @@ struct shard_inputs {
   int depth = 1;
   int micro_batch = 1;
   bool sequence_parallel = false;
+  context_mode exchange = context_mode::all_gather;  // Context<N>: attention's exchange
 };
 
 constexpr int isqrt(int n) {
@@ -296,6 +300,19 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         c.sig = signature::data_parallel;
         c.need = c.out = sbp::split_batch;
         c.rows_div = c.flops_div = n;
+        if (tg.context) {
+          // Context<N>: the same rows split, cut through every sample (exec: the batch arranged
+          // chunk-major); a layer that mixes positions (attention) brings its collectives
+          const long long positions = lp.in.rows() > 1 ? lp.in.rows() : lp.in.last();  // token ids: [Seq]
+          if (positions % n != 0) fail({rule_id::context_seq, li, static_cast<int>(positions), n});
+          const shard_choice own = d.context_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
+                                                               next_is_loss, ctx.sequence_parallel, ctx.exchange});
+          if (own.violated != rule_id::ok) fail({own.violated, li, own.violated_value, n});
+          c.comms = own.comms;
+          c.num_comms = own.num_comms;
+          lp.context = n;
+          lp.exchange = ctx.exchange;
+        }
         // an auxiliary loss (MoE's load balance) wants statistics of the whole micro-batch:
         // the devices' shares are summed
         if (d.aux_loss_stats > 0)

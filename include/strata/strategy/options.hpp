@@ -2,6 +2,7 @@
 // Plan options as types. Each option belongs to one category and may be given once.
 #include <concepts>
 
+#include "strata/core/sbp.hpp"
 #include "strata/core/shape.hpp"
 #include "strata/strategy/strategy.hpp"
 
@@ -28,7 +29,8 @@ enum class option_kind : unsigned char {
   weight_copies,
   half_reduce,
   auto_stages,
-  memory_budget
+  memory_budget,
+  context_exchange
 };
 
 // Samples one replica consumes per micro-batch (EPL's "micro batch size").
@@ -148,6 +150,20 @@ struct SequenceParallel {
 };
 struct NoSequenceParallel {  // the default (not an option)
   static constexpr bool value = false;
+};
+
+// How attention exchanges under Context<N>. ContextAllGather (the default): every device
+// all-gathers the whole sequence's keys and values and keeps its own queries (Megatron's
+// all-gather context parallelism). ContextAllToAll (DeepSpeed-Ulysses): an all-to-all trades
+// the sequence split for a head split, each device attends whole sequences with Heads/N
+// heads, and a second all-to-all trades back; it needs Heads and KVHeads divisible by N.
+struct ContextAllGather {
+  static constexpr option_kind option = option_kind::context_exchange;
+  static constexpr context_mode value = context_mode::all_gather;
+};
+struct ContextAllToAll {
+  static constexpr option_kind option = option_kind::context_exchange;
+  static constexpr context_mode value = context_mode::all_to_all;
 };
 
 // Activation recomputation (EPL's gradient_checkpoint): which layers' activations are

@@ -26,6 +26,18 @@ struct Split {
   using layers = type_list<L...>;
 };
 
+// Context<N, L...>: one TaskGraph whose sequences are split over N devices (context
+// parallelism, Colossal-AI's sequence parallelism): parameters replicated, each device holds
+// 1/N of every sample's positions through the whole model, attention gathers the keys and
+// values of the whole sequence. A plan that has one has only Context<N> TaskGraphs.
+template <int N, class... L>
+struct Context {
+  static constexpr strategy_kind kind = strategy_kind::replicate;
+  static constexpr int devices = N;
+  static constexpr bool context = true;
+  using layers = type_list<L...>;
+};
+
 // Pipeline<Parts...>: each part runs on its own devices; a part is a strategy, a
 // Colocate group or a bare layer (which takes the Default strategy).
 template <class... Parts>
@@ -45,6 +57,7 @@ namespace detail {
 template <class T> struct is_strategy_t { static constexpr bool value = false; };
 template <int N, class... L> struct is_strategy_t<Replicate<N, L...>> { static constexpr bool value = true; };
 template <int N, class... L> struct is_strategy_t<Split<N, L...>> { static constexpr bool value = true; };
+template <int N, class... L> struct is_strategy_t<Context<N, L...>> { static constexpr bool value = true; };
 template <class T> struct is_group_t { static constexpr bool value = false; };
 template <class... T> struct is_group_t<Pipeline<T...>> { static constexpr bool value = true; };
 template <class... T> struct is_group_t<Colocate<T...>> { static constexpr bool value = true; };
@@ -53,6 +66,9 @@ template <class... T> struct is_group_t<Model<T...>> { static constexpr bool val
 
 template <class T>
 inline constexpr bool is_strategy_v = detail::is_strategy_t<T>::value;
+// A strategy that splits the sequence (Context<N>).
+template <class T>
+inline constexpr bool is_context_v = requires { T::context; };
 // Anything that is not a plain layer: a strategy or a grouping construct.
 template <class T>
 inline constexpr bool is_annotation_v = detail::is_strategy_t<T>::value || detail::is_group_t<T>::value;

@@ -15,6 +15,22 @@ namespace strata::lower::detail {
 // The rows of a per-sample shape in a micro-batch of mb samples (every axis but the last).
 constexpr long long batch_rows(long long mb, const shape_t& s) { return mb * s.rows(); }
 
+// A device's rows and columns of a micro-batch's tensor of per-sample shape s in layout l.
+// Context<N> cuts every sample's positions: the rows of a [Seq, ...] tensor, and the single
+// row of a [Seq] tensor of token ids by its columns (so any micro-batch divides).
+template <class P>
+constexpr bool cuts_columns(const shape_t& s, sbp l) {
+  return P::context > 1 && l == sbp::split_batch && s.rows() == 1;
+}
+template <class P>
+constexpr long long local_rows(const shape_t& s, sbp l) {
+  return cuts_columns<P>(s, l) ? P::micro_batch : layout_rows(batch_rows(P::micro_batch, s), l, P::part_devices, P::mesh);
+}
+template <class P>
+constexpr long long local_cols(const shape_t& s, sbp l) {
+  return cuts_columns<P>(s, l) ? s.last() / P::context : layout_cols(s.last(), l, P::part_devices, P::mesh);
+}
+
 // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |
 // staging | scratch | recompute], stats [scratch | recompute], ids [recompute]; a
 // recompute buffer at offset o within its section is coded recompute_code − o.
@@ -45,15 +61,18 @@ constexpr void describe_calls(Tables& t) {
     const layer_plan& L = lp[idx(i)];
     layer_call& c = t.calls[idx(i)];
     const bool loss = L.desc.role == layer_role::loss;
-    c.dims.rows = layout_rows(batch_rows(P::micro_batch, L.in), L.in_layout, n, P::mesh);
-    c.dims.in_cols = layout_cols(L.in.last(), L.in_layout, n, P::mesh);
-    c.dims.out_rows = loss ? 0 : layout_rows(batch_rows(P::micro_batch, L.out), L.out_layout, n, P::mesh);
-    c.dims.out_cols = loss ? 0 : layout_cols(L.out.last(), L.out_layout, n, P::mesh);
+    c.dims.rows = local_rows<P>(L.in, L.in_layout);
+    c.dims.in_cols = local_cols<P>(L.in, L.in_layout);
+    c.dims.out_rows = loss ? 0 : local_rows<P>(L.out, L.out_layout);
+    c.dims.out_cols = loss ? 0 : local_cols<P>(L.out, L.out_layout);
     c.dims.in = L.in;
     c.dims.out = L.out;
     c.dims.n = n;
     c.dims.sig = L.sig;
     c.dims.q = L.in_layout == sbp::block ? P::mesh.features : 0;
+    c.dims.context = L.context;
+    c.dims.exchange = L.exchange;
+    c.sample_rows = L.in.rows() > 1 || L.context == 1 ? L.in.rows() / L.context : L.in.last() / L.context;
     c.needs = L.desc.memory(c.dims);
     c.num_params = L.desc.num_params;
     c.taskgraph = L.taskgraph;
@@ -70,6 +89,8 @@ constexpr void describe_calls(Tables& t) {
       if (L.in_layout == sbp::split_feature) o.col0 = d * cols;
       if (L.in_layout == sbp::block) o.row0 = b.row * rows, o.col0 = b.feature * cols;
       o.batch_first = L.in_layout == sbp::split_batch ? d * rows * cols : 0;
+      o.sample_row0 = L.context > 1 ? 0 : o.row0;
+      o.pos0 = L.context > 1 ? d * c.sample_rows : 0;
       // one device books rows that several devices of the part hold (S(0,-1): the one with
       // the first feature block)
       o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : d == 0);
@@ -84,8 +105,8 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
   const int n = P::part_devices;
   part_plan& pp = t.parts[idx(p)];
   work_layout& w = t.work[idx(pp.stage)];
-  auto rows_of = [&](const shape_t& s, sbp l) { return layout_rows(batch_rows(P::micro_batch, s), l, n, P::mesh); };
-  auto cols_of = [&](const shape_t& s, sbp l) { return layout_cols(s.last(), l, n, P::mesh); };
+  auto rows_of = [&](const shape_t& s, sbp l) { return local_rows<P>(s, l); };
+  auto cols_of = [&](const shape_t& s, sbp l) { return local_cols<P>(s, l); };
   long long act_v = 0, act_s = 0, act_i = 0;
   auto act_buf = [&](kind k, long long e) {
     long long& o = k == kind::values ? act_v : k == kind::stats ? act_s : act_i;

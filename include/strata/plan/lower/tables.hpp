@@ -129,11 +129,17 @@ struct call_origin {
   long long row0 = 0, col0 = 0;
   long long batch_first = 0;  // in elements of the model's input, from the micro-batch's first
   bool counts = true;         // a loss: this device books its rows (one device per row)
+  // Where the local rows lie in their samples: local row r is sample (sample_row0 + r) / R
+  // of the micro-batch at position pos0 + (sample_row0 + r) % R, R the local rows per sample
+  // (layer_call::sample_rows). Without Context<N>, sample_row0 = row0 and pos0 = 0; with it,
+  // the device holds positions [pos0, pos0 + R) of every sample: sample_row0 = 0.
+  long long sample_row0 = 0, pos0 = 0;
 };
 
 // One layer's call, as the executor makes it.
 struct layer_call {
   local_dims dims{};
+  long long sample_rows = 1;  // local rows per sample: the input's rows, / N under Context<N>
   buffer_needs needs{};
   buf x, y;                                  // forward: input (its layout), output
   buf stash_values, stash_stats, stash_ids;  // kept from forward for backward (act pool)

@@ -13,7 +13,7 @@ namespace strata::detail {
 template <class S>
 struct shard_pass : S {
   using S::num_layers, S::num_taskgraphs, S::taskgraphs, S::descs, S::shapes, S::structure_diag, S::model_diag,
-      S::mode, S::tensor_depth, S::micro_batch, S::sequence_parallel, S::recompute, S::mesh, S::chunks;
+      S::mode, S::tensor_depth, S::micro_batch, S::sequence_parallel, S::recompute, S::mesh, S::chunks, S::context_exchange;
   using typename S::items;
 
   static constexpr auto sharded = [] {
@@ -36,7 +36,7 @@ struct shard_pass : S {
       r.layers = lp;
       return r;
     }
-    return plan_shardings(lp, taskgraphs, shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel});
+    return plan_shardings(lp, taskgraphs, shard_inputs{mode, tensor_depth, micro_batch, sequence_parallel, context_exchange});
   }();
 
   // SequenceParallel acts where a row-wise layer of a Split<N> TaskGraph takes a partial sum

@@ -94,7 +94,7 @@ template <std::size_t NT, std::size_t NI>
 constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_desc, NI>& items,
                                                           const std::array<int, NI>& part, bool explicit_parts,
                                                           strategy_kind default_kind, int default_devices,
-                                                          bool extra_loss_layer) {
+                                                          bool default_context, bool extra_loss_layer) {
   std::array<taskgraph_desc, NT> tgs{};
   int t = -1, layer = 0;
   for (std::size_t i = 0; i < NI; ++i) {
@@ -106,6 +106,7 @@ constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_
       tgs[idx(t)].part = explicit_parts ? part[i] : t;
       tgs[idx(t)].first_layer = layer;
       tgs[idx(t)].is_default = items[i].bare;
+      tgs[idx(t)].context = items[i].bare ? default_context : items[i].context;
     }
     tgs[idx(t)].num_layers += items[i].num_layers;
     layer += items[i].num_layers;
@@ -158,6 +159,10 @@ struct structure_pass {
       option_kind::loss_scale, LossScale<std::conditional_t<std::is_same_v<element_type, f16>, DynamicScale<>, NoScale>>,
       Options...>::type;
   static constexpr bool sequence_parallel = pick_t<option_kind::sequence_parallel, NoSequenceParallel, Options...>::value;
+  static constexpr context_mode context_exchange =
+      pick_t<option_kind::context_exchange, ContextAllGather, Options...>::value;
+  static constexpr bool context_exchange_given =
+      decltype(hana::length(options_of<option_kind::context_exchange, Options...>()))::value > 0;
   static constexpr checkpoint_mode recompute =
       pick_t<option_kind::gradient_checkpoint, GradientCheckpoint<checkpoint_mode::collection>, Options...>::value;
   // Element<T> is the training precision (make_trainer's default T): activations and the
@@ -211,6 +216,7 @@ struct structure_pass {
     if constexpr (is_strategy_v<default_strategy>) return default_strategy::kind;
     else return strategy_kind::replicate;
   }();
+  static constexpr bool default_context = is_context_v<default_strategy>;
 
   static constexpr auto item_part = [] {
     std::array<int, idx(num_items)> a{};
@@ -220,7 +226,9 @@ struct structure_pass {
   }();
   static constexpr int num_taskgraphs = count_taskgraphs(item_descs, item_part, traits::explicit_parts);
   static constexpr std::array<taskgraph_desc, idx(num_taskgraphs)> taskgraphs = build_taskgraphs<idx(num_taskgraphs)>(
-      item_descs, item_part, traits::explicit_parts, default_kind, default_devices, loss_from_option);
+      item_descs, item_part, traits::explicit_parts, default_kind, default_devices, default_context, loss_from_option);
+  // Context<N>: the devices of a part split every sample's positions N ways (1: no context split)
+  static constexpr int context = num_taskgraphs > 0 && taskgraphs[0].context ? max1(taskgraphs[0].devices) : 1;
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
   // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
   // a V placement (ZeroBubbleV) puts the second chunk in reverse: stage s runs parts s and 2·stages − 1 − s.
@@ -256,7 +264,9 @@ struct structure_pass {
     }
     for (int t = 0; t < num_taskgraphs; ++t) {
       const auto& tg = taskgraphs[idx(t)];
-      if (tg.kind == strategy_kind::replicate && tg.devices > 1 && micro_batch % tg.devices != 0)
+      if (tg.context != taskgraphs[0].context) return diagnosis{rule_id::context_uniform, t};
+      if (context_exchange_given && !tg.context) return diagnosis{rule_id::context_exchange, t};
+      if (tg.kind == strategy_kind::replicate && !tg.context && tg.devices > 1 && micro_batch % tg.devices != 0)
         return diagnosis{rule_id::replicate_batch, micro_batch, tg.devices};
       if (tg.kind == strategy_kind::split && tg.devices > 1) {
         const int n = tg.devices;

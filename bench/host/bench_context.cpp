@@ -1,0 +1,95 @@
+// Context parallelism on the host backend (issue 26): the GPT of bench_gpt (4 pre-LN
+// blocks, D 128, 4 heads, byte vocabulary) at long contexts.
+//
+//  1. Memory per device, from the lowered plan (constexpr, no run): the activation arena,
+//     the stash of one micro-batch and the peak, at Seq 2k, 8k and 32k under Context<1, 2,
+//     4, 8> — the stash shrinks N-fold, the arena less (attention's scratch holds the whole
+//     sequence's k and v).
+//  2. A training step at Seq 2048, two sequences per step (MicroBatch<1> × 2), float32, AdamW,
+//     on however many processes mpiexec starts (1, 2 or 4: Context<world>), each with
+//     `threads` threads: the mean step time after warm-up and tokens/s. Compare runs that use
+//     the same cores: `-n 1` with 2 threads against `-n 2` with 1 thread each.
+//
+//   mpiexec -n N bench_host_context <threads> [steps]     (bench/host/run_context.sh)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr int V = 256, D = 128, H = 4, Blocks = 4;
+template <int S>
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <int S, int N>
+using GPT = Plan<Context<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<Blocks, Attn<S>, MLP>, LayerNorm<D>,
+                         Linear<D, V>>,
+                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>>;
+
+double mib(long long b) { return double(b) / (1024.0 * 1024.0); }
+
+template <int S, int... N>
+void memory_rows() {
+  (std::printf("| %6d | %2d | %9.1f | %9.1f | %9.1f |\n", S, N, mib(GPT<S, N>::activation_arena_bytes(0)),
+               mib(GPT<S, N>::stash_bytes(0)), mib(GPT<S, N>::peak_memory_bytes(0))),
+   ...);
+}
+
+template <int N>
+int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
+  constexpr int S = 2048;
+  using P = GPT<S, N>;
+  w.queue().set_threads(threads);
+  auto train = make_trainer<P>(w, AdamW{.lr = 1e-3, .weight_decay = 0.01});
+  std::mt19937 g(1);
+  constexpr int B = 2;  // the replica's step: two sequences
+  std::vector<float> x(std::size_t(S) * B);
+  std::vector<std::int32_t> y(std::size_t(S) * B);
+  for (auto& v : x) v = float(g() % V);
+  for (auto& v : y) v = std::int32_t(g() % V);
+  const batch_view<float> batch{.inputs = x, .labels = y, .samples = std::size_t(B)};
+  for (int i = 0; i < 2; ++i) train.step(batch);
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss = 0;
+  for (int i = 0; i < steps; ++i) loss = train.step(batch).loss;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  if (w.rank() == 0)
+    std::printf("| %d | %d | %u | %.3f | %.0f | %.4f |\n", S, N, threads, s * 1e3, double(S) * B / s, loss);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto w = strata::init<Host>(argc, argv);
+  const unsigned threads = argc > 1 ? unsigned(std::atoi(argv[1])) : 1;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 5;
+  try {
+    if (w.rank() == 0) {
+      std::printf("Memory per device (MiB, float32, one micro-batch of 1 sequence), from the lowered plan:\n\n");
+      std::printf("| Seq | CP | arena | stash | peak |\n|---:|---:|---:|---:|---:|\n");
+      memory_rows<2048, 1, 2, 4, 8>();
+      memory_rows<8192, 1, 2, 4, 8>();
+      memory_rows<32768, 1, 2, 4, 8>();
+      std::printf("\nTraining step (2 sequences per step, AdamW, float32):\n\n");
+      std::printf("| Seq | CP | threads/process | ms/step | tokens/s | loss |\n|---:|---:|---:|---:|---:|---:|\n");
+    }
+    switch (w.size()) {
+      case 1: return run<1>(w, threads, steps);
+      case 2: return run<2>(w, threads, steps);
+      case 4: return run<4>(w, threads, steps);
+      default:
+        if (w.rank() == 0) std::fprintf(stderr, "bench_host_context: run it on 1, 2 or 4 processes\n");
+        return 2;
+    }
+  } catch (const std::exception& e) {
+    return w.fail(e);
+  }
+}

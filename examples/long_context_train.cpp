@@ -1,0 +1,123 @@
+// A long-context example: the byte-level GPT of the main job (4 pre-LN blocks, D 128, 4
+// heads) over 2048-byte windows of the fortune collections, every window split over the
+// processes by context parallelism (Context<N>, N = the world size: 1, 2 or 4), each process
+// holding 2048/N positions of every sequence through the whole model.
+//   mpiexec -n 4 ./long_context_train [steps] [--all-to-all]
+// First the plan is checked against one device (float64, two steps on random tokens); then
+// it trains `steps` steps (default 200) of two windows each, evaluates held-out windows and
+// recomputes the first one's loss with a plain float64 forward of the trained parameters.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <type_traits>
+
+#include <strata/runtime/trainer.hpp>
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+#include "agreed_load.hpp"
+#include "arguments.hpp"
+#include "gpt/reference.hpp"
+#include "gpt/text_data.hpp"
+
+namespace {
+
+using namespace strata;
+
+constexpr int Vocab = 256, Seq = 2048, D = 128, Heads = 4, Blocks = 4;
+using Attention = Residual<LayerNorm<D>, CausalSelfAttention<D, Heads, Seq>>;
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+template <int N, bool AllToAll, class T>
+using GPT = Plan<Context<N, Embedding<Vocab, D>, PositionEmbedding<Seq, D>, Repeat<Blocks, Attention, MLP>, LayerNorm<D>,
+                         Linear<D, Vocab>>,
+                 Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>, Element<T>,
+                 std::conditional_t<AllToAll, ContextAllToAll, ContextAllGather>>;
+
+template <int N, bool AllToAll, class World>
+int run(World& world, int steps) {
+  using M = float;
+  using P = GPT<N, AllToAll, M>;
+  const bool leader = world.rank() == 0;
+  {  // the plan against one device, in float64
+    using Check = GPT<N, AllToAll, double>;
+    const auto r = verify::against_one_device<Check>(world, Adam{.lr = 1e-3}, 2, verify::random_data<Check>());
+    if (leader) std::printf("%s", r.text().c_str());
+    if (!r.ok()) return 1;
+  }
+  auto train = make_trainer<P, M>(world, AdamW{.lr = 2e-3, .weight_decay = 0.01});
+  train.set_training_options({.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 20, .total = steps,
+                                           .final_ratio = 0.1},
+                              .decay = decay_on::matrices,
+                              .clip_norm = 1.0});
+  const int dp = train.data_parallel(), replica = train.coord().data;
+  const gpt_text::corpus text = examples::agreed_load(world, [] {
+    gpt_text::corpus c = gpt_text::load();
+    gpt_text::require_windows(c, Seq);
+    return c;
+  });
+  if (leader)
+    std::printf("strata long-context GPT: %d blocks, D %d, %d heads, context %d; %d processes = Context<%d> (%s) x DP "
+                "%d; each holds %d positions of every window\n",
+                Blocks, D, Heads, Seq, world.size(), P::context,
+                P::context_exchange == context_mode::all_to_all ? "all-to-all" : "all-gather", dp, Seq / P::context);
+  const std::size_t per_replica = std::size_t(P::replica_batch);
+  const auto t0 = std::chrono::steady_clock::now();
+  double window_loss = 0;
+  int window = 0;
+  for (int s = 0; s < steps; ++s) {
+    const auto b = gpt_text::training_batch<M>(text.train, Seq, 2026, std::uint64_t(s), replica, dp, per_replica);
+    window_loss += train.step({.inputs = b.inputs, .labels = b.labels, .samples = b.samples}).loss, ++window;
+    if (leader && ((s + 1) % 20 == 0 || s + 1 == steps)) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %4d/%d  loss %.4f nats/token  %.0f tokens/s\n", s + 1, steps, window_loss / window,
+                  double(per_replica) * dp * Seq * (s + 1) / secs);
+      std::fflush(stdout);
+      window_loss = 0, window = 0;
+    }
+  }
+  const auto mine = gpt_text::validation_windows<M>(text.validation, Seq, 16, replica, dp, per_replica);
+  const step_result v =
+      train.evaluate({.inputs = mine.w.inputs, .labels = mine.w.labels, .samples = mine.w.samples}, mine.valid);
+  const auto params = train.gather_parameters();
+  const gpt_reference::config cfg{Vocab, Seq, D, Heads, Blocks, 4 * D};
+  const double ref =
+      gpt_reference::window_loss(cfg, params, reinterpret_cast<const unsigned char*>(text.validation.data()));
+  gpt_text::windows<M> first;
+  for (std::size_t i = 0; i < per_replica; ++i) first.add(text.validation, 0, Seq);
+  const step_result one = train.evaluate({.inputs = first.inputs, .labels = first.labels, .samples = first.samples}, 1);
+  if (leader) {
+    std::printf("validation loss: %.4f nats/token over %lld tokens (unigram baseline: %.4f)\n", v.loss, v.rows,
+                gpt_text::unigram_entropy(text.validation));
+    std::printf("float64 reference forward, first held-out window: %.6f nats/token (strata: %.6f)\n", ref, one.loss);
+  }
+  return 0;
+}
+
+template <int N, class World>
+int run_exchange(World& world, int steps, bool all_to_all) {
+  return all_to_all ? run<N, true>(world, steps) : run<N, false>(world, steps);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto world = strata::init<strata::Host>(argc, argv);
+  try {
+    int steps = 200;
+    bool all_to_all = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--all-to-all") all_to_all = true;
+      else if (i == 1) steps = examples::positive_int("steps", a);
+      else throw agreed_error("unknown argument '" + a + "' (usage: long_context_train [steps] [--all-to-all])");
+    }
+    switch (world.size()) {
+      case 1: return run_exchange<1>(world, steps, false);
+      case 2: return run_exchange<2>(world, steps, all_to_all);
+      case 4: return run_exchange<4>(world, steps, all_to_all);
+      default: throw agreed_error("long_context_train runs on 1, 2 or 4 processes, not " + std::to_string(world.size()));
+    }
+  } catch (const std::exception& e) {
+    return world.fail(e);
+  }
+}

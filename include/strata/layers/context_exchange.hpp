@@ -1,0 +1,63 @@
+#pragma once
+// Attention's exchanges under Context<N> (layers/attention.hpp): each of the part's N devices
+// holds positions [k·L, (k+1)·L) of every sequence (L = Seq/N) in attention's head-major
+// layout [parts][seqs][heads][L][dh]. Two ways to let each query see every key:
+//
+//  * all-gather (Megatron's all-gather context parallelism): every device gathers the whole
+//    sequences' k and v — gather_sequences — and attends its own L queries to them; the
+//    gradients of k and v, summed over every device's queries, go back by reduce-scatter
+//    (scatter_sequences).
+//  * all-to-all (DeepSpeed-Ulysses): heads and positions trade places — device j receives
+//    heads [j·h/N, (j+1)·h/N) of every part for the whole sequences (to_whole_sequences) and
+//    attends them; the result trades back (to_own_positions).
+//
+// The layout moves are heads_from_rows / rows_from_heads on blocks (backend/attention.hpp's
+// permutations: out[p][s, h, t, :] = rows[s, t, h, p, :]); the collectives run on the part.
+#include <cstddef>
+
+#include "strata/backend/attention.hpp"
+#include "strata/core/communicator.hpp"
+
+namespace strata::detail {
+
+// [n][blocks][L·dh] from the part's devices → [blocks][n·L][dh]: block b of whole sequences.
+template <class C, class T>
+void gather_sequences(C& c, const T* mine, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* whole) {
+  const std::size_t n = std::size_t(c.n);
+  c.part.all_gather(mine, staging, blocks * len * dh);
+  backend::heads_from_rows(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging),
+                           whole);
+}
+
+// The dual: [blocks][n·L][dh] of whole sequences (this device's share of a sum) → each
+// device's [blocks][L·dh], summed over the part.
+template <class C, class T>
+void scatter_sequences(C& c, const T* whole, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* mine) {
+  const std::size_t n = std::size_t(c.n);
+  backend::rows_from_heads(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, whole, staging);
+  c.part.reduce_scatter(staging, mine, blocks * len * dh, comm::reduce_op::sum);
+}
+
+// [parts·seqs][n][h/n][L][dh] (all heads, own positions) → [parts·seqs·h/n][n·L][dh] (a
+// head group, whole sequences): the group of device j goes to device j.
+template <class C, class T>
+void to_whole_sequences(C& c, const T* own, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
+                        T* send, T* recv, T* whole) {
+  const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
+  backend::heads_from_rows(c.q, outer, std::size_t(1), std::size_t(1), n, block, own, send);  // [n][outer][block]
+  c.part.all_to_all(send, recv, outer * block);
+  backend::heads_from_rows(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh,
+                           static_cast<const T*>(recv), whole);
+}
+
+// The inverse: a head group of whole sequences → all heads at this device's positions.
+template <class C, class T>
+void to_own_positions(C& c, const T* whole, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
+                      T* send, T* recv, T* own) {
+  const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
+  backend::rows_from_heads(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh, whole, send);
+  c.part.all_to_all(send, recv, outer * block);
+  backend::rows_from_heads(c.q, outer, std::size_t(1), std::size_t(1), n, block, static_cast<const T*>(recv), own);
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,116 @@
+// Context parallelism (Context<N>: every sample's positions split over N devices, attention
+// gathering the whole sequence's keys and values): GPT and Llama plans train to the same
+// losses and parameters as one device (strata::verify::against_one_device: float64 within
+// 1e-9, bytes per collective against the plan, replicas bit for bit), alone and with data
+// parallelism, pipelines, ZeRO and recomputation. Positions are global: the learned position
+// table, rotary positions, the causal mask and both dropouts see each token's place in the
+// whole sequence.
+// mpi-ranks: 2 4
+#include "check_one_device.hpp"
+
+#include <strata/runtime/verify.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr int V = 32, S = 16, D = 16, H = 4;
+using CE = Loss<SoftmaxCrossEntropy>;
+using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
+using FullAttn = Residual<LayerNorm<D>, MultiHeadAttention<D, H, S>>;  // not causal
+using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
+
+template <template <int, class...> class Strategy, int N, class A, class... Extra>
+using gpt = Plan<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, A, MLP>, LayerNorm<D>, Linear<D, V>>,
+                 Input<S>, CE, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using gpt_pp2 = Plan<Pipeline<Strategy<N, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>,
+                              Strategy<N, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
+                     Input<S>, CE, MicroBatch<2>, NumMicroBatch<4>, Extra...>;
+
+// Llama-style: rotary grouped-query attention (4 query heads on 2 kv heads) with 10%
+// attention dropout, RMSNorm, SwiGLU, dropout on the branches, tied embeddings
+using LlamaAttn = Residual<RMSNorm<D>, LlamaAttention<D, H, 2, S, 10000, 10>, Dropout<10>>;
+using LlamaMlp = Residual<RMSNorm<D>, SwiGLU<D, 24>, Dropout<10>>;
+template <template <int, class...> class Strategy, int N, class... Extra>
+using llama = Plan<Strategy<N, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, TiedHead<V, D>>, Input<S>,
+                   CE, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+
+using CP2 = gpt<Context, 2, Attn>;
+using CP4 = gpt<Context, 4, Attn>;
+using CP2_FULL = gpt<Context, 2, FullAttn>;
+using CP2_RC = gpt<Context, 2, Attn, GradientCheckpoint<checkpoint_mode::automatic>>;
+using CP2_Z2 = gpt<Context, 2, Attn, Zero<2>>;
+using CP2_PP2 = gpt_pp2<Context, 2>;
+using L_CP2 = llama<Context, 2>;
+using L_CP4 = llama<Context, 4>;
+// ContextAllToAll (DeepSpeed-Ulysses): heads and positions trade places around attention
+using A2A_CP2 = gpt<Context, 2, Attn, ContextAllToAll>;
+using A2A_CP4 = gpt<Context, 4, Attn, ContextAllToAll>;
+using A2A_CP2_FULL_RC = gpt<Context, 2, FullAttn, ContextAllToAll, GradientCheckpoint<checkpoint_mode::automatic>>;
+using A2A_CP2_PP2 = gpt_pp2<Context, 2, ContextAllToAll>;
+using L_A2A_CP2 = llama<Context, 2, ContextAllToAll>;
+
+// The plan: every layer holds 1/N of the rows, attention brings three collectives over the
+// part (k and v gathered forward and backward, their gradients reduce-scattered)
+constexpr auto& cp_attn = CP2::layer_plans[4];
+static_assert(cp_attn.desc.name == "CausalSelfAttention" && cp_attn.context == 2 &&
+              cp_attn.sig == signature::data_parallel && cp_attn.in_layout == sbp::split_batch);
+static_assert(cp_attn.num_comms - cp_attn.num_conversion_comms == 3);
+static_assert(A2A_CP2::layer_plans[4].num_comms == 4 && A2A_CP2::layer_plans[4].exchange == context_mode::all_to_all);
+static_assert(CP2::context == 2 && CP2::devices_per_replica == 2 && CP2_PP2::devices_per_replica == 4);
+static_assert(gpt<Replicate, 2, Attn>::context == 1 && gpt<Replicate, 2, Attn>::layer_plans[4].context == 1);
+
+// Attention's stash is linear in the sequence, and Context<N> divides it by N: the per-layer
+// stash at Seq 1k, 4k and 16k grows 4x per 4x, and CP4 holds a quarter of one device's
+template <int Seq, template <int, class...> class Strategy, int N>
+using long_attn = Plan<Strategy<N, Embedding<V, 64>, CausalSelfAttention<64, 4, Seq>, Linear<64, V>>, Input<Seq>, CE,
+                       MicroBatch<1>>;
+template <class P>
+constexpr long long attn_stash() {
+  return strata::lower::lowered<P>::tables.calls[1].needs.stash_values;
+}
+static_assert(attn_stash<long_attn<4096, Replicate, 1>>() == 4 * attn_stash<long_attn<1024, Replicate, 1>>());
+static_assert(attn_stash<long_attn<16384, Replicate, 1>>() == 4 * attn_stash<long_attn<4096, Replicate, 1>>());
+static_assert(4 * attn_stash<long_attn<16384, Context, 4>>() == attn_stash<long_attn<16384, Replicate, 1>>());
+
+template <class P>
+void check(const char* name, optimizer opt = Adam{.lr = 1e-2}, double tol = 1e-9) {
+  mpi_test::check_one_device<P>("context", name, opt, tol, 6);
+}
+bool world_is(int n) { return mpi_test::world().size() == n; }
+
+}  // namespace
+
+TEST_CASE("Context<N>: a GPT with its sequence split equals one device") {
+  if (world_is(2)) {
+    check<CP2>("GPT: CP2, causal");
+    check<CP2_FULL>("GPT: CP2, not causal");
+    check<CP2_RC>("GPT: CP2, recompute blocks");
+  }
+  if (world_is(4)) {
+    check<CP4>("GPT: CP4, causal");
+    check<CP2>("GPT: CP2 x DP2");
+    check<CP2_Z2>("GPT: CP2 x DP2 ZeRO-2");
+    check<CP2_PP2>("GPT: PP2 x CP2 1F1B");
+  }
+}
+
+TEST_CASE("Context<N> with ContextAllToAll (Ulysses): sequence and heads trade places, equal to one device") {
+  if (world_is(2)) {
+    check<A2A_CP2>("GPT: CP2 all-to-all, causal");
+    check<A2A_CP2_FULL_RC>("GPT: CP2 all-to-all, not causal, recompute");
+    check<L_A2A_CP2>("Llama: CP2 all-to-all (2 kv heads)");
+  }
+  if (world_is(4)) {
+    check<A2A_CP4>("GPT: CP4 all-to-all");
+    check<A2A_CP2>("GPT: CP2 all-to-all x DP2");
+    check<A2A_CP2_PP2>("GPT: PP2 x CP2 all-to-all");
+  }
+}
+
+TEST_CASE("Context<N>: a Llama (rotary GQA, both dropouts, tied) with its sequence split equals one device") {
+  if (world_is(2)) check<L_CP2>("Llama: CP2");
+  if (world_is(4)) check<L_CP4>("Llama: CP4");
+}

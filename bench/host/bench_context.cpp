@@ -7,14 +7,17 @@
 //     sequence's k and v).
 //  2. A training step at Seq 2048, two sequences per step (MicroBatch<1> × 2), float32, AdamW,
 //     on however many processes mpiexec starts (1, 2 or 4: Context<world>), each with
-//     `threads` threads: the mean step time after warm-up and tokens/s. Compare runs that use
-//     the same cores: `-n 1` with 2 threads against `-n 2` with 1 thread each.
+//     `threads` threads, attention exchanging by all-gather (or all-to-all: ContextAllToAll):
+//     the mean step time after warm-up and tokens/s. Compare runs that use the same cores:
+//     `-n 1` with 2 threads against `-n 2` with 1 thread each.
 //
-//   mpiexec -n N bench_host_context <threads> [steps]     (bench/host/run_context.sh)
+//   mpiexec -n N bench_host_context <threads> [steps] [all-to-all]     (bench/host/run_context.sh)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <strata/runtime/trainer.hpp>
@@ -28,10 +31,10 @@ constexpr int V = 256, D = 128, H = 4, Blocks = 4;
 template <int S>
 using Attn = Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>>;
 using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
-template <int S, int N>
+template <int S, int N, class Exchange = ContextAllGather>
 using GPT = Plan<Context<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<Blocks, Attn<S>, MLP>, LayerNorm<D>,
                          Linear<D, V>>,
-                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>>;
+                 Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>, Exchange>;
 
 double mib(long long b) { return double(b) / (1024.0 * 1024.0); }
 
@@ -42,10 +45,10 @@ void memory_rows() {
    ...);
 }
 
-template <int N>
+template <int N, class Exchange>
 int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   constexpr int S = 2048;
-  using P = GPT<S, N>;
+  using P = GPT<S, N, Exchange>;
   w.queue().set_threads(threads);
   auto train = make_trainer<P>(w, AdamW{.lr = 1e-3, .weight_decay = 0.01});
   std::mt19937 g(1);
@@ -61,7 +64,9 @@ int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   for (int i = 0; i < steps; ++i) loss = train.step(batch).loss;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   if (w.rank() == 0)
-    std::printf("| %d | %d | %u | %.3f | %.0f | %.4f |\n", S, N, threads, s * 1e3, double(S) * B / s, loss);
+    std::printf("| %d | %d | %s | %u | %.3f | %.0f | %.4f |\n", S, N,
+                std::is_same_v<Exchange, ContextAllToAll> ? "all-to-all" : "all-gather", threads, s * 1e3,
+                double(S) * B / s, loss);
   return 0;
 }
 
@@ -71,6 +76,7 @@ int main(int argc, char** argv) {
   auto w = strata::init<Host>(argc, argv);
   const unsigned threads = argc > 1 ? unsigned(std::atoi(argv[1])) : 1;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const bool all_to_all = argc > 3 && std::string(argv[3]) == "all-to-all";
   try {
     if (w.rank() == 0) {
       std::printf("Memory per device (MiB, float32, one micro-batch of 1 sequence), from the lowered plan:\n\n");
@@ -79,12 +85,13 @@ int main(int argc, char** argv) {
       memory_rows<8192, 1, 2, 4, 8>();
       memory_rows<32768, 1, 2, 4, 8>();
       std::printf("\nTraining step (2 sequences per step, AdamW, float32):\n\n");
-      std::printf("| Seq | CP | threads/process | ms/step | tokens/s | loss |\n|---:|---:|---:|---:|---:|---:|\n");
+      std::printf("| Seq | CP | attention exchange | threads/process | ms/step | tokens/s | loss |\n"
+                  "|---:|---:|---|---:|---:|---:|---:|\n");
     }
     switch (w.size()) {
-      case 1: return run<1>(w, threads, steps);
-      case 2: return run<2>(w, threads, steps);
-      case 4: return run<4>(w, threads, steps);
+      case 1: return run<1, ContextAllGather>(w, threads, steps);
+      case 2: return all_to_all ? run<2, ContextAllToAll>(w, threads, steps) : run<2, ContextAllGather>(w, threads, steps);
+      case 4: return all_to_all ? run<4, ContextAllToAll>(w, threads, steps) : run<4, ContextAllGather>(w, threads, steps);
       default:
         if (w.rank() == 0) std::fprintf(stderr, "bench_host_context: run it on 1, 2 or 4 processes\n");
         return 2;

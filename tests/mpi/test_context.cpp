@@ -8,6 +8,11 @@
 // mpi-ranks: 2 4
 #include "check_one_device.hpp"
 
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
 
@@ -108,6 +113,44 @@ TEST_CASE("Context<N> with ContextAllToAll (Ulysses): sequence and heads trade p
     check<A2A_CP2>("GPT: CP2 all-to-all x DP2");
     check<A2A_CP2_PP2>("GPT: PP2 x CP2 all-to-all");
   }
+}
+
+TEST_CASE("Context<N>: bf16 against float64 on one device") {
+  // SGD: bf16's rounding noise in zero gradients would be scaled to lr-sized steps by Adam
+  const SGD sgd{.lr = 0.1, .momentum = 0.9};
+  if (world_is(2)) {
+    mpi_test::check_one_device<CP2, bf16, double>("context", "GPT: bf16 CP2 against float64", sgd, 3e-2, 6);
+    mpi_test::check_one_device<L_A2A_CP2, bf16, double>("context", "Llama: bf16 CP2 all-to-all against float64", sgd,
+                                                        3e-2, 6);
+  }
+}
+
+// An evaluation whose last samples are padding: each device counts its chunk of the valid
+// samples only (the loss layer's valid rows, counted in the device's rows per sample).
+template <class P>
+void check_padded_evaluation() {
+  auto& w = mpi_test::world();
+  if (w.size() != P::devices_per_replica) return;
+  auto t = make_trainer<P, double>(w, SGD{});
+  auto one = local_world<Host>();
+  auto ref = make_trainer<verify::one_device_plan<P>, double>(one, SGD{});  // the same seed, the same model
+  const std::size_t n = std::size_t(P::replica_batch);
+  std::vector<double> x(n * S);
+  std::vector<std::int32_t> y(n * S);
+  verify::random_data<P>(5)(0, std::span<double>(x), std::span<std::int32_t>(y));
+  for (std::size_t valid = 1; valid <= n; ++valid) {
+    const step_result a = t.evaluate({.inputs = x, .labels = y, .samples = n}, valid);
+    const step_result b = ref.evaluate({.inputs = x, .labels = y, .samples = n}, valid);
+    CHECK(a.rows == static_cast<long long>(valid * S));
+    CHECK(b.rows == a.rows);
+    CHECK(std::abs(a.loss - b.loss) <= 1e-13 * b.loss);
+    CHECK(a.correct == b.correct);
+  }
+}
+
+TEST_CASE("Context<N>: a padded evaluation counts the valid samples' positions on every device") {
+  check_padded_evaluation<CP2>();
+  check_padded_evaluation<A2A_CP4>();
 }
 
 TEST_CASE("Context<N>: a Llama (rotary GQA, both dropouts, tied) with its sequence split equals one device") {

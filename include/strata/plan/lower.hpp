@@ -63,6 +63,8 @@ struct lowering {
   // that device k's rows, chunk k of every sample, lie together as a row split reads them.
   // No moves without it.
   static constexpr int context = P::context;
+  static_assert(!P::valid || (input_elems % context == 0 && labels_per_sample % context == 0),
+                "strata internal: Context<N> cuts every sample's inputs and labels N ways ([context-seq] checks it)");
   struct chunk_move {
     long long from = 0, to = 0;  // in chunks of a sample (input_elems / context elements of the input)
   };

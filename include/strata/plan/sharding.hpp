@@ -303,7 +303,10 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         if (tg.context) {
           // Context<N>: the same rows split, cut through every sample (exec: the batch arranged
           // chunk-major); a layer that mixes positions (attention) brings its collectives
-          const long long positions = lp.in.rows() > 1 ? lp.in.rows() : lp.in.last();  // token ids: [Seq]
+          // a sample's positions: its rows, or the [Seq] token ids the first layer reads; any other
+          // input of one row per sample has no sequence to split (1 position: refused for N > 1)
+          const bool token_ids = li == 0 && d.reads_ids && lp.in.rows() == 1;
+          const long long positions = token_ids ? lp.in.last() : lp.in.rows();
           if (positions % n != 0) fail({rule_id::context_seq, li, static_cast<int>(positions), n});
           const shard_choice own = d.context_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
                                                                next_is_loss, ctx.sequence_parallel, ctx.exchange});

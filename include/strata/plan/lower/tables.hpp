@@ -132,7 +132,8 @@ struct call_origin {
   // Where the local rows lie in their samples: local row r is sample (sample_row0 + r) / R
   // of the micro-batch at position pos0 + (sample_row0 + r) % R, R the local rows per sample
   // (layer_call::sample_rows). Without Context<N>, sample_row0 = row0 and pos0 = 0; with it,
-  // the device holds positions [pos0, pos0 + R) of every sample: sample_row0 = 0.
+  // the device holds positions [pos0, pos0 + R) of every sample: sample_row0 = 0. (The first
+  // layer reading [Seq] token ids has one row of Seq/N columns per sample instead.)
   long long sample_row0 = 0, pos0 = 0;
 };
 

@@ -76,11 +76,7 @@ int run(World& world, const job_options& o) {
     if (leader) std::printf("checkpoint after step %d: %s\n", done, o.checkpoint.c_str());
   };
   const int dp = train.data_parallel(), replica = train.coord().data;
-  const gpt_text::corpus text = examples::agreed_load(world, [] {
-    gpt_text::corpus c = gpt_text::load();
-    gpt_text::require_windows(c, Seq);
-    return c;
-  });
+  const gpt_text::corpus text = examples::agreed_load(world, [] { return gpt_text::load_for(Seq); });
   if (leader)
     std::printf("strata GPT: %d blocks, D %d, %d heads, context %d, byte vocabulary; %d processes = %d stages x "
                 "Split<%d> x DP %d%s; %lld parameters\n"

@@ -50,11 +50,7 @@ int run(World& world, int steps) {
                               .decay = decay_on::matrices,
                               .clip_norm = 1.0});
   const int dp = train.data_parallel(), replica = train.coord().data;
-  const gpt_text::corpus text = examples::agreed_load(world, [] {
-    gpt_text::corpus c = gpt_text::load();
-    gpt_text::require_windows(c, Seq);
-    return c;
-  });
+  const gpt_text::corpus text = examples::agreed_load(world, [] { return gpt_text::load_for(Seq); });
   if (leader)
     std::printf("strata long-context GPT: %d blocks, D %d, %d heads, context %d; %d processes = Context<%d> (%s) x DP "
                 "%d; each holds %d positions of every window\n",

@@ -74,13 +74,18 @@ recover() {
   done
 }
 
+# The world attempt k runs on: the k-th of --worlds, or the last.
+world_of() {
+  local k=$1 n=${#worlds[@]}
+  echo "${worlds[$(( k < n ? k : n - 1 ))]}"
+}
+
 attempt=0
 while :; do
   recover "$checkpoint"
   cmd=("$@")
-  world=""
-  if [ ${#worlds[@]} -gt 0 ]; then  # attempt k runs on the k-th world listed, or the last
-    world=${worlds[$(( attempt < ${#worlds[@]} ? attempt : ${#worlds[@]} - 1 ))]}
+  if [ ${#worlds[@]} -gt 0 ]; then
+    world=$(world_of "$attempt")
     cmd=("${cmd[@]//\{world\}/$world}")
   fi
   if [ -n "$checkpoint" ] && [ -f "$checkpoint/index.json" ] && [ "$attempt" -gt 0 ]; then
@@ -98,9 +103,7 @@ while :; do
   fi
   attempt=$((attempt + 1))
   on=""
-  if [ ${#worlds[@]} -gt 0 ]; then
-    on=" on ${worlds[$(( attempt < ${#worlds[@]} ? attempt : ${#worlds[@]} - 1 ))]} process(es)"
-  fi
+  [ ${#worlds[@]} -gt 0 ] && on=" on $(world_of "$attempt") process(es)"
   if [ -n "$checkpoint" ] && [ -f "$checkpoint/index.json" ]; then
     echo "[strata-run] the job failed with status $status; restart $attempt of $retries$on from $checkpoint (after step $(checkpoint_step "$checkpoint"))" >&2
   else

@@ -83,6 +83,13 @@ inline void require_windows(const corpus& c, std::size_t seq) {
 
 // Entropy, in nats per byte, of the byte frequencies of `text`: the loss of the best
 // model that ignores context (the unigram baseline).
+// Every collection, checked to hold enough windows of `seq` bytes for training and validation.
+inline corpus load_for(std::size_t seq) {
+  corpus c = load();
+  require_windows(c, seq);
+  return c;
+}
+
 inline double unigram_entropy(const std::string& text) {
   std::vector<double> count(256, 0.0);
   for (unsigned char b : text) count[b] += 1;

@@ -12,10 +12,10 @@
 //    attends them; the result trades back (to_own_positions).
 //
 // The layout moves are heads_from_rows / rows_from_heads on blocks (backend/attention.hpp's
-// permutations: out[p][s, h, t, :] = rows[s, t, h, p, :]); the collectives run on the part.
+// permutations: out[p][s, h, t, :] = rows[s, t, h, p, :]), found through the queue as every
+// layer finds its kernels; the collectives run on the part.
 #include <cstddef>
 
-#include "strata/backend/attention.hpp"
 #include "strata/core/communicator.hpp"
 
 namespace strata::detail {
@@ -25,7 +25,7 @@ template <class C, class T>
 void gather_sequences(C& c, const T* mine, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* whole) {
   const std::size_t n = std::size_t(c.n);
   c.part.all_gather(mine, staging, blocks * len * dh);
-  backend::heads_from_rows(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging),
+  heads_from_rows(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging),
                            whole);
 }
 
@@ -34,7 +34,7 @@ void gather_sequences(C& c, const T* mine, std::size_t blocks, std::size_t len, 
 template <class C, class T>
 void scatter_sequences(C& c, const T* whole, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* mine) {
   const std::size_t n = std::size_t(c.n);
-  backend::rows_from_heads(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, whole, staging);
+  rows_from_heads(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, whole, staging);
   c.part.reduce_scatter(staging, mine, blocks * len * dh, comm::reduce_op::sum);
 }
 
@@ -44,9 +44,9 @@ template <class C, class T>
 void to_whole_sequences(C& c, const T* own, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
                         T* send, T* recv, T* whole) {
   const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
-  backend::heads_from_rows(c.q, outer, std::size_t(1), std::size_t(1), n, block, own, send);  // [n][outer][block]
+  heads_from_rows(c.q, outer, std::size_t(1), std::size_t(1), n, block, own, send);  // [n][outer][block]
   c.part.all_to_all(send, recv, outer * block);
-  backend::heads_from_rows(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh,
+  heads_from_rows(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh,
                            static_cast<const T*>(recv), whole);
 }
 
@@ -55,9 +55,9 @@ template <class C, class T>
 void to_own_positions(C& c, const T* whole, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
                       T* send, T* recv, T* own) {
   const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
-  backend::rows_from_heads(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh, whole, send);
+  rows_from_heads(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh, whole, send);
   c.part.all_to_all(send, recv, outer * block);
-  backend::rows_from_heads(c.q, outer, std::size_t(1), std::size_t(1), n, block, static_cast<const T*>(recv), own);
+  rows_from_heads(c.q, outer, std::size_t(1), std::size_t(1), n, block, static_cast<const T*>(recv), own);
 }
 
 }  // namespace strata::detail

@@ -72,7 +72,7 @@ constexpr void describe_calls(Tables& t) {
     c.dims.q = L.in_layout == sbp::block ? P::mesh.features : 0;
     c.dims.context = L.context;
     c.dims.exchange = L.exchange;
-    c.sample_rows = L.in.rows() > 1 || L.context == 1 ? L.in.rows() / L.context : L.in.last() / L.context;
+    c.sample_rows = (cuts_columns<P>(L.in, L.in_layout) ? L.in.last() : L.in.rows()) / L.context;
     c.needs = L.desc.memory(c.dims);
     c.num_params = L.desc.num_params;
     c.taskgraph = L.taskgraph;

@@ -12,6 +12,7 @@
 #include "strata/layers/position.hpp"
 #include "strata/layers/residual.hpp"
 #include "strata/layers/rmsnorm.hpp"
+#include "strata/layers/segment_embedding.hpp"
 #include "strata/layers/swiglu.hpp"
 #include "strata/layers/tied_head.hpp"
 #include "strata/core/shape.hpp"

@@ -248,6 +248,56 @@ TEST_CASE("Embedding (table gradient)") {
   check_layer<layers::Embedding<10, 4>>(shape_v<3>, 2, ids, nullptr, /*check_dx=*/false);
 }
 
+TEST_CASE("SegmentEmbedding: both tables' gradients; the forward against word[id] + segment[type]") {
+  // two sequences of 5 ids, separator 9: types 0 0 0 1 1 and 0 1 1 2 2 (Types 3: the last
+  // separator would open a fourth segment: capped)
+  const std::vector<double> ids = {0, 3, 9, 3, 9, 9, 1, 9, 9, 2};
+  check_layer<layers::SegmentEmbedding<10, 4, 3, 9>>(shape_v<5>, 2, ids, nullptr, /*check_dx=*/false);
+  harness h;
+  using L = layers::SegmentEmbedding<10, 4, 3, 9>;
+  layer_call<L> call(shape_v<5>, 2);
+  std::vector<std::vector<double>> params{h.rand(40), h.rand(12)}, grads{std::vector<double>(40), std::vector<double>(12)};
+  ctx_t c = call.context(h, params, grads);
+  std::vector<double> y(10 * 4);
+  c.x = ids.data();
+  c.y = y.data();
+  L::forward(c);
+  const int type[10] = {0, 0, 0, 1, 1, 0, 1, 1, 2, 2};
+  for (std::size_t t = 0; t < 10; ++t)
+    for (std::size_t j = 0; j < 4; ++j)
+      CHECK_MESSAGE(y[t * 4 + j] == params[0][std::size_t(ids[t]) * 4 + j] + params[1][std::size_t(type[t]) * 4 + j], t);
+}
+
+TEST_CASE("TiedHead with and without its own bias (BERT's decoder has one)") {
+  harness h;
+  check_layer<layers::TiedHead<7, 4>>(shape_v<4>, 3, h.rand(3 * 4));
+  check_layer<layers::TiedHead<7, 4, true>>(shape_v<4>, 3, h.rand(3 * 4));
+}
+
+TEST_CASE("SoftmaxCrossEntropy: rows labelled ignore_label have no loss and no gradient") {
+  harness h;
+  std::vector<std::int32_t> labels = {2, strata::ignore_label, 4, strata::ignore_label, 1};
+  exec::loss_io<double> lio;
+  lio.labels = labels.data();
+  lio.scale = 1.0 / 3;
+  check_layer<layers::SoftmaxCrossEntropy>(shape_v<5>, 5, h.rand(5 * 5, 2.0), &lio);
+  // the books count the three labelled rows only
+  layer_call<layers::SoftmaxCrossEntropy> call(shape_v<5>, 5);
+  std::vector<std::vector<double>> none;
+  ctx_t c = call.context(h, none, none);
+  const auto x = h.rand(25);
+  std::vector<double> dx(25, 1.0);
+  double acc[3] = {0, 0, 0};
+  lio.acc = acc;
+  c.loss = &lio;
+  c.x = x.data();
+  layers::SoftmaxCrossEntropy::forward(c);
+  CHECK(acc[2] == 3.0);
+  c.dx = dx.data();
+  layers::SoftmaxCrossEntropy::backward(c);
+  for (std::size_t j = 0; j < 5; ++j) CHECK(dx[5 + j] == 0.0);
+}
+
 TEST_CASE("SoftmaxCrossEntropy (mean loss)") {
   harness h;
   std::vector<std::int32_t> labels = {2, 0, 4, 1, 1};

@@ -93,3 +93,39 @@ TEST_CASE("each update uses lr times the schedule's factor") {
                 doctest::Approx(cosine.factor(s) * (pf[i][k][j] - p0[i][k][j])).epsilon(1e-10).scale(1e-14));
   }
 }
+
+TEST_CASE("rows labelled ignore_label: the step's loss and gradient are the mean over the counted rows") {
+  // A: samples 0 and 1 labelled, samples 2 and 3 all ignore_label; B: samples 0, 1, 0, 1.
+  // The mean over A's counted rows is B's mean, so one SGD step moves both alike.
+  using P = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP, LayerNorm<D>, Linear<D, V>>, Input<S>,
+                 Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<2>, Element<double>>;
+  auto w = local_world<Host>();
+  auto a = make_trainer<P>(w, SGD{.lr = 0.5}, 3);
+  auto b = make_trainer<P>(w, SGD{.lr = 0.5}, 3);
+  const auto first = tokens(2 * S, 1), other = tokens(2 * S, 5);
+  std::vector<std::int32_t> y2(2 * S);
+  for (std::size_t i = 0; i < y2.size(); ++i) y2[i] = std::int32_t((i * 5 + 2) % V);
+  std::vector<double> xa = first, xb = first;
+  xa.insert(xa.end(), other.begin(), other.end());
+  xb.insert(xb.end(), first.begin(), first.end());
+  std::vector<std::int32_t> ya = y2, yb = y2;
+  ya.insert(ya.end(), 2 * S, ignore_label);
+  yb.insert(yb.end(), y2.begin(), y2.end());
+  const step_result ra = a.step({.inputs = xa, .labels = ya, .samples = 4});
+  const step_result rb = b.step({.inputs = xb, .labels = yb, .samples = 4});
+  CHECK(ra.rows == 2 * S);
+  CHECK(rb.rows == 4 * S);
+  CHECK(ra.loss == doctest::Approx(rb.loss).epsilon(1e-14));
+  const auto pa = a.gather_parameters(), pb = b.gather_parameters();
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    for (std::size_t k = 0; k < pa[i].size(); ++k)
+      for (std::size_t e = 0; e < pa[i][k].size(); ++e)
+        worst = std::max(worst, std::abs(pa[i][k][e] - pb[i][k][e]) / std::max(std::abs(pb[i][k][e]), 1e-3));
+  CHECK(worst < 1e-12);
+  // another negative label is refused on every rank before the step
+  ya[3] = -1;
+  CHECK_THROWS_WITH_AS(a.step({.inputs = xa, .labels = ya, .samples = 4}),
+                       doctest::Contains("label -1 at position 3 is outside [0, 11) and is not -100 (ignored)"),
+                       agreed_error);
+}

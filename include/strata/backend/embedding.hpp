@@ -1,7 +1,7 @@
 #pragma once
 // The embedding kernel family's front (dispatch.hpp): token-id checks, lookups and the
 // gradient's deterministic scatter-add (optionally vocabulary-parallel), and learned
-// positions. Implementations: host/embedding.hpp, cuda/embedding.cuh.
+// positions, BERT's segment ids. Implementations: host/embedding.hpp, cuda/embedding.cuh.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -92,6 +92,18 @@ void position_backward(Q& q, std::size_t rows, std::size_t D, std::size_t seq, s
   if (D == 0 || seq == 0) return;
   detail::need(dpos && (rows == 0 || dy), "position_backward", "null pointer");
   impl::embedding_kernels<Q>::position_backward(q, rows, D, seq, row0, dy, dpos, accumulate);
+}
+
+// BERT's segments (token types): for each of `samples` sequences of `seq` ids,
+// types[t] = the number of `sep` ids before position t, at most `last` (the separator
+// itself belongs to the segment it closes: [CLS] a… [SEP] → 0, b… [SEP] → 1).
+template <kernel_queue Q>
+void segment_ids(Q& q, std::size_t samples, std::size_t seq, const std::int32_t* ids, std::int32_t sep,
+                 std::int32_t last, std::int32_t* types) {
+  if (samples * seq == 0) return;
+  detail::need(ids && types, "segment_ids", "null pointer");
+  detail::need(last >= 0, "segment_ids", "last must be >= 0");
+  impl::embedding_kernels<Q>::segment_ids(q, samples, seq, ids, sep, last, types);
 }
 
 }  // namespace kernels

@@ -8,10 +8,15 @@
 // first such row and the range (detail::bad_label): the host before writing anything, a
 // device backend when raise_device_errors reads its error word back (the row's outputs
 // are NaN meanwhile, and nothing out of bounds is read).
+//
+// A label of ignore_label (−100, PyTorch's ignore_index) marks a row that does not count:
+// its loss and gradient are zero and the books skip it (a masked-language-model loss
+// over the masked positions only).
 #include <cstddef>
 #include <cstdint>
 
 #include "strata/backend/dispatch.hpp"
+#include "strata/core/ignore_label.hpp"
 
 namespace strata::backend {
 
@@ -24,7 +29,7 @@ inline namespace kernels {
 
 // loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]] for a rows x cols matrix
 // (max-subtracted). probs_out (may be null, may alias logits) receives softmax(logits).
-// labels must lie in [0, cols). T: logits, probs; S: the loss.
+// labels must lie in [0, cols) or be ignore_label (loss 0). T: logits, probs; S: the loss.
 template <class T, class S = T, kernel_queue Q>
 void softmax_cross_entropy_forward(Q& q, std::size_t rows, std::size_t cols, const T* logits,
                                    const std::int32_t* labels, S* loss_per_row, T* probs_out) {
@@ -36,7 +41,7 @@ void softmax_cross_entropy_forward(Q& q, std::size_t rows, std::size_t cols, con
 }
 
 // dlogits = scale * (probs - onehot(labels)), in compute_t<T> with scale rounded to it.
-// dlogits may alias probs. labels must lie in [0, cols).
+// dlogits may alias probs. labels must lie in [0, cols) or be ignore_label (a zero row).
 template <class T, kernel_queue Q>
 void softmax_cross_entropy_backward(Q& q, std::size_t rows, std::size_t cols, const T* probs,
                                     const std::int32_t* labels, double scale, T* dlogits) {
@@ -75,7 +80,8 @@ void xent_local_sumexp(Q& q, std::size_t rows, std::size_t cols, const T* logits
 }
 
 // target[r] = logits[r, labels[r] - col_offset] when the label falls in this slice, else
-// 0, so a sum over ranks yields the target logit. Negative labels are out of range (the
+// 0, so a sum over ranks yields the target logit; 0 for ignore_label (the row's loss is
+// then meaningless: the books skip it). Other negative labels are out of range (the
 // upper bound is checked by the caller, who knows the full vocabulary: see check_ids).
 template <class T, class S = T, kernel_queue Q>
 void xent_target_logit(Q& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
@@ -96,8 +102,8 @@ void xent_loss(Q& q, std::size_t rows, const S* row_max, const S* sum_exp, const
 }
 
 // This rank's slice of dlogits = scale * (softmax - onehot), the softmax recomputed in
-// compute_t<T> from the logits and the all-reduced row_max / sum_exp. Negative labels are
-// out of range.
+// compute_t<T> from the logits and the all-reduced row_max / sum_exp; a zero row for
+// ignore_label. Other negative labels are out of range.
 template <class T, class S = T, kernel_queue Q>
 void xent_local_backward(Q& q, std::size_t rows, std::size_t cols, const T* logits, const std::int32_t* labels,
                          std::size_t col_offset, const S* row_max, const S* sum_exp, double scale, T* dlogits) {
@@ -109,17 +115,17 @@ void xent_local_backward(Q& q, std::size_t rows, std::size_t cols, const T* logi
 }
 
 // acc[0] += Σ loss[r], acc[1] += #(target[r] ≥ row_max[r]), acc[2] += rows counted, over
-// the first min(rows, valid) rows, deterministically. acc is 3 doubles of backend memory,
-// so a step that never leaves the device (a captured graph) can keep the books. S: the
+// the first min(rows, valid) rows whose label is not ignore_label, deterministically. acc
+// is 3 doubles of backend memory, so a step that never leaves the device (a captured graph) can keep the books. S: the
 // statistics type (stat_t of the step's precision).
 template <class S, kernel_queue Q>
-void loss_accumulate(Q& q, std::size_t rows, std::size_t valid, const S* loss, const S* target, const S* row_max,
-                     double* acc) {
+void loss_accumulate(Q& q, std::size_t rows, std::size_t valid, const std::int32_t* labels, const S* loss,
+                     const S* target, const S* row_max, double* acc) {
   static_assert(detail::is_real_v<S>);
   const std::size_t n = rows < valid ? rows : valid;
   if (n == 0) return;
-  detail::need(loss && target && row_max && acc, "loss_accumulate", "null pointer");
-  impl::softmax_kernels<Q>::loss_accumulate(q, n, loss, target, row_max, acc);
+  detail::need(labels && loss && target && row_max && acc, "loss_accumulate", "null pointer");
+  impl::softmax_kernels<Q>::loss_accumulate(q, n, labels, loss, target, row_max, acc);
 }
 
 }  // namespace kernels

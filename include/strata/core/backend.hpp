@@ -50,10 +50,11 @@ concept backend_kernels_for = requires(typename B::queue& q, T* p, const T* c, d
   xent_target_logit(q, n, n, c, cids, n, p);
   xent_loss(q, n, c, c, c, p);
   xent_local_backward(q, n, n, c, cids, n, c, c, a, p);
-  loss_accumulate(q, n, n, c, c, c, d);
+  loss_accumulate(q, n, n, cids, c, c, c, d);
   // embedding
   embedding_forward(q, n, n, cids, c, n, n, p);
   embedding_backward(q, n, n, cids, c, n, n, p, true);
+  segment_ids(q, n, n, cids, std::int32_t(0), std::int32_t(1), ids);
   // optimizers
   sgd_momentum_step(q, n, a, a, a, p, c, p);
   adam_step(q, n, a, a, a, a, a, std::int64_t(1), p, c, p, p, true);

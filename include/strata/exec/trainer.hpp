@@ -23,6 +23,7 @@
 #include "strata/core/agreed_error.hpp"
 #include "strata/core/communicator.hpp"
 #include "strata/core/finite.hpp"
+#include "strata/core/ignore_label.hpp"
 #include "strata/core/precision.hpp"
 #include "strata/core/threads.hpp"
 #include "strata/exec/batch.hpp"
@@ -341,7 +342,11 @@ class trainer {
                          " (NaN/Inf): stopping before the update");
     ++step_;
     step_result out = r;
-    out.skipped = !exec_->run_optimizer(opt_, updates_ + 1, step_, train_opts_, loss_scale_, scaled);
+    // the gradient was scaled for every row; rows labelled ignore_label do not count
+    const double all_rows = double(step_samples * labels_per_sample) * passes * dp_;
+    const double counted = r.rows > 0 ? double(r.rows) : all_rows;
+    out.skipped = !exec_->run_optimizer(opt_, updates_ + 1, step_, train_opts_, loss_scale_ * (counted / all_rows),
+                                        scaled);
     if (!out.skipped) ++updates_;
     const double before = loss_scale_;
     if constexpr (scale_kind == loss_scale_kind::dynamic) {
@@ -565,9 +570,9 @@ class trainer {
       }
     }
     for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] < 0 || labels[i] >= P::classes)
+      if ((labels[i] < 0 || labels[i] >= P::classes) && labels[i] != ignore_label)
         return "label " + std::to_string(labels[i]) + " at position " + std::to_string(i) + " is outside [0, " +
-               std::to_string(P::classes) + ")";
+               std::to_string(P::classes) + ") and is not " + std::to_string(ignore_label) + " (ignored)";
     return {};
   }
 

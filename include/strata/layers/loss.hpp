@@ -4,6 +4,9 @@
 // Linear, or as S(0,-1) blocks of the 2D/2.5D/3D modes) it runs vocabulary-parallel: the
 // row max, Σexp and target logit are all-reduced over the devices that hold the row's
 // other classes (the part; a mesh row), and each device keeps its slice of the gradient.
+// A label of ignore_label (−100) does not count: the step's loss is the mean over the
+// counted rows of the whole global batch (the trainer rescales the gradient once the
+// count is known).
 #include "strata/core/communicator.hpp"
 #include "strata/layers/layer.hpp"
 
@@ -64,13 +67,13 @@ struct SoftmaxCrossEntropy {
       xent_target_logit(c.q, R, K, c.x, L.labels, c.col0, target);
       row.all_reduce(target, R, comm::reduce_op::sum);
       xent_loss(c.q, R, row_max, sum_exp, target, loss);
-      if (L.counts) loss_accumulate(c.q, R, L.valid, loss, target, row_max, L.acc);
+      if (L.counts) loss_accumulate(c.q, R, L.valid, L.labels, loss, target, row_max, L.acc);
     } else {
       auto* row_max = c.scratch_stats + 2 * R;
       softmax_cross_entropy_forward(c.q, R, K, c.x, L.labels, loss, c.stash_values);
       xent_local_max(c.q, R, K, c.x, row_max);
       xent_target_logit(c.q, R, K, c.x, L.labels, 0, target);
-      if (L.counts) loss_accumulate(c.q, R, L.valid, loss, target, row_max, L.acc);
+      if (L.counts) loss_accumulate(c.q, R, L.valid, L.labels, loss, target, row_max, L.acc);
     }
   }
   template <class C>

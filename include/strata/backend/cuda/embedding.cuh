@@ -136,6 +136,20 @@ __global__ void k_position_backward(std::size_t rows, std::size_t D, std::size_t
   }
 }
 
+// One thread per sequence: a scan of `seq` ids (sequences are short next to the work
+// around this call).
+template <class I>
+__global__ void k_segment_ids(std::size_t samples, std::size_t seq, const I* ids, I sep, I last, I* types) {
+  for (std::size_t s = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; s < samples;
+       s += std::size_t(gridDim.x) * blockDim.x) {
+    I t = 0;
+    for (std::size_t j = s * seq; j < (s + 1) * seq; ++j) {
+      types[j] = t;
+      if (ids[j] == sep && t < last) ++t;
+    }
+  }
+}
+
 inline int bits_for(std::size_t v) {
   int b = 1;
   while (b < 32 && (std::size_t(1) << b) <= v) ++b;
@@ -239,6 +253,13 @@ struct embedding_kernels {
     detail::k_position_backward<T, G><<<detail::flat_grid(q, seq * D), detail::flat_threads, 0, q.stream()>>>(
         rows, D, seq, row0, dy, dpos, accumulate);
     STRATA_CUDA_CHECK_LAUNCH("k_position_backward");
+  }
+
+  static void segment_ids(queue& q, std::size_t samples, std::size_t seq, const std::int32_t* ids,
+                          std::int32_t sep, std::int32_t last, std::int32_t* types) {
+    detail::k_segment_ids<std::int32_t><<<detail::flat_grid(q, samples), detail::flat_threads, 0, q.stream()>>>(samples, seq, ids,
+                                                                                                 sep, last, types);
+    STRATA_CUDA_CHECK_LAUNCH("k_segment_ids");
   }
 };
 

@@ -75,6 +75,8 @@ __global__ void __launch_bounds__(TH* RPB)
     if (ok) {
       // log(s) >= 0 and x[l] - m <= 0: no cancellation between large terms.
       loss[r] = S(log(s) - double(C(x[l]) - m));
+    } else if (l == ignore_label) {
+      loss[r] = S(0);
     } else {
       loss[r] = d_nan<S>();
       report_label(st, kc_softmax_forward, r, l, 0, static_cast<long long>(cols));
@@ -115,7 +117,10 @@ __global__ void k_xent_backward(std::size_t rows, std::size_t cols, const T* src
     load<V>(src + i, in);
     bool bad;
     std::size_t lj = ~std::size_t(0);  // label column within this slice, if any
-    if constexpr (FromLogits) {
+    const bool ignored = l == ignore_label;
+    if (ignored) {
+      bad = false;
+    } else if constexpr (FromLogits) {
       bad = l < 0;
       if (!bad && std::size_t(l) >= col_offset && std::size_t(l) - col_offset < cols) lj = std::size_t(l) - col_offset;
     } else {
@@ -137,7 +142,7 @@ __global__ void k_xent_backward(std::size_t rows, std::size_t cols, const T* src
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const C p = FromLogits ? d_exp(C(in[k]) - m) * inv : C(in[k]);
-        out[k] = T(j0 + k == lj ? s * (p - C(1)) : s * p);
+        out[k] = ignored ? d_zero<T>() : T(j0 + k == lj ? s * (p - C(1)) : s * p);
       }
     }
     store<V>(d + i, out);
@@ -200,6 +205,10 @@ __global__ void k_xent_target_logit(std::size_t rows, std::size_t cols, const T*
   for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
        r += std::size_t(gridDim.x) * blockDim.x) {
     const std::int32_t l = labels[r];
+    if (l == ignore_label) {
+      target[r] = S(0);
+      continue;
+    }
     if (l < 0) {
       target[r] = d_nan<S>();
       report_label(st, kc_xent_target_logit, r, l, 0, INT32_MAX);
@@ -220,19 +229,23 @@ __global__ void k_xent_loss(std::size_t rows, const T* row_max, const T* sum_exp
 
 template <class T>
 __global__ void __launch_bounds__(256)
-    k_loss_accumulate(std::size_t n, const T* loss, const T* target, const T* row_max, double* acc) {
-  __shared__ double sm[2][256 / 32];
-  double s = 0, c = 0;
+    k_loss_accumulate(std::size_t n, const std::int32_t* labels, const T* loss, const T* target, const T* row_max,
+                      double* acc) {
+  __shared__ double sm[3][256 / 32];
+  double s = 0, c = 0, k = 0;
   for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) {
+    if (labels[r] == ignore_label) continue;
     s += double(loss[r]);
     c += target[r] >= row_max[r] ? 1.0 : 0.0;
+    k += 1.0;
   }
   s = group<256>::sum(s, sm[0]);
   c = group<256>::sum(c, sm[1]);
+  k = group<256>::sum(k, sm[2]);
   if (threadIdx.x == 0) {
     acc[0] += s;
     acc[1] += c;
-    acc[2] += double(n);
+    acc[2] += k;
   }
 }
 }  // namespace detail
@@ -305,9 +318,9 @@ struct softmax_kernels {
 
   // One block, a fixed reduction order: deterministic.
   template <class S>
-  static void loss_accumulate(queue& q, std::size_t n, const S* loss, const S* target, const S* row_max,
-                              double* acc) {
-    detail::k_loss_accumulate<S><<<1, 256, 0, q.stream()>>>(n, loss, target, row_max, acc);
+  static void loss_accumulate(queue& q, std::size_t n, const std::int32_t* labels, const S* loss, const S* target,
+                              const S* row_max, double* acc) {
+    detail::k_loss_accumulate<S><<<1, 256, 0, q.stream()>>>(n, labels, loss, target, row_max, acc);
     STRATA_CUDA_CHECK_LAUNCH("k_loss_accumulate");
   }
 };

@@ -85,6 +85,17 @@ struct embedding_kernels {
       for (std::size_t j = 0; j < D; ++j) d[j] = G(acc[j]);
     });
   }
+
+  static void segment_ids(queue& q, std::size_t samples, std::size_t seq, const std::int32_t* ids,
+                          std::int32_t sep, std::int32_t last, std::int32_t* types) {
+    detail::for_rows(q, samples, seq, [&](std::size_t s) {
+      std::int32_t t = 0;
+      for (std::size_t j = s * seq; j < (s + 1) * seq; ++j) {
+        types[j] = t;
+        if (ids[j] == sep && t < last) ++t;
+      }
+    });
+  }
 };
 
 }  // namespace strata::backend::host

@@ -81,12 +81,13 @@ void for_rows(queue& q, std::size_t rows, std::size_t cols, F&& f) {
 inline constexpr std::size_t col_block = 256;
 
 // Throws std::out_of_range naming the first label outside [lo, hi) (before any output is
-// written: the host reports labels at once, see backend/softmax.hpp).
+// written: the host reports labels at once, see backend/softmax.hpp); `skip` (a loss's
+// ignore_label) is allowed.
 inline void check_labels(const char* kernel, const std::int32_t* labels, std::size_t rows, std::int64_t lo,
-                         std::int64_t hi) {
+                         std::int64_t hi, std::int64_t skip = INT64_MIN) {
   for (std::size_t r = 0; r < rows; ++r) {
     const std::int64_t l = labels[r];
-    if (l < lo || l >= hi) throw bad_label(kernel, l, r, lo, hi);
+    if ((l < lo || l >= hi) && l != skip) throw bad_label(kernel, l, r, lo, hi);
   }
 }
 

@@ -1,11 +1,12 @@
-// Rule context-seq: Context<3, ...> gives each device a third of every sample's positions,
-// but the sequence (Input<8>: 8 token ids per sample) is not divisible by 3.
+// Rule context-seq: under ContextAllGather (the default) Context<4, ...> gives each device two
+// pieces of Seq/8 positions of every sample (causal load balance), but the sequence
+// (Input<12>: 12 token ids per sample) divides by 4 and not by 8.
 // expected-error: strata rule \[context-seq\]
-// expected-error: context_seq_divisible<(0, 8, 3>|Layer, RowsPerSample, N> \[with Layer=0, RowsPerSample=8, N=3\])
+// expected-error: context_seq_divisible<(0, 12, 8>|Layer, RowsPerSample, Pieces> \[with Layer=0, RowsPerSample=12, Pieces=8\])
 #include <strata/strata.hpp>
 
 using namespace strata;
 
-using P = Plan<Context<3, Embedding<32, 16>, CausalSelfAttention<16, 4, 8>, Linear<16, 32>>, Input<8>,
+using P = Plan<Context<4, Embedding<32, 16>, CausalSelfAttention<16, 4, 12>, Linear<16, 32>>, Input<12>,
                Loss<SoftmaxCrossEntropy>, MicroBatch<1>>;
 static_assert(P::valid);

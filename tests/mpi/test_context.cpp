@@ -67,6 +67,31 @@ static_assert(A2A_CP2::layer_plans[4].num_comms == 4 && A2A_CP2::layer_plans[4].
 static_assert(CP2::context == 2 && CP2::devices_per_replica == 2 && CP2_PP2::devices_per_replica == 4);
 static_assert(gpt<Replicate, 2, Attn>::context == 1 && gpt<Replicate, 2, Attn>::layer_plans[4].context == 1);
 
+// Causal load balance (ContextAllGather): each sequence cut into 2N pieces, device k holding
+// pieces k and 2N − 1 − k as [piece][sample] rows. CP2, micro-batch 2: sample b's pieces j
+// 0..3 land at device-major places (k·2 + h)·2 + b.
+constexpr auto& moves = strata::lower::lowered<CP2>::arrangement;
+static_assert(moves.size() == 8 && moves[0].to == 0 && moves[3].to == 2 && moves[1].to == 4 && moves[2].to == 6 &&
+              moves[4].to == 1 && moves[7].to == 3);
+static_assert(strata::lower::lowered<A2A_CP2>::arrangement.size() == 4);  // all-to-all: one piece per device
+// Every device's queries see as many keys under the causal mask: Σ over its pieces' rows of
+// (position + 1), from the pieces' first positions in the lowered program.
+template <class P>
+constexpr bool causal_work_balanced() {
+  constexpr auto& origins = strata::lower::lowered<P>::tables.origins[4];
+  constexpr long long len = S / (2 * P::context);
+  long long first = -1;
+  for (int k = 0; k < P::context; ++k) {
+    long long keys = 0;
+    for (long long p : {origins[std::size_t(k)].pos0, origins[std::size_t(k)].pos1})
+      for (long long i = 0; i < len; ++i) keys += p + i + 1;
+    if (first < 0) first = keys;
+    if (keys != first) return false;
+  }
+  return true;
+}
+static_assert(causal_work_balanced<CP2>() && causal_work_balanced<CP4>());
+
 // Attention's stash is linear in the sequence, and Context<N> divides it by N: the per-layer
 // stash at Seq 1k, 4k and 16k grows 4x per 4x, and CP4 holds a quarter of one device's
 template <int Seq, template <int, class...> class Strategy, int N>

@@ -90,7 +90,7 @@ class executor {
     if constexpr (!L::arrangement.empty()) {
       copy(q_, step_samples * per_sample, inputs_.data(), landed_inputs_.data());
       copy(q_, step_samples * labels_per_sample, labels_.data(), landed_labels_.data());
-      const std::size_t xs = per_sample / uz(L::context), ls = labels_per_sample / uz(L::context);
+      const std::size_t xs = per_sample / uz(L::pieces), ls = labels_per_sample / uz(L::pieces);
       for (std::size_t mb = 0; mb < step_samples / uz(L::micro_batch); ++mb)
         for (const auto& m : L::arrangement) {
           copy(q_, xs, landed_inputs_.data() + mb * uz(L::input_stride) + uz(m.from) * xs,
@@ -402,6 +402,7 @@ class executor {
     ctx.keep = arena_.values(c.keep, a.part, sl);
     ctx.row0 = uz(o.sample_row0);
     ctx.pos0 = uz(o.pos0);
+    ctx.pos1 = uz(o.pos1);
     ctx.col0 = uz(o.col0);
     ctx.mesh_q = c.dims.q;
     ctx.context = c.dims.context;

@@ -100,10 +100,11 @@ struct MultiHeadAttention {
     if (KVHeads % q.n != 0) c.violate(rule_id::split_kv_heads, KVHeads);  // a device holds whole kv groups
     return c;
   }
-  // Context<N>: each device holds Seq/N positions of its sequences; the keys and values of
-  // the whole sequence are gathered from the part (forward, and again in the backward), and
-  // their gradients, summed over the devices' queries, reduce-scattered back (Megatron's
-  // all-gather context parallelism). Counted as the whole k and v of the micro-batch.
+  // Context<N>: each device holds two pieces of Seq/2N positions of its sequences; the keys
+  // and values of the whole sequence are gathered from the part (forward, and again in the
+  // backward), and their gradients, summed over the devices' queries, reduce-scattered back
+  // (Megatron's all-gather context parallelism, load-balanced). Counted as the whole k and v
+  // of the micro-batch, in one call per piece.
   // ContextAllToAll (DeepSpeed-Ulysses): q, k and v trade the sequence split for a head split
   // by one all-to-all, the context trades back by another; the backward runs the two duals.
   static constexpr shard_choice context_shard(const shard_query& q) {
@@ -120,9 +121,9 @@ struct MultiHeadAttention {
       return c;
     }
     const long long kv = q.micro_batch * Seq * 2LL * KVHeads * head_dim;
-    c.add(collective::all_gather, group_axis::part, pass::forward, kv);
-    c.add(collective::all_gather, group_axis::part, pass::backward, kv);
-    c.add(collective::reduce_scatter, group_axis::part, pass::backward, kv);
+    c.add(collective::all_gather, group_axis::part, pass::forward, kv / 2, 2);
+    c.add(collective::all_gather, group_axis::part, pass::backward, kv / 2, 2);
+    c.add(collective::reduce_scatter, group_axis::part, pass::backward, kv / 2, 2);
     return c;
   }
   // 2D/2.5D/3D: kv groups divided over the mesh columns (whole groups per feature block); the
@@ -154,7 +155,8 @@ struct MultiHeadAttention {
   // context (head-major), the context as token rows (for dW_out), and each (token, query
   // head)'s log-sum-exp (a statistic). Scratch: the QKV rows (forward), and the gradients
   // (backward): all linear in the tokens. Context<N>: the whole sequence's k and v after those,
-  // three times (the gathered blocks, k and v in head-major order, and their gradients);
+  // four times (the gathered blocks, k and v in head-major order, and their gradients from
+  // each of the device's two pieces);
   // with ContextAllToAll three blocks of q, k and v instead (sent, received, rearranged).
   // 2D/2.5D/3D: each projection's own stash after those, and the larger of their scratch
   // after the attention's.
@@ -165,7 +167,8 @@ struct MultiHeadAttention {
                    .scratch_values = 4 * qw + 4 * kvw, .weight_pass = d.q == 0,
                    .weight_keep = d.q == 0 ? qw + 2 * kvw : 0};
     if (d.context > 1 && d.exchange == context_mode::all_to_all) b.scratch_values += 3 * (qw + 2 * kvw);
-    else if (d.context > 1) b.scratch_values += 3 * 2 * kvw * d.context;
+    else if (d.context > 1)  // the gathered blocks, whole k and v, and their gradients per piece
+      b.scratch_values += (2 + context_segments(d.context, d.exchange)) * 2 * kvw * d.context;
     if (d.q > 0) {
       const buffer_needs in = projection_memory(d, qkv_features), out = projection_memory(d, D);
       b.stash_values += in.stash_values + out.stash_values;
@@ -180,8 +183,8 @@ struct MultiHeadAttention {
     using T = typename C::value_type;
     using S = gemm_scalar_t<T>;
     const shapes s = local(c);
-    T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | ctx_h], lse in the stats
-    T* ctx = q_h + s.heads_size;
+    T* q_h = c.stash_values;  // [q_h | k_h | v_h | ctx rows | ctx_h], lse in the stats (q_h .. v_h, ctx_h
+    T* ctx = q_h + s.heads_size;  // and lse piece by piece)
     T* ctx_h = ctx + s.qw;
     T* qkv = c.scratch_values;
     if (on_mesh(c)) {
@@ -202,12 +205,17 @@ struct MultiHeadAttention {
       detail::to_whole_sequences(c, static_cast<const T*>(own), std::size_t(group + 2) * s.seqs, s.core_kv_heads, s.len,
                                  dh, context_blocks(c, s), context_blocks(c, s) + s.heads_size, q_h);
     } else {
-      heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, qkv, q_h);
+      for (std::size_t h = 0; h < s.pieces; ++h)
+        heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, qkv + h * s.piece_rows * s.qkv_w,
+                        q_h + h * s.piece_heads);
     }
-    rotate(c, s, q_h, false);  // q and k at their tokens' positions (the stash keeps them rotated)
+    for (std::size_t h = 0; h < s.pieces; ++h)  // q and k at their tokens' positions (the stash keeps them rotated)
+      rotate(c, s, q_h + h * s.piece_heads, false, h);
     const T* kv = s.chunks > 1 && !s.swaps ? gather_kv(c, s) : q_h + s.qw;  // [k | v] of the whole sequences
     const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
-    flash_attention_forward(c.q, flash(c, s), static_cast<const T*>(q_h), kv, kv + kv_size, ctx_h, c.stash_stats);
+    for (std::size_t h = 0; h < s.pieces; ++h)
+      flash_attention_forward(c.q, flash(c, s, h), static_cast<const T*>(q_h + h * s.piece_heads), kv, kv + kv_size,
+                              ctx_h + h * s.piece_q, c.stash_stats + h * s.piece_lse);
     const T* own_ctx = ctx_h;
     if (s.swaps) {  // the context back at this device's positions, every head
       T* own = context_blocks(c, s) + 2 * s.heads_size;
@@ -215,7 +223,9 @@ struct MultiHeadAttention {
                                context_blocks(c, s), context_blocks(c, s) + s.heads_size, own);
       own_ctx = own;
     }
-    rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, own_ctx, ctx);
+    for (std::size_t h = 0; h < s.pieces; ++h)
+      rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, own_ctx + h * s.piece_q,
+                      ctx + h * s.piece_rows * s.w);
     const T* b_o = bias(c, b_out);
     if (on_mesh(c)) {
       C p = projection(c, s, 1);
@@ -262,11 +272,13 @@ struct MultiHeadAttention {
   // This device's share: its heads and kv heads, sequences, and the sizes derived from them.
   struct shapes {
     std::size_t heads, kv_heads, w, qkv_w, seqs, items, kv_items;
-    std::size_t len, chunks;          // positions per sequence here; Context<N>: N chunks of Seq/N, else 1
+    std::size_t len, chunks;          // positions per sequence piece here; Context<N>: N chunks, else 1
+    // ContextAllGather: two pieces of every sequence ([piece][sequence] rows, exec/context.hpp), the
+    // attention core called per piece; the sizes below are the call's, piece_* one piece's
+    std::size_t pieces, piece_rows, piece_heads, piece_q, piece_lse;
     // The attention core's view: its heads and kv heads per sequence (ContextAllToAll: a group of
     // them, whole sequences), its query rows per item and their first position.
     std::size_t core_heads, core_kv_heads, q_len;
-    long long q0;
     bool swaps;  // ContextAllToAll
     std::size_t qw, kvw, heads_size;  // elements of q (or the context), of k (or v), of q k v
   };
@@ -317,29 +329,43 @@ struct MultiHeadAttention {
     const T* q_h = c.stash_values;
     T* blocks = context_blocks(c, s);
     const T* dctx_h = g.dctx_h;
-    heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, g.dctx, g.dctx_h);
+    for (std::size_t h = 0; h < s.pieces; ++h)
+      heads_from_rows(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group), dh, g.dctx + h * s.piece_rows * s.w,
+                      g.dctx_h + h * s.piece_q);
     if (s.swaps) {  // ContextAllToAll: the context's gradient for the device's kv groups, whole sequences
       detail::to_whole_sequences(c, static_cast<const T*>(g.dctx_h), std::size_t(group) * s.seqs, s.core_kv_heads,
                                  s.len, dh, blocks, blocks + s.heads_size, blocks + 2 * s.heads_size);
       dctx_h = blocks + 2 * s.heads_size;
     }
-    // ContextAllGather: the whole sequences' k and v again, and their gradients in the last block
+    // ContextAllGather: the whole sequences' k and v again, and their gradients in the last
+    // blocks (one per piece: flash writes dk and dv, the pieces' are summed)
     const bool gathers = s.chunks > 1 && !s.swaps;
     const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
     const T* kv = gathers ? gather_kv(c, s) : q_h + s.qw;
     T* dkv = gathers ? blocks + 4 * s.kvw * s.chunks : g.dq_h + s.qw;
-    flash_attention_backward(c.q, flash(c, s), q_h, kv, kv + kv_size, q_h + s.heads_size + s.qw, dctx_h,
-                             static_cast<const typename C::stat_type*>(c.stash_stats), g.dq_h, dkv, dkv + kv_size);
-    if (gathers)  // each device's chunk of the gradients, summed over every device's queries
-      detail::scatter_sequences(c, static_cast<const T*>(dkv), 2 * s.kv_items, s.len, dh, blocks, g.dq_h + s.qw);
-    rotate(c, s, g.dq_h, true);  // back through the rotation: its transpose
+    const T* ctx_h = q_h + s.heads_size + s.qw;
+    for (std::size_t h = 0; h < s.pieces; ++h) {
+      T* dkv_h = dkv + h * 2 * kv_size;
+      flash_attention_backward(c.q, flash(c, s, h), q_h + h * s.piece_heads, kv, kv + kv_size, ctx_h + h * s.piece_q,
+                               dctx_h + h * s.piece_q,
+                               static_cast<const typename C::stat_type*>(c.stash_stats) + h * s.piece_lse,
+                               g.dq_h + h * s.piece_heads, dkv_h, dkv_h + kv_size);
+    }
+    if (s.pieces > 1) axpy(c.q, 2 * kv_size, 1.0, static_cast<const T*>(dkv + 2 * kv_size), dkv);
+    if (gathers)  // each device's pieces of the gradients (each [dk | dv] after its dq), summed over every device's queries
+      detail::scatter_balanced(c, dkv, 2 * s.kv_items, s.len, dh, blocks, g.dq_h + s.piece_q,
+                               g.dq_h + s.piece_heads + s.piece_q);
+    for (std::size_t h = 0; h < s.pieces; ++h)  // back through the rotation: its transpose
+      rotate(c, s, g.dq_h + h * s.piece_heads, true, h);
     const T* own = g.dq_h;
     if (s.swaps) {  // dq, dk and dv back at this device's positions, every head
       detail::to_own_positions(c, static_cast<const T*>(g.dq_h), std::size_t(group + 2) * s.seqs, s.core_kv_heads,
                                s.len, dh, blocks, blocks + s.heads_size, blocks + 2 * s.heads_size);
       own = blocks + 2 * s.heads_size;
     }
-    rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, own, dqkv);
+    for (std::size_t h = 0; h < s.pieces; ++h)
+      rows_from_heads(c.q, s.seqs, s.len, s.kv_heads, std::size_t(group + 2), dh, own + h * s.piece_heads,
+                      dqkv + h * s.piece_rows * s.qkv_w);
   }
   // 2D/2.5D/3D: both projections as the mode's Linear, whole.
   template <class C>
@@ -365,10 +391,15 @@ struct MultiHeadAttention {
   // (sequence, head) or (sequence, kv head), its rows at positions q0 .. q0 + q_len − 1
   // (0 .. Seq − 1 unless ContextAllGather split the sequence).
   template <class C>
-  static void rotate(C& c, const shapes& s, typename C::value_type* qk, bool inverse) {
+  static void rotate(C& c, const shapes& s, typename C::value_type* qk, bool inverse, std::size_t piece) {
     if constexpr (RopeBase > 0)
-      rotary_embedding(c.q, s.items + s.kv_items, s.q_len, std::size_t(head_dim), s.q0, double(RopeBase), inverse,
-                       qk);
+      rotary_embedding(c.q, s.items + s.kv_items, s.q_len, std::size_t(head_dim), q0(c, s, piece), double(RopeBase),
+                       inverse, qk);
+  }
+  // The first query position of a piece (0 when the core attends whole sequences).
+  template <class C>
+  static long long q0(const C& c, const shapes& s, std::size_t piece) {
+    return s.swaps ? 0 : static_cast<long long>(c.piece_pos0(int(piece)));
   }
   // Context<N>: three blocks after the attention's scratch (memory() sizes them). All-gather:
   // of the whole sequences' k and v — the part's gathered chunks (then the gradients' chunks to
@@ -378,14 +409,16 @@ struct MultiHeadAttention {
   static typename C::value_type* context_blocks(const C& c, const shapes& s) {
     return c.scratch_values + 4 * s.qw + 4 * s.kvw;
   }
-  // The part's [k | v] chunks (each device's stash) gathered, then laid out as one
-  // head-major [k | v] of whole sequences: chunk n of item i at rows n·len of item i.
+  // The part's [k | v] pieces (each device's stash, two pieces) gathered, then laid out as
+  // one head-major [k | v] of whole sequences: piece j of item i at rows j·len of item i.
   template <class C>
   static const typename C::value_type* gather_kv(C& c, const shapes& s) {
+    using T = typename C::value_type;
     auto* staging = context_blocks(c, s);
     auto* whole = staging + 2 * s.kvw * s.chunks;
-    detail::gather_sequences(c, static_cast<const typename C::value_type*>(c.stash_values + s.qw), 2 * s.kv_items,
-                             s.len, std::size_t(head_dim), staging, whole);
+    const T* mine = c.stash_values + s.piece_q;  // the first piece's [k | v], after its q; the second's
+    detail::gather_balanced(c, mine, mine + s.piece_heads, 2 * s.kv_items, s.len, std::size_t(head_dim), staging,
+                            whole);
     return whole;
   }
   // One flash-attention call over every (sequence, head) item of the share; query item
@@ -393,10 +426,10 @@ struct MultiHeadAttention {
   // training with AttnDropout, the dropout at global coordinates: sequence 0 is the sample of
   // the share's first row, the first head the share's (core_share).
   template <class C>
-  static backend::flash_shape flash(const C& c, const shapes& s) {
+  static backend::flash_shape flash(const C& c, const shapes& s, std::size_t piece) {
     backend::flash_shape f{.items = s.items, .group = std::size_t(group), .q_len = s.q_len,
-                           .k_len = std::size_t(Seq), .dh = std::size_t(head_dim), .q0 = s.q0, .scale = scale(),
-                           .causal = Causal};
+                           .k_len = std::size_t(Seq), .dh = std::size_t(head_dim), .q0 = q0(c, s, piece),
+                           .scale = scale(), .causal = Causal};
     if constexpr (AttnDropout > 0) {
       if (c.training) {
         const core_origin o = core_share(c, s);
@@ -434,18 +467,22 @@ struct MultiHeadAttention {
     s.w = s.heads * std::size_t(head_dim);
     s.qkv_w = s.w + 2 * s.kv_heads * std::size_t(head_dim);
     s.chunks = std::size_t(c.context);  // Context<N>: N chunks of every sequence
-    s.len = std::size_t(Seq) / s.chunks;
-    s.seqs = c.rows / s.len;
+    s.pieces = std::size_t(c.pieces());
+    s.len = std::size_t(Seq) / (s.chunks * s.pieces);
+    s.piece_rows = c.rows / s.pieces;
+    s.seqs = s.piece_rows / s.len;
     s.swaps = s.chunks > 1 && c.exchange == context_mode::all_to_all;
     s.core_heads = s.swaps ? s.heads / s.chunks : s.heads;
     s.core_kv_heads = s.swaps ? s.kv_heads / s.chunks : s.kv_heads;
     s.q_len = s.swaps ? std::size_t(Seq) : s.len;
-    s.q0 = s.swaps ? 0 : static_cast<long long>(c.pos0);
-    s.items = s.seqs * s.core_heads;  // one (sequence, head) per flash item
+    s.items = s.seqs * s.core_heads;  // one (sequence, head) per flash item, per piece
     s.kv_items = s.seqs * s.core_kv_heads;
     s.qw = c.rows * s.w;
     s.kvw = c.rows * s.kv_heads * std::size_t(head_dim);
     s.heads_size = s.qw + 2 * s.kvw;
+    s.piece_q = s.qw / s.pieces;
+    s.piece_heads = s.heads_size / s.pieces;
+    s.piece_lse = s.items * s.q_len;
     return s;
   }
 

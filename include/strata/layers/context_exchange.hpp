@@ -1,13 +1,14 @@
 #pragma once
 // Attention's exchanges under Context<N> (layers/attention.hpp): each of the part's N devices
-// holds positions [k·L, (k+1)·L) of every sequence (L = Seq/N) in attention's head-major
-// layout [parts][seqs][heads][L][dh]. Two ways to let each query see every key:
+// holds pieces of every sequence in attention's head-major layout [parts][seqs][heads][L][dh].
+// Two ways to let each query see every key:
 //
-//  * all-gather (Megatron's all-gather context parallelism): every device gathers the whole
-//    sequences' k and v — gather_sequences — and attends its own L queries to them; the
-//    gradients of k and v, summed over every device's queries, go back by reduce-scatter
-//    (scatter_sequences).
-//  * all-to-all (DeepSpeed-Ulysses): heads and positions trade places — device j receives
+//  * all-gather (Megatron's all-gather context parallelism): device k holds pieces k and
+//    2N − 1 − k of L = Seq/2N positions (so that under a causal mask every device attends to
+//    as many keys), gathers the whole sequences' k and v — gather_balanced — and attends its
+//    own queries to them; the gradients of k and v, summed over every device's queries, go
+//    back by reduce-scatter (scatter_balanced).
+//  * all-to-all (DeepSpeed-Ulysses; one piece per device, L = Seq/N): heads and positions trade places — device j receives
 //    heads [j·h/N, (j+1)·h/N) of every part for the whole sequences (to_whole_sequences) and
 //    attends them; the result trades back (to_own_positions).
 //
@@ -20,22 +21,29 @@
 
 namespace strata::detail {
 
-// [n][blocks][L·dh] from the part's devices → [blocks][n·L][dh]: block b of whole sequences.
+// Load-balanced (device k holds pieces k and 2N − 1 − k of 2N): each device's two pieces
+// [blocks][L·dh] → [blocks][2N·L][dh], block b of whole sequences. The second pieces arrive
+// in device order, pieces 2N − 1 down to N: put in place by N copies before the layout move.
 template <class C, class T>
-void gather_sequences(C& c, const T* mine, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* whole) {
-  const std::size_t n = std::size_t(c.n);
-  c.part.all_gather(mine, staging, blocks * len * dh);
-  heads_from_rows(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging),
-                           whole);
+void gather_balanced(C& c, const T* first, const T* second, std::size_t blocks, std::size_t len, std::size_t dh,
+                     T* staging, T* whole) {
+  const std::size_t n = std::size_t(c.n), chunk = blocks * len * dh;
+  c.part.all_gather(first, staging, chunk);
+  c.part.all_gather(second, whole, chunk);  // `whole` holds 2N chunks: scratch until the move
+  for (std::size_t j = 0; j < n; ++j) copy(c.q, chunk, static_cast<const T*>(whole + j * chunk), staging + (2 * n - 1 - j) * chunk);
+  heads_from_rows(c.q, std::size_t(1), 2 * n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging), whole);
 }
 
-// The dual: [blocks][n·L][dh] of whole sequences (this device's share of a sum) → each
-// device's [blocks][L·dh], summed over the part.
+// Its dual: [blocks][2N·L][dh] of whole sequences (this device's share of a sum; overwritten)
+// → each device's two pieces, summed over the part.
 template <class C, class T>
-void scatter_sequences(C& c, const T* whole, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* mine) {
-  const std::size_t n = std::size_t(c.n);
-  rows_from_heads(c.q, std::size_t(1), n, blocks, std::size_t(1), len * dh, whole, staging);
-  c.part.reduce_scatter(staging, mine, blocks * len * dh, comm::reduce_op::sum);
+void scatter_balanced(C& c, T* whole, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* first,
+                      T* second) {
+  const std::size_t n = std::size_t(c.n), chunk = blocks * len * dh;
+  rows_from_heads(c.q, std::size_t(1), 2 * n, blocks, std::size_t(1), len * dh, static_cast<const T*>(whole), staging);
+  c.part.reduce_scatter(staging, first, chunk, comm::reduce_op::sum);
+  for (std::size_t j = 0; j < n; ++j) copy(c.q, chunk, static_cast<const T*>(staging + (2 * n - 1 - j) * chunk), whole + j * chunk);
+  c.part.reduce_scatter(whole, second, chunk, comm::reduce_op::sum);
 }
 
 // [parts·seqs][n][h/n][L][dh] (all heads, own positions) → [parts·seqs·h/n][n·L][dh] (a

@@ -36,16 +36,24 @@ struct Dropout {
   static constexpr long long backward_flops(shape_t in) { return Rate == 0 ? 0 : in.numel(); }
   static constexpr buffer_needs memory(const local_dims&) { return {.view = Rate == 0}; }
 
-  // This call's block at its global coordinates (exec/context.hpp).
+  // Piece h of this call's rows at its global coordinates (exec/context.hpp: one piece but
+  // under ContextAllGather).
   template <class C>
-  static backend::dropout_args mask(const C& c) {
-    return {.key = c.step_key, .site = c.site, .sample0 = c.sample0, .row0 = c.row0, .sample_rows = c.sample_rows,
-            .col0 = c.col0, .pos0 = c.pos0, .threshold = threshold, .scale = scale};
+  static backend::dropout_args mask(const C& c, int h) {
+    return {.key = c.step_key, .site = c.site, .sample0 = c.sample0, .row0 = c.row0,
+            .sample_rows = c.sample_rows / std::size_t(c.pieces()), .col0 = c.col0, .pos0 = c.piece_pos0(h),
+            .threshold = threshold, .scale = scale};
+  }
+  template <class C, class T>
+  static void apply(C& c, const T* x, T* y) {
+    const std::size_t rows = c.rows / std::size_t(c.pieces()), at = rows * c.in_cols;
+    for (int h = 0; h < c.pieces(); ++h)
+      dropout(c.q, mask(c, h), rows, c.in_cols, x + std::size_t(h) * at, y + std::size_t(h) * at);
   }
   template <class C>
   static void forward(C& c) {
     if constexpr (Rate > 0) {  // Dropout<0> is a view: nothing runs
-      if (c.training) dropout(c.q, mask(c), c.rows, c.in_cols, c.x, c.y);
+      if (c.training) apply(c, c.x, c.y);
       else copy(c.q, c.rows * c.in_cols, c.x, c.y);
     }
   }
@@ -53,7 +61,7 @@ struct Dropout {
   template <class C>
   static void backward(C& c) {
     if constexpr (Rate > 0)
-      if (c.dx) dropout(c.q, mask(c), c.rows, c.in_cols, c.dy, c.dx);
+      if (c.dx) apply(c, c.dy, c.dx);
   }
 };
 

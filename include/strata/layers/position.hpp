@@ -27,7 +27,10 @@ struct PositionEmbedding {
 
   template <class C>
   static void forward(C& c) {
-    position_forward(c.q, c.rows, std::size_t(D), positions(c), c.row0, c.x, table(c, c.w[0]), c.y);
+    const std::size_t rows = c.rows / std::size_t(c.pieces()), at = rows * std::size_t(D);
+    for (int h = 0; h < c.pieces(); ++h)
+      position_forward(c.q, rows, std::size_t(D), positions(c), c.row0, c.x + std::size_t(h) * at,
+                       table(c, c.w[0], h), c.y + std::size_t(h) * at);
   }
   template <class C>
   static void backward(C& c) {
@@ -40,19 +43,23 @@ struct PositionEmbedding {
   }
   template <class C>
   static void backward_weights(C& c) {
-    position_backward(c.q, c.rows, std::size_t(D), positions(c), c.row0, c.dy, table(c, c.g[0]), true);
+    const std::size_t rows = c.rows / std::size_t(c.pieces()), at = rows * std::size_t(D);
+    for (int h = 0; h < c.pieces(); ++h)  // the pieces' table rows are disjoint
+      position_backward(c.q, rows, std::size_t(D), positions(c), c.row0, c.dy + std::size_t(h) * at,
+                        table(c, c.g[0], h), true);
   }
 
  private:
-  // Under Context<N> the device holds positions [pos0, pos0 + Seq/N) of every sample: the
-  // table's rows from pos0 on, Seq/N of them; else all Seq from 0.
+  // Under Context<N> the device holds the positions of its pieces of every sample (one of
+  // Seq/N from pos0; two of Seq/2N from pos0 and pos1 under ContextAllGather): for each, the
+  // table's rows from its first position on; else all Seq from 0.
   template <class C>
   static std::size_t positions(const C& c) {
-    return std::size_t(Seq) / std::size_t(c.context);
+    return std::size_t(Seq) / std::size_t(c.context * c.pieces());
   }
   template <class C, class T>
-  static T* table(const C& c, T* rows) {
-    return rows + c.pos0 * std::size_t(D);
+  static T* table(const C& c, T* rows, int piece) {
+    return rows + c.piece_pos0(piece) * std::size_t(D);
   }
 };
 

@@ -58,23 +58,28 @@ struct lowering {
   static constexpr long long micro_batch = P::micro_batch;
   static constexpr long long input_stride = P::micro_batch * input_elems;
   static constexpr long long label_stride = P::micro_batch * labels_per_sample;
-  // Context<N>: when a batch lands the executor arranges each micro-batch chunk-major — sample
-  // b's chunk k (its positions [k·S/N, (k+1)·S/N)) moves from place b·N + k to k·B + b — so
-  // that device k's rows, chunk k of every sample, lie together as a row split reads them.
-  // No moves without it.
+  // Context<N>: when a batch lands the executor arranges each micro-batch device-major. Cut
+  // into `pieces` pieces (2N under ContextAllGather, N under ContextAllToAll: core/sbp.hpp's
+  // context_segments), sample b's piece j moves from place b·pieces + j to
+  // (k·segments + h)·B + b, device k holding it as its piece h — pieces k and 2N − 1 − k
+  // under all-gather, piece k under all-to-all — so that device k's rows, [piece][sample], lie
+  // together as a row split reads them. No moves without it.
   static constexpr int context = P::context;
-  static_assert(!P::valid || (input_elems % context == 0 && labels_per_sample % context == 0),
+  static constexpr int segments = context_segments(P::context, P::context_exchange);
+  static constexpr int pieces = context * segments;
+  static_assert(!P::valid || (input_elems % pieces == 0 && labels_per_sample % pieces == 0),
                 "strata internal: Context<N> cuts every sample's inputs and labels N ways ([context-seq] checks it)");
   struct chunk_move {
-    long long from = 0, to = 0;  // in chunks of a sample (input_elems / context elements of the input)
+    long long from = 0, to = 0;  // in pieces of a sample (input_elems / pieces elements of the input)
   };
-  static constexpr std::size_t num_chunk_moves = context > 1 ? idx(int(P::micro_batch) * context) : 0;
+  static constexpr std::size_t num_chunk_moves = context > 1 ? idx(int(P::micro_batch) * pieces) : 0;
   static constexpr std::array<chunk_move, num_chunk_moves> arrangement = [] {
     std::array<chunk_move, num_chunk_moves> a{};
     long long m = 0;
     for (auto& move : a) {  // (no index loop: nvcc calls `m < 0` pointless without Context)
-      const long long b = m / context, k = m % context;
-      move = {b * context + k, k * P::micro_batch + b};
+      const long long b = m / pieces, j = m % pieces;
+      const long long k = j < context ? j : 2 * context - 1 - j, h = j < context ? 0 : 1;
+      move = {b * pieces + j, (k * segments + h) * P::micro_batch + b};
       ++m;
     }
     return a;

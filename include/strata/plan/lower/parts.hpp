@@ -90,7 +90,10 @@ constexpr void describe_calls(Tables& t) {
       if (L.in_layout == sbp::block) o.row0 = b.row * rows, o.col0 = b.feature * cols;
       o.batch_first = L.in_layout == sbp::split_batch ? d * rows * cols : 0;
       o.sample_row0 = L.context > 1 ? 0 : o.row0;
-      o.pos0 = L.context > 1 ? d * c.sample_rows : 0;
+      const int segments = context_segments(L.context, L.exchange);
+      const long long piece = c.sample_rows / segments;  // device d: pieces d and 2N − 1 − d of 2N
+      o.pos0 = L.context > 1 ? d * piece : 0;
+      o.pos1 = segments > 1 ? (2 * L.context - 1 - d) * piece : 0;
       // one device books rows that several devices of the part hold (S(0,-1): the one with
       // the first feature block)
       o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : d == 0);

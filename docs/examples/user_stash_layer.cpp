@@ -95,8 +95,8 @@ struct BrierLoss {
     xent_target_logit(c.q, R, K, c.x, L.labels, 0, target);
     xent_local_max(c.q, R, K, c.x, row_max);  // a row is correct when its label's score is the max
     map(c.q, R, brier_row{}, loss, sum_sq, target);
-    // the books: Σ loss, correct rows, rows (the first L.valid rows; by one device of the part)
-    if (L.counts) loss_accumulate(c.q, R, L.valid, L.labels, loss, target, row_max, L.acc);
+    // the books: Σ loss, correct rows, counted rows (the valid rows; by one device of the part)
+    if (L.counts) book_loss_rows(c, loss, target, row_max);
   }
   template <class C>
   static void backward(C& c) {  // dx = scale · (x − onehot): the cross-entropy kernel with p = x

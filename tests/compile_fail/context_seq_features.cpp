@@ -3,7 +3,7 @@
 // to split: a layer with one row per sample is refused (only the [Seq] token ids an Embedding
 // reads are cut by their columns).
 // expected-error: strata rule \[context-seq\]
-// expected-error: context_seq_divisible<(0, 1, 2>|Layer, RowsPerSample, N> \[with Layer=0, RowsPerSample=1, N=2\])
+// expected-error: context_seq_divisible<(0, 1, 4>|Layer, RowsPerSample, Pieces> \[with Layer=0, RowsPerSample=1, Pieces=4\])
 #include <strata/strata.hpp>
 
 using namespace strata;

@@ -129,3 +129,17 @@ TEST_CASE("rows labelled ignore_label: the step's loss and gradient are the mean
                        doctest::Contains("label -1 at position 3 is outside [0, 11) and is not -100 (ignored)"),
                        agreed_error);
 }
+
+TEST_CASE("ignored labels with an auxiliary loss (MoE) are refused, naming the position") {
+  using P = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, MoE<4, D, 2 * D, 2>, Linear<D, V>>, Input<S>,
+                 Loss<SoftmaxCrossEntropy>, MicroBatch<2>, Element<double>>;
+  auto w = local_world<Host>();
+  auto t = make_trainer<P>(w, SGD{.lr = 0.1}, 3);
+  const auto x = tokens(2 * S, 1);
+  std::vector<std::int32_t> y(2 * S, 1);
+  y[5] = ignore_label;
+  CHECK_THROWS_WITH_AS(t.step({.inputs = x, .labels = y, .samples = 2}),
+                       doctest::Contains("label -100 (ignored) at position 5: ignored labels are not supported with an "
+                                         "auxiliary loss (MoE) yet"),
+                       agreed_error);
+}

@@ -73,10 +73,11 @@ struct layer_ctx {
   int site = 0;                        // the layer's index in the flat model: the same in every plan of the model
   std::uint64_t sample0 = 0;           // the micro-batch's first sample in the step's global batch
   std::size_t sample_rows = 1;         // local rows per sample: local row r is sample sample0 + (row0 + r) /
-                                       // sample_rows at position pos0 + (row0 + r) % sample_rows
+                                       // sample_rows at position pos0 + (row0 + r) % sample_rows (one piece;
+                                       // two pieces under ContextAllGather: pieces() below)
   std::size_t pos0 = 0;                // Context<N>: the first position this device holds of each sample
   std::size_t pos1 = 0;                // ContextAllGather: its second piece's first position (local rows
-                                       // [piece][sample][sample_rows / 2]: context_pieces below)
+                                       // [piece][sample][sample_rows / 2]: pieces() below)
   // The groups of the layer's own collectives, in the order the planner lists them
   // (plan/sharding.hpp): a vocabulary-parallel loss's part; 2D/2.5D/3D mesh rows, columns
   // or depths. Null past the layer's list.

@@ -23,10 +23,10 @@
 #include "strata/core/agreed_error.hpp"
 #include "strata/core/communicator.hpp"
 #include "strata/core/finite.hpp"
-#include "strata/core/ignore_label.hpp"
 #include "strata/core/precision.hpp"
 #include "strata/core/threads.hpp"
 #include "strata/exec/batch.hpp"
+#include "strata/exec/batch_values.hpp"
 #include "strata/exec/checkpoint.hpp"
 #include "strata/exec/executor.hpp"
 #include "strata/exec/init.hpp"
@@ -344,6 +344,7 @@ class trainer {
     step_result out = r;
     // the gradient was scaled for every row; rows labelled ignore_label do not count
     const double all_rows = double(step_samples * labels_per_sample) * passes * dp_;
+    if (double(r.rows) > all_rows) throw std::logic_error("strata internal: the books count more rows than the batch has");
     const double counted = r.rows > 0 ? double(r.rows) : all_rows;
     out.skipped = !exec_->run_optimizer(opt_, updates_ + 1, step_, train_opts_, loss_scale_ * (counted / all_rows),
                                         scaled);
@@ -559,21 +560,7 @@ class trainer {
   // Token ids (when an Embedding comes first; else `ids` is empty) and labels of a batch
   // in host memory.
   std::string check_values(std::span<const M> ids, std::span<const std::int32_t> labels) const {
-    // token ids are checked here, on every rank, not only where the embedding runs
-    if constexpr (embedding_first) {
-      const double vocab = double(P::vocabulary);
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        const double id = static_cast<double>(ids[i]);
-        if (!(id >= 0 && id < vocab && id == std::floor(id)))
-          return "token id " + std::to_string(id) + " at position " + std::to_string(i) + " is not an integer in [0, " +
-                 std::to_string(P::vocabulary) + ")";
-      }
-    }
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if ((labels[i] < 0 || labels[i] >= P::classes) && labels[i] != ignore_label)
-        return "label " + std::to_string(labels[i]) + " at position " + std::to_string(i) + " is outside [0, " +
-               std::to_string(P::classes) + ") and is not " + std::to_string(ignore_label) + " (ignored)";
-    return {};
+    return exec::batch_value_problem<P, embedding_first>(ids, labels);
   }
 
   world<Backend, Comm>& world_;

@@ -12,6 +12,20 @@
 
 namespace strata::layers {
 
+// A loss call's rows into the step's books (c.loss->acc: Σ loss, correct rows, counted rows)
+// from each row's loss, target score and maximum (correct: target ≥ maximum): the rows of
+// the valid samples (an evaluation's padding left out), labels of ignore_label skipped. The
+// valid rows lead each piece of the local rows (two under ContextAllGather, [piece][sample]).
+template <class C, class S>
+void book_loss_rows(C& c, const S* loss, const S* target, const S* row_max) {
+  const auto& l = *c.loss;
+  const std::size_t n = std::size_t(c.pieces()), rows = c.rows / n;
+  const std::size_t valid = l.valid == static_cast<std::size_t>(-1) ? l.valid : l.valid / n;
+  for (std::size_t h = 0; h < n; ++h)
+    loss_accumulate(c.q, rows, valid, l.labels + h * rows, loss + h * rows, target + h * rows, row_max + h * rows,
+                    l.acc);
+}
+
 struct SoftmaxCrossEntropy {
   static constexpr std::string_view name = "SoftmaxCrossEntropy";
   static constexpr layer_role role = layer_role::loss;
@@ -67,26 +81,15 @@ struct SoftmaxCrossEntropy {
       xent_target_logit(c.q, R, K, c.x, L.labels, c.col0, target);
       row.all_reduce(target, R, comm::reduce_op::sum);
       xent_loss(c.q, R, row_max, sum_exp, target, loss);
-      if (L.counts) books(c, L, loss, target, row_max);
+      if (L.counts) book_loss_rows(c, loss, target, row_max);
     } else {
       auto* row_max = c.scratch_stats + 2 * R;
       softmax_cross_entropy_forward(c.q, R, K, c.x, L.labels, loss, c.stash_values);
       xent_local_max(c.q, R, K, c.x, row_max);
       xent_target_logit(c.q, R, K, c.x, L.labels, 0, target);
-      if (L.counts) books(c, L, loss, target, row_max);
+      if (L.counts) book_loss_rows(c, loss, target, row_max);
     }
   }
-  // The rows into the books, the valid ones of each piece (ContextAllGather: two pieces of
-  // every sample, [piece][sample]; L.valid counts the rows of the valid samples).
-  template <class C, class L, class S>
-  static void books(C& c, const L& l, const S* loss, const S* target, const S* row_max) {
-    const std::size_t n = std::size_t(c.pieces()), rows = c.rows / n;
-    const std::size_t valid = l.valid == static_cast<std::size_t>(-1) ? l.valid : l.valid / n;
-    for (std::size_t h = 0; h < n; ++h)
-      loss_accumulate(c.q, rows, valid, l.labels + h * rows, loss + h * rows, target + h * rows, row_max + h * rows,
-                      l.acc);
-  }
-
   template <class C>
   static void backward(C& c) {
     const std::size_t R = c.rows, K = c.in_cols;

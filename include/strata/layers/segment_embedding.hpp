@@ -21,6 +21,7 @@ template <int Vocab, int D, int Types = 2, int Sep = Vocab - 1>
 struct SegmentEmbedding {
   static_assert(rule::layer_dim_positive<Vocab, D>::value);
   static_assert(rule::layer_dim_positive<Types, Types>::value);
+  static_assert(rule::segment_separator_in_vocabulary<Sep, Vocab>::value);
   static constexpr std::string_view name = "SegmentEmbedding";
   static constexpr layer_role role = layer_role::embedding;
   static constexpr int vocab = Vocab;

@@ -36,6 +36,8 @@ struct TiedHead {
       return std::array<param_t, 1>{{{"table", shape_v<Vocab, D>, param_role::weight, 0}}};
   }();
   static constexpr tied_param tie{.param = 0, .owner = layer_role::embedding, .owner_param = 0};
+  // The table starts as its owner's; the bias at zero (BERT's, transformers').
+  static double init(const init_site& s) { return s.tensor == 0 ? init_rules::fan_in_uniform(s, D) : 0.0; }
   static constexpr long long rows(shape_t in) { return in.numel() / D; }
   static constexpr long long forward_flops(shape_t in) { return rows(in) * (2LL * D * Vocab + (Bias ? Vocab : 0)); }
   static constexpr long long backward_flops(shape_t in) { return rows(in) * (4LL * D * Vocab + (Bias ? Vocab : 0)); }

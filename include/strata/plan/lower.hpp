@@ -68,7 +68,7 @@ struct lowering {
   static constexpr int segments = context_segments(P::context, P::context_exchange);
   static constexpr int pieces = context * segments;
   static_assert(!P::valid || (input_elems % pieces == 0 && labels_per_sample % pieces == 0),
-                "strata internal: Context<N> cuts every sample's inputs and labels N ways ([context-seq] checks it)");
+                "strata internal: Context<N> cuts every sample's inputs and labels into its pieces ([context-seq] checks it)");
   struct chunk_move {
     long long from = 0, to = 0;  // in pieces of a sample (input_elems / pieces elements of the input)
   };

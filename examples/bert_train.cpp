@@ -7,7 +7,7 @@
 // of the whole global batch.
 //   mpiexec -n 4 ./bert_train [steps]
 // First the plan is checked against one device (float64, two steps); then it trains
-// `steps` steps (default 400) and reports the masked-token loss and accuracy on held-out
+// `steps` steps (default 1000) and reports the masked-token loss and accuracy on held-out
 // fortunes, beside the unigram baseline (predicting a masked byte without context).
 #include <algorithm>
 #include <chrono>
@@ -139,7 +139,7 @@ int run(World& world, int steps) {
 int main(int argc, char** argv) {
   auto world = strata::init<strata::Host>(argc, argv);
   try {
-    int steps = 400;
+    int steps = 1000;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (i == 1) steps = examples::positive_int("steps", a);

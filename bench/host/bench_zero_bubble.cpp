@@ -40,7 +40,9 @@ using Gpt4 = Plan<Pipeline<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>
 template <int M>
 using GptV = Gpt4<ZeroBubbleV, M>;
 template <int M>
-using GptI = Gpt4<Interleaved<2>, M>;  // the same four parts, placed c·p + s, one backward each
+using GptI = Gpt4<Interleaved<2>, M>;
+template <int M>
+using GptD = Gpt4<DualPipeV, M>;  // the V in DualPipe's order (M >= 2p)  // the same four parts, placed c·p + s, one backward each
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -89,12 +91,14 @@ double simulated_ms(W& w, const result& r, std::array<double, 6>& all) {
 
 template <int M, class W>
 void compare(W& w, int steps) {
-  result one, zb, zv, zi;
-  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits all four
+  result one, zb, zv, zi, zd;
+  constexpr bool dual = M >= 4;         // DualPipeV needs 2p micro-batches
+  for (int pass = 0; pass < 3; ++pass) {  // alternating, so drift hits all of them
     run<Gpt<PreferBackward, M>>(w, steps, one);
     run<Gpt<ZeroBubbleH1, M>>(w, steps, zb);
     run<GptV<M>>(w, steps, zv);
     run<GptI<M>>(w, steps, zi);
+    if constexpr (dual) run<GptD<M>>(w, steps, zd);
   }
   const int p = 2;
   const double closed = double(3 * M + p - 1) / double(3 * (M + p - 1));
@@ -105,6 +109,9 @@ void compare(W& w, int steps) {
   const double sim_zb = simulated_ms<Gpt<ZeroBubbleH1, M>>(w, zb, cz);
   const double sim_zv = simulated_ms<GptV<M>>(w, zv, cv);
   const double sim_zi = simulated_ms<GptI<M>>(w, zi, ci);
+  std::array<double, 6> cd{};
+  double sim_zd = 0;
+  if constexpr (dual) sim_zd = simulated_ms<GptD<M>>(w, zd, cd);
   if (w.rank() == 0) {
     std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "ZB-H1", one.ms, zb.ms,
                 zb.ms / one.ms, closed, sim_one, sim_zb, sim_zb / sim_one, one.params == zb.params ? "yes" : "NO");
@@ -112,8 +119,13 @@ void compare(W& w, int steps) {
                 zv.ms / one.ms, closed_v, sim_one, sim_zv, sim_zv / sim_one, one.params == zv.params ? "yes" : "NO");
     std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "I2", one.ms, zi.ms,
                 zi.ms / one.ms, closed_i, sim_one, sim_zi, sim_zi / sim_one, one.params == zi.params ? "yes" : "NO");
-    std::printf("      measured / simulated step: 1F1B %.3f, ZB-H1 %.3f, ZB-V %.3f, I2 %.3f\n", one.ms / sim_one,
+    if constexpr (dual)
+      std::printf("%3d %6s %10.2f %10.2f %9.3f | %9.3f %10.2f %10.2f %9.3f | %9s\n", M, "DPV", one.ms, zd.ms,
+                  zd.ms / one.ms, closed_v, sim_one, sim_zd, sim_zd / sim_one, one.params == zd.params ? "yes" : "NO");
+    std::printf("      measured / simulated step: 1F1B %.3f, ZB-H1 %.3f, ZB-V %.3f, I2 %.3f", one.ms / sim_one,
                 zb.ms / sim_zb, zv.ms / sim_zv, zi.ms / sim_zi);
+    if constexpr (dual) std::printf(", DualPipeV %.3f", zd.ms / sim_zd);
+    std::printf("\n");
     std::printf("      measured ms per micro-batch: 1F1B F %.2f/%.2f, B+W %.2f/%.2f; ZB-H1 F %.2f/%.2f, B %.2f/%.2f, "
                 "W %.2f/%.2f; ZB-V per part F %.2f/%.2f, B %.2f/%.2f, W %.2f/%.2f (stage 0/1)\n",
                 c1[0], c1[3], c1[1], c1[4], cz[0], cz[3], cz[1], cz[4], cz[2], cz[5], cv[0], cv[3], cv[1], cv[4], cv[2],

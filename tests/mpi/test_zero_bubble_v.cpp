@@ -6,7 +6,8 @@
 // parts under interleaved 1F1B (Interleaved<2>: the same devices, the other placement) —
 // each gradient sums the same micro-batches in the same order. A GPT in four parts over
 // two stages (with data and tensor parallelism on four ranks), the same in two parts on
-// one device (only the turn), and an MLP in eight parts over four stages.
+// one device (only the turn), and an MLP in eight parts over four stages. DualPipeV (the
+// same V in DualPipe's fixed order) the same way.
 // mpi-ranks: 1 2 4
 #include "check_one_device.hpp"
 
@@ -36,6 +37,7 @@ using mlp8 = Plan<Pipeline<Replicate<1, Linear<12, 32>, ReLU>, Replicate<1, Line
                   Loss<SoftmaxCrossEntropy>, MicroBatch<3>, NumMicroBatch<8>, Schedule<Sched>>;
 
 using ZBV = ZeroBubbleV;
+using DPV = DualPipeV;
 using I2 = Interleaved<2>;
 
 // the V: stage s runs parts s and 2p − 1 − s
@@ -50,6 +52,11 @@ static_assert(mlp8<ZBV>::bubble == sched::fraction(3, 6 * 8 + 3));
 static_assert(gpt2<ZBV>::bubble == sched::fraction(0, 1));
 // at most 2p part-activations on a stage: 1F1B's p micro-batches of a whole stage
 static_assert(mlp8<ZBV>::peak_in_flight(0) <= 8 && mlp8<ZBV>::peak_in_flight(3) <= 8);
+// DualPipeV: the same placement and bound, one part-activation more at most
+static_assert(gpt4<DPV>::valid && gpt4<DPV>::deadlock_free && gpt4<DPV>::split_backward);
+static_assert(gpt4<DPV>::stage_of_part(3) == 0 && mlp8<DPV>::stage_of_part(7) == 0);
+static_assert(gpt4<DPV>::bubble == sched::fraction(1, 6 * 4 + 1) && mlp8<DPV>::bubble == sched::fraction(3, 6 * 8 + 3));
+static_assert(mlp8<DPV>::peak_in_flight(0) <= 9 && mlp8<DPV>::peak_in_flight(3) <= 9);
 
 // float64 against one device, five steps
 template <class P>
@@ -68,6 +75,18 @@ TEST_CASE("ZB-V equals one device") {
     equals_one_device<gpt4<ZBV, Replicate, 1, Zero<1>>>("GPT PP2 x DP2 ZeRO-1 ZB-V", adam);
     equals_one_device<mlp8<ZBV>>("MLP PP4 ZB-V, 8 parts", SGD{.lr = 0.1, .momentum = 0.9});
   }
+}
+
+TEST_CASE("DualPipeV equals one device") {
+  const Adam adam{.lr = 1e-2};
+  equals_one_device<gpt2<DPV>>("GPT two parts on one stage (the turn) DualPipeV", adam);
+  equals_one_device<gpt4<DPV>>("GPT PP2 DualPipeV, 4 parts (x DP2 on 4 ranks)", adam);
+  if (W().size() == 4) {
+    equals_one_device<gpt4<DPV, Split, 2>>("GPT PP2 x TP2 DualPipeV", adam);
+    equals_one_device<mlp8<DPV>>("MLP PP4 DualPipeV, 8 parts", SGD{.lr = 0.1, .momentum = 0.9});
+  }
+  // each part's weight gradients sum the micro-batches in order: ZB-V's bits
+  mpi_test::same_bits<gpt4<ZBV>, gpt4<DPV>, float>("zero-bubble-v", "GPT PP2 DualPipeV = ZB-V, float", AdamW{.lr = 1e-2});
 }
 
 TEST_CASE("ZB-V trains the same bits as interleaved 1F1B") {

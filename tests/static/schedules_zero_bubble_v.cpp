@@ -77,4 +77,44 @@ constexpr bool order_checked() {
 }
 static_assert(order_checked());
 
+// DualPipeV: the same V, DualPipe's fixed order (F0 B1 F1 B0 in the steady state). Complete,
+// deadlock-free, receives in each sender's order, at most 2p + 1 part-activations a stage,
+// and with one unit per F, B and W of a part exactly 6M + p − 1 units for every p ≤ 8 and
+// M ≥ 2p tried: bubble (p − 1) / (6M + p − 1), ZB-V's bound.
+template <int P, int M>
+constexpr bool dual_pipe_v_exact() {
+  constexpr auto v = dual_pipe_v<P, M>();
+  static_assert(v.split_backward && v.v_shape && v.chunks == 2);
+  static_assert(check_complete(v).status == verdict::ok);
+  const sim_result r = simulate(v, 1, 1, nullptr, 1);
+  if (r.status != verdict::ok || r.busy != 6LL * M || r.makespan != 6LL * M + P - 1) return false;
+  for (int s = 0; s < P; ++s)
+    if (peak_in_flight(v, s) > 2 * P + 1) return false;
+  return bubble(v, 1, 1, 1) == fraction{P - 1, 6LL * M + P - 1};
+}
+static_assert(dual_pipe_v_exact<1, 2>() && dual_pipe_v_exact<1, 5>() && dual_pipe_v_exact<2, 4>());
+static_assert(dual_pipe_v_exact<2, 7>() && dual_pipe_v_exact<3, 6>() && dual_pipe_v_exact<4, 8>());
+static_assert(dual_pipe_v_exact<4, 13>() && dual_pipe_v_exact<6, 12>() && dual_pipe_v_exact<8, 16>());
+// Stage 0 of p = 2 at M = 6: 2(p − 1) = 2 F0, then F0 F1, then B1 W F1 (the W deferred, run
+// at once), then the steady state F0 B1 W F1 B0 W (full backwards)
+constexpr bool dual_pipe_v_steady() {
+  constexpr auto o = strata::sched::detail::dual_pipe_v_orders<2, 6>();
+  const auto& s0 = o.order[0];
+  return o.count[0] == 36 && s0[0].fwd && s0[0].chunk == 0 && s0[2].fwd && s0[3].fwd && s0[3].chunk == 1 &&
+         !s0[4].fwd && !s0[4].weight && s0[4].chunk == 1 && s0[5].weight && s0[6].fwd && s0[6].chunk == 1 &&
+         s0[7].fwd && s0[7].chunk == 0 && !s0[8].fwd && !s0[8].weight && s0[8].chunk == 1 && s0[9].weight;
+}
+static_assert(dual_pipe_v_steady());
+// not ZB-V's order under another name: stage 0's orders differ
+constexpr bool orders_differ() {
+  constexpr auto d = strata::sched::detail::dual_pipe_v_orders<2, 6>();
+  constexpr auto z = strata::sched::detail::zb_v_orders<2, 6>();
+  for (int i = 0; i < d.count[0]; ++i) {
+    const auto &a = d.order[0][static_cast<std::size_t>(i)], &b = z.order[0][static_cast<std::size_t>(i)];
+    if (a.fwd != b.fwd || a.weight != b.weight || a.chunk != b.chunk || a.mb != b.mb) return true;
+  }
+  return false;
+}
+static_assert(orders_differ());
+
 int main() { return 0; }

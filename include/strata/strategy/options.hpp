@@ -50,7 +50,7 @@ struct NumMicroBatch {
 
 // The pipeline schedule: a tag type carrying its builder, name and traits
 // (plan/schedule_traits.hpp). Built in (plan/schedules/): PreferForward (GPipe),
-// PreferBackward (1F1B, the default), Interleaved<V>, ZeroBubbleH1, ZeroBubbleV.
+// PreferBackward (1F1B, the default), Interleaved<V>, ZeroBubbleH1, ZeroBubbleV, DualPipeV.
 template <class S>
 struct Schedule {
   static constexpr option_kind option = option_kind::schedule;

@@ -3,7 +3,9 @@
 // and a loss over the masked positions only (every other label is ignore_label). Two
 // pipeline stages (1F1B) times two data-parallel replicas, checked against the same model
 // on one device: the loss is averaged over the masked positions of the whole global batch,
-// so the replicas' different mask counts still give one device's update.
+// so the replicas' different mask counts still give one device's update. On 4 processes the
+// same model also runs as PP2 × TP2: the word table, the tied decoder and its bias cut by
+// vocabulary, the loss vocabulary-parallel over the masked rows.
 //   mpicxx -std=c++20 -O2 -Iinclude -DSTRATA_WITH_MPI bert.cpp -o bert -lopenblas
 //   mpiexec -n 4 ./bert
 // mpi-ranks: 2 4
@@ -23,11 +25,15 @@ constexpr int CLS = 60, SEP = 61, MASK = 62;  // special tokens at the top of th
 // post-LN: the sum, then the norm (BERT's order); not causal
 using Block = Repeat<1, Residual<MultiHeadAttention<D, H, S>>, LayerNorm<D>,
                      Residual<Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>, LayerNorm<D>>;
-using Net = Pipeline<Replicate<1, SegmentEmbedding<V, D, 2, SEP>, PositionEmbedding<S, D>, LayerNorm<D>, Repeat<2, Block>>,
-                     Replicate<1, Repeat<2, Block>, Linear<D, D>, GeLU, LayerNorm<D>, TiedHead<V, D, true>>>;
-using P = Plan<Net, Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<4>, Schedule<PreferBackward>,
-               Element<double>>;
-static_assert(P::devices_per_replica == 2 && P::labels_per_sample == S);  // 4 processes: 2 replicas
+template <template <int, class...> class Strategy, int N>
+using Net = Pipeline<Strategy<N, SegmentEmbedding<V, D, 2, SEP>, PositionEmbedding<S, D>, LayerNorm<D>, Repeat<2, Block>>,
+                     Strategy<N, Repeat<2, Block>, Linear<D, D>, GeLU, LayerNorm<D>, TiedHead<V, D, true>>>;
+template <template <int, class...> class Strategy, int N>
+using Bert = Plan<Net<Strategy, N>, Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<4>,
+                  Schedule<PreferBackward>, Element<double>>;
+using P = Bert<Replicate, 1>;     // PP2; on 4 processes × DP2
+using PT = Bert<Split, 2>;        // PP2 × TP2 on 4 processes
+static_assert(P::devices_per_replica == 2 && PT::devices_per_replica == 4 && P::labels_per_sample == S);
 
 // "[CLS] a… [SEP] b… [SEP]" with a random split; 15% of the other positions are masked
 // (80% [MASK], 10% a random token, 10% kept) and labelled with their token, the rest
@@ -54,9 +60,14 @@ void mlm_batch(int step, std::span<double> ids, std::span<std::int32_t> labels) 
 int main(int argc, char** argv) {
   auto world = strata::init<Host>(argc, argv);
   try {
-    const auto r = verify::against_one_device<P>(world, AdamW{.lr = 1e-2, .weight_decay = 0.01}, 4, mlm_batch);
+    const AdamW opt{.lr = 1e-2, .weight_decay = 0.01};
+    const auto r = verify::against_one_device<P>(world, opt, 4, mlm_batch);
     if (world.rank() == 0) std::printf("%s", r.text().c_str());
-    return r.ok() ? 0 : 1;
+    if (!r.ok()) return 1;
+    if (world.size() != 4) return 0;
+    const auto t = verify::against_one_device<PT>(world, opt, 4, mlm_batch);
+    if (world.rank() == 0) std::printf("%s", t.text().c_str());
+    return t.ok() ? 0 : 1;
   } catch (const std::exception& e) {
     return world.fail(e);
   }

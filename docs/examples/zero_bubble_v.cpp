@@ -1,6 +1,7 @@
 // ZB-V (Qi et al. 2024): two pipeline parts per stage placed in a V — stage s runs parts
 // s and 2p − 1 − s — with every backward split into B and W as in ZB-H1. A micro-batch
-// goes down the stages and back up; stage 0 holds the embeddings and the head.
+// goes down the stages and back up; stage 0 holds the embeddings and the head. DualPipeV
+// (DeepSeek's DualPipe cut to a V) runs the same V in DualPipe's fixed order.
 #include <cstdio>
 
 #include <strata/strata.hpp>
@@ -19,6 +20,7 @@ template <class Sched>
 using P = Plan<Net, Loss<SoftmaxCrossEntropy>, Input<S>, MicroBatch<4>, NumMicroBatch<8>, Schedule<Sched>>;
 using ZBV = P<ZeroBubbleV>;
 using I2 = P<Interleaved<2>>;  // the same parts and stages, placed c·p + s
+using DPV = P<DualPipeV>;      // the same V; steady state F0 B1 F1 B0; needs m >= 2p
 
 static_assert(ZBV::stages == 4 && ZBV::split_backward && ZBV::deadlock_free);
 // the V: stage 0 runs parts 0 and 7, stage 3 parts 3 and 4 (handed over in place)
@@ -38,6 +40,11 @@ constexpr bool within_1f1b_memory() {
   return true;
 }
 static_assert(within_1f1b_memory());
+
+// DualPipeV's fixed order meets the same bound (6m + p − 1 units: 3 / 51) with one
+// part-activation more per stage at most.
+static_assert(DPV::deadlock_free && DPV::part_of(0, 1) == 7 && DPV::bubble == sched::fraction{3, 51});
+static_assert(DPV::peak_in_flight(0) <= 2 * DPV::stages + 1);
 
 int main() {
   std::printf("ZB-V: %d stages, bubble %lld/%lld; interleaved 1F1B %lld/%lld\n", ZBV::stages, ZBV::bubble.num,

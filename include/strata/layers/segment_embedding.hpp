@@ -10,9 +10,8 @@
 // its slice's lookups (zeros for the others) and the planner sums the partial outputs, so
 // only device 0 of the part adds the segment vectors; the segment table is whole on every
 // device, each computing the same gradient from the same output gradient.
-#include <stdexcept>
-
 #include "strata/core/rules.hpp"
+#include "strata/layers/embedding.hpp"
 #include "strata/layers/layer.hpp"
 
 namespace strata::layers {
@@ -41,17 +40,9 @@ struct SegmentEmbedding {
   static constexpr long long forward_flops(shape_t in) { return 2LL * (in.rank == 0 ? 1 : in.numel()) * D; }
   static constexpr long long backward_flops(shape_t in) { return 2LL * (in.rank == 0 ? 1 : in.numel()) * D; }
 
-  static constexpr shard_choice shard(const shard_query& q) {
-    shard_choice c;
-    c.sig = signature::vocab_embedding;
-    c.need = sbp::broadcast;
-    c.out = sbp::partial;
-    c.partial_input_grad = true;
-    c.param_axis = {0, -1, -1, -1, -1, -1};
-    c.flops_div = q.n;
-    if (Vocab % q.n != 0) c.violate(rule_id::split_vocab, Vocab);
-    return c;
-  }
+  // the word table as Embedding<Vocab, D>'s: cut along the vocabulary under Split<N>
+  using words = Embedding<Vocab, D>;
+  static constexpr shard_choice shard(const shard_query& q) { return words::shard(q); }
   // A device under Context<N> holds positions [pos0, pos0 + Seq/N) and cannot count the
   // separators before them.
   static constexpr shard_choice context_shard(const shard_query& q) {
@@ -66,19 +57,11 @@ struct SegmentEmbedding {
     return {.stash_ids = 2 * tokens, .scratch_values = tokens * D, .weight_pass = true};
   }
 
+  // The word lookup (and the ids in the stash) as Embedding's, then the segments added.
   template <class C>
   static void forward(C& c) {
-    using T = typename C::value_type;
+    words::forward(c);
     const std::size_t n = c.rows * c.in_cols;
-    if (c.ids) {
-      copy(c.q, n, c.ids, c.stash_ids);
-    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      cast_ids(c.q, n, c.x, c.stash_ids);
-    } else {
-      throw std::logic_error(
-          "strata: SegmentEmbedding: token ids cannot travel as 16-bit (bf16, f16) values; put it first");
-    }
-    embedding_forward(c.q, n, std::size_t(D), c.stash_ids, c.w[0], slice_offset(c), slice(c), c.y);
     std::int32_t* type = c.stash_ids + n;
     segment_ids(c.q, c.rows, c.in_cols, c.stash_ids, std::int32_t(Sep), std::int32_t(Types - 1), type);
     if (adds_segments(c)) {
@@ -94,23 +77,16 @@ struct SegmentEmbedding {
   static void backward_data(C&) {}  // ids have no gradient
   template <class C>
   static void backward_weights(C& c) {
+    words::backward_weights(c);
     const std::size_t n = c.rows * c.in_cols;
-    embedding_backward(c.q, n, std::size_t(D), c.stash_ids, c.dy, slice_offset(c), slice(c), c.g[0], true);
     embedding_backward(c.q, n, std::size_t(D), c.stash_ids + n, c.dy, 0, std::size_t(Types), c.g[1], true);
   }
 
  private:
+  // Under a vocabulary split the partial outputs are summed: device 0 adds the segments once.
   template <class C>
   static bool adds_segments(const C& c) {
     return c.sig != signature::vocab_embedding || c.index == 0;
-  }
-  template <class C>
-  static std::size_t slice(const C& c) {
-    return c.sig == signature::vocab_embedding ? std::size_t(Vocab / c.n) : std::size_t(Vocab);
-  }
-  template <class C>
-  static std::size_t slice_offset(const C& c) {
-    return c.sig == signature::vocab_embedding ? slice(c) * std::size_t(c.index) : 0;
   }
 };
 

@@ -72,7 +72,6 @@ constexpr v_orders<P, M> dual_pipe_v_orders() {
     for (long long& x : row) x = -1;
   r.b_end = r.f_end;
   std::array<int, I(P)> next{};
-  auto ready = [](long long end, long long t) { return end >= 0 && end <= t; };
   int left = 0;
   for (int s = 0; s < P; ++s) left += r.count[I(s)];
   for (long long t = 0; left > 0 && t <= 12LL * (M + P) * 2 * P; ++t)
@@ -81,11 +80,7 @@ constexpr v_orders<P, M> dual_pipe_v_orders() {
       if (j >= r.count[I(s)] || (j > 0 && r.start[I(s)][I(j - 1)] + 1 > t)) continue;
       const work& w = r.order[I(s)][I(j)];
       const int part = w.chunk == 0 ? s : 2 * P - 1 - s;
-      bool go;
-      if (w.weight) go = ready(r.b_end[I(part)][I(w.mb)], t);
-      else if (w.fwd) go = part == 0 || ready(r.f_end[I(part - 1)][I(w.mb)], t);
-      else go = ready(r.f_end[I(part)][I(w.mb)], t) && (part == 2 * P - 1 || ready(r.b_end[I(part + 1)][I(w.mb)], t));
-      if (!go) continue;
+      if (!inputs_ready(r, w, part, t)) continue;
       r.start[I(s)][I(j)] = t;
       if (!w.weight) (w.fwd ? r.f_end : r.b_end)[I(part)][I(w.mb)] = t + 1;
       ++next[I(s)], --left;

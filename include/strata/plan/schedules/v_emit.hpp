@@ -20,6 +20,17 @@ struct v_orders {
   std::array<std::array<long long, static_cast<std::size_t>(M)>, static_cast<std::size_t>(2 * P)> f_end{}, b_end{};
 };
 
+// Whether the inputs of (part, micro-batch)'s F, B or W are there at time t: the previous
+// part's F, the part's own F and the next part's B, the part's B (−1: not yet scheduled).
+template <int P, int M>
+constexpr bool inputs_ready(const v_orders<P, M>& v, const work& w, int part, long long t) {
+  constexpr auto I = [](long long i) { return static_cast<std::size_t>(i); };
+  auto done = [t](long long end) { return end >= 0 && end <= t; };
+  if (w.weight) return done(v.b_end[I(part)][I(w.mb)]);
+  if (w.fwd) return part == 0 || done(v.f_end[I(part - 1)][I(w.mb)]);
+  return done(v.f_end[I(part)][I(w.mb)]) && (part == 2 * P - 1 || done(v.b_end[I(part + 1)][I(w.mb)]));
+}
+
 template <int P, int M>
 constexpr program<P, schedule_capacity(M, 2, true)> emit_v(const v_orders<P, M>& v) {
   program<P, schedule_capacity(M, 2, true)> prog{};

@@ -38,7 +38,6 @@ constexpr v_orders<P, M> zb_v_orders() {
   std::array<int, static_cast<std::size_t>(P)> live{};
   const int total = 3 * parts * M;
   int done = 0;
-  auto ready = [](long long end, long long t) { return end >= 0 && end <= t; };
   for (long long t = 0; done < total && t <= 12LL * (M + P) * parts; ++t) {
     for (int s = 0; s < P; ++s) {
       if (free_at[I(s)] > t) continue;
@@ -46,13 +45,13 @@ constexpr v_orders<P, M> zb_v_orders() {
       int kind = -1, part = -1, mb = M;
       for (int k : mine) {  // B: lowest micro-batch, later part on ties
         const int m = next_b[I(k)];
-        if (m < M && ready(f_end[I(k)][I(m)], t) && (k == parts - 1 || ready(b_end[I(k + 1)][I(m)], t)) && m < mb)
+        if (m < M && inputs_ready(r, work{false, m, 0, false, false}, k, t) && m < mb)
           kind = 1, part = k, mb = m;
       }
       if (kind < 0 && live[I(s)] < cap)
         for (int k : mine) {  // F: later part first
           const int m = next_f[I(k)];
-          if (m < M && (k == 0 || ready(f_end[I(k - 1)][I(m)], t))) {
+          if (m < M && inputs_ready(r, work{true, m, 0, false, false}, k, t)) {
             kind = 0, part = k, mb = m;
             break;
           }
@@ -61,7 +60,8 @@ constexpr v_orders<P, M> zb_v_orders() {
         long long oldest = -1;
         for (int k : {s, 2 * P - 1 - s}) {
           const int m = next_w[I(k)];
-          if (m < M && ready(b_end[I(k)][I(m)], t) && (oldest < 0 || b_end[I(k)][I(m)] < oldest))
+          const bool older = oldest < 0 || (m < M && b_end[I(k)][I(m)] < oldest);
+          if (m < M && inputs_ready(r, work{false, m, 0, false, true}, k, t) && older)
             kind = 2, part = k, mb = m, oldest = b_end[I(k)][I(m)];
         }
       }

@@ -244,4 +244,24 @@ STRATA_HD inline void layernorm_row_dx(const T* x, const T* gamma, const T* dy, 
   }
 }
 
+namespace batchnorm {
+
+// Batch normalisation of one channel over `count` values (all pixels of all samples of
+// the micro-batch): x̂ = (x − mean)·rstd, y = γ·x̂ + β, rstd = 1/√(var + eps), biased
+// variance (PyTorch's training mode). Backward, from the channel's Σdy and Σdy·x̂ over
+// the same count: dx = γ·rstd·(dy − Σdy/count − x̂·Σdy·x̂/count).
+STRATA_HD inline double rstd_of(double centered_square_sum, double count, double eps) {
+  return 1.0 / sqrt(centered_square_sum / count + eps);
+}
+STRATA_HD inline double forward(double x, double mean, double rstd, double gamma, double beta) {
+  return (x - mean) * rstd * gamma + beta;
+}
+STRATA_HD inline double input_grad(double x, double dy, double mean, double rstd, double gamma, double sum_dy,
+                                   double sum_dy_xhat, double count) {
+  const double xhat = (x - mean) * rstd;
+  return gamma * rstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count);
+}
+
+}  // namespace batchnorm
+
 }  // namespace strata::math

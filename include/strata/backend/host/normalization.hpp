@@ -1,7 +1,7 @@
 #pragma once
 // strata host backend, row normalization: the host implementation of
 // backend/normalization.hpp (LayerNorm forward and backward, and its pieces for rows
-// spread over devices; statistics in double, two-pass).
+// spread over devices; statistics in double, two-pass; batch normalisation per channel).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -140,6 +140,88 @@ struct normalization_kernels {
       math::layernorm_row_dx<detail::compute_t<T>>(x + r * D, gamma, dy + r * D, D, double(mean[r]), double(rstd[r]),
                                                    double(sums[r]) / double(total),
                                                    double(sums[rows + r]) / double(total), dx + r * D);
+    });
+  }
+
+  // ---- batch normalisation: channel sums over fixed chunks of rows, combined in order ----
+  static constexpr std::size_t bn_chunk = 256;  // rows per partial sum (part of the result's definition)
+
+  // Σ over rows r of f(r, acc) into `width` doubles: per-chunk partials, then in chunk order.
+  template <class F>
+  static std::vector<double> channel_partials(queue& q, std::size_t rows, std::size_t width, F&& f) {
+    const std::size_t chunks = (rows + bn_chunk - 1) / bn_chunk;
+    std::vector<double> part(chunks * width, 0.0);
+    q.parallel_for(chunks, [&](std::size_t k) {
+      double* acc = part.data() + k * width;
+      for (std::size_t r = k * bn_chunk; r < std::min(rows, (k + 1) * bn_chunk); ++r) f(r, acc);
+    });
+    std::vector<double> total(width, 0.0);
+    for (std::size_t k = 0; k < chunks; ++k)
+      for (std::size_t j = 0; j < width; ++j) total[j] += part[k * width + j];
+    return total;
+  }
+
+  template <class T, class S>
+  static void channel_moment(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, S* sums) {
+    const std::vector<double> t = channel_partials(q, rows, C, [&](std::size_t r, double* acc) {
+      const T* xr = x + r * C;
+      if (mean) {
+        for (std::size_t c = 0; c < C; ++c) {
+          const double d = double(xr[c]) - double(mean[c]);
+          acc[c] += d * d;
+        }
+      } else {
+        for (std::size_t c = 0; c < C; ++c) acc[c] += double(xr[c]);
+      }
+    });
+    for (std::size_t c = 0; c < C; ++c) sums[c] = S(t[c]);
+  }
+
+  template <class S>
+  static void batchnorm_finish(queue&, std::size_t C, double count, double eps, S* mean, S* rstd) {
+    for (std::size_t c = 0; c < C; ++c) {
+      if (mean) mean[c] = S(double(mean[c]) / count);
+      if (rstd) rstd[c] = S(math::batchnorm::rstd_of(double(rstd[c]), count, eps));
+    }
+  }
+
+  template <class T, class S>
+  static void batchnorm_apply(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, const S* rstd,
+                              const T* gamma, const T* beta, T* y) {
+    detail::for_rows(q, rows, C, [&](std::size_t r) {
+      for (std::size_t c = 0; c < C; ++c)
+        y[r * C + c] = T(math::batchnorm::forward(double(x[r * C + c]), double(mean[c]), double(rstd[c]),
+                                                  gamma ? double(gamma[c]) : 1.0, beta ? double(beta[c]) : 0.0));
+    });
+  }
+
+  template <class T, class S, class G>
+  static void batchnorm_backward_sums(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean,
+                                      const S* rstd, const T* dy, S* sums, G* dgamma, G* dbeta) {
+    const std::vector<double> t = channel_partials(q, rows, 2 * C, [&](std::size_t r, double* acc) {
+      for (std::size_t c = 0; c < C; ++c) {
+        const double g = double(dy[r * C + c]);
+        acc[c] += g;
+        acc[C + c] += g * (double(x[r * C + c]) - double(mean[c])) * double(rstd[c]);
+      }
+    });
+    for (std::size_t c = 0; c < C; ++c) {
+      sums[c] = S(t[c]);
+      sums[C + c] = S(t[C + c]);
+      if (dbeta) dbeta[c] = G(double(dbeta[c]) + t[c]);
+      if (dgamma) dgamma[c] = G(double(dgamma[c]) + t[C + c]);
+    }
+  }
+
+  template <class T, class S>
+  static void batchnorm_backward_data(queue& q, std::size_t rows, std::size_t C, double count, const T* x,
+                                      const S* mean, const S* rstd, const T* gamma, const T* dy, const S* sums,
+                                      T* dx) {
+    detail::for_rows(q, rows, C, [&](std::size_t r) {
+      for (std::size_t c = 0; c < C; ++c)
+        dx[r * C + c] = T(math::batchnorm::input_grad(double(x[r * C + c]), double(dy[r * C + c]), double(mean[c]),
+                                                      double(rstd[c]), gamma ? double(gamma[c]) : 1.0,
+                                                      double(sums[c]), double(sums[C + c]), count));
     });
   }
 };

@@ -2,6 +2,8 @@
 // All built-in layers.
 #include "strata/layers/activation.hpp"
 #include "strata/layers/attention.hpp"
+#include "strata/layers/batchnorm2d.hpp"
+#include "strata/layers/conv2d.hpp"
 #include "strata/layers/dropout.hpp"
 #include "strata/layers/embedding.hpp"
 #include "strata/layers/layer.hpp"
@@ -9,6 +11,7 @@
 #include "strata/layers/linear.hpp"
 #include "strata/layers/loss.hpp"
 #include "strata/layers/moe.hpp"
+#include "strata/layers/pool2d.hpp"
 #include "strata/layers/position.hpp"
 #include "strata/layers/residual.hpp"
 #include "strata/layers/rmsnorm.hpp"

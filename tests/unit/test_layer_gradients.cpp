@@ -66,6 +66,8 @@ struct layer_call {
     c.rows = static_cast<std::size_t>(d.rows);
     c.in_cols = static_cast<std::size_t>(d.in_cols);
     c.out_cols = static_cast<std::size_t>(d.out_cols);
+    c.in_shape = d.in;
+    c.out_shape = d.out;
     for (std::size_t k = 0; k < params.size(); ++k) c.w[k] = params[k].data(), c.g[k] = grads[k].data();
     c.stash_values = stash_values.data();
     c.stash_stats = stash_stats.data();
@@ -628,4 +630,152 @@ TEST_CASE("attention dropout: the backward by finite differences, the mask at gl
   CHECK(attention_forward_error<Gqa>(h, 3, &attention_training<5>) > 1e-3);
   CHECK(attention_forward_error<Gqa>(h, 3, [](ctx_t& c) { attention_training<5>(c), c.training = false; }) < 1e-12);
   static_assert(layers::CausalSelfAttention<8, 2, 5, 0, 30>::attention_dropout == 0.3);
+}
+
+// ---- image layers (NHWC) -------------------------------------------------------------------
+
+namespace {
+
+// Runs L's forward on `samples` images of shape `in` with the given parameters.
+template <class L>
+std::vector<double> run_forward(shape_t in, std::size_t samples, const std::vector<double>& x,
+                                std::vector<std::vector<double>> params) {
+  harness h;
+  const std::size_t rows = samples * static_cast<std::size_t>(in.rows());
+  layer_call<L> call(in, rows);
+  std::vector<std::vector<double>> grads;
+  for (auto& p : params) grads.emplace_back(p.size(), 0.0);
+  ctx_t c = call.context(h, params, grads);
+  std::vector<double> y(static_cast<std::size_t>(call.d.out_rows * call.d.out_cols));
+  c.x = x.data();
+  c.y = y.data();
+  L::forward(c);
+  return y;
+}
+
+// The convolution written out: y[n, oh, ow, o] = b[o] + Σ W[o, kh, kw, c]·x[n, oh·s − p + kh, ow·s − p + kw, c].
+std::vector<double> direct_conv(int N, int H, int W, int C, int O, int K, int s, int p, const std::vector<double>& x,
+                                const std::vector<double>& w, const std::vector<double>* b) {
+  const int OH = (H + 2 * p - K) / s + 1, OW = (W + 2 * p - K) / s + 1;
+  std::vector<double> y(static_cast<std::size_t>(N * OH * OW * O));
+  for (int n = 0; n < N; ++n)
+    for (int oh = 0; oh < OH; ++oh)
+      for (int ow = 0; ow < OW; ++ow)
+        for (int o = 0; o < O; ++o) {
+          double acc = b ? (*b)[static_cast<std::size_t>(o)] : 0.0;
+          for (int kh = 0; kh < K; ++kh)
+            for (int kw = 0; kw < K; ++kw)
+              for (int c = 0; c < C; ++c) {
+                const int h = oh * s - p + kh, ww = ow * s - p + kw;
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += w[static_cast<std::size_t>(((o * K + kh) * K + kw) * C + c)] *
+                       x[static_cast<std::size_t>(((n * H + h) * W + ww) * C + c)];
+              }
+          y[static_cast<std::size_t>(((n * OH + oh) * OW + ow) * O + o)] = acc;
+        }
+  return y;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2d: forward against the convolution written out; backward by finite differences") {
+  harness h;
+  // 3×3, stride 2, padding 1 over [7, 6, 3] (odd and even extents, padding on every border)
+  {
+    using L = layers::Conv2d<3, 4, 3, 2, 1>;
+    static_assert(L::out_shape(shape_v<7, 6, 3>) == shape_v<4, 3, 4>);
+    const auto x = h.rand(2 * 7 * 6 * 3), w = h.rand(4 * 9 * 3), b = h.rand(4);
+    CHECK(max_abs_diff(run_forward<L>(shape_v<7, 6, 3>, 2, x, {w, b}), direct_conv(2, 7, 6, 3, 4, 3, 2, 1, x, w, &b)) <
+          1e-13);
+    check_layer<L>(shape_v<7, 6, 3>, 2 * 42, x);
+  }
+  // 1×1 moved by 1 (reads the input as it is: no im2col), and by 2 without bias (ResNet's projection)
+  {
+    using L = layers::Conv2d<3, 5, 1>;
+    static_assert(L::memory(local_dims{.rows = 8, .out_rows = 8, .in = shape_v<2, 2, 3>}).scratch_values == 0);
+    const auto x = h.rand(2 * 4 * 3), w = h.rand(5 * 3), b = h.rand(5);
+    CHECK(max_abs_diff(run_forward<L>(shape_v<2, 2, 3>, 2, x, {w, b}), direct_conv(2, 2, 2, 3, 5, 1, 1, 0, x, w, &b)) <
+          1e-13);
+    check_layer<L>(shape_v<2, 2, 3>, 8, x);
+    using P = layers::Conv2d<2, 3, 1, 2, 0, false>;
+    const auto xp = h.rand(3 * 5 * 5 * 2), wp = h.rand(3 * 2);
+    CHECK(max_abs_diff(run_forward<P>(shape_v<5, 5, 2>, 3, xp, {wp}), direct_conv(3, 5, 5, 2, 3, 1, 2, 0, xp, wp, nullptr)) <
+          1e-13);
+    check_layer<P>(shape_v<5, 5, 2>, 3 * 25, xp);
+  }
+  // ResNet's stem shape in miniature: 7×7, stride 2, padding 3
+  check_layer<layers::Conv2d<1, 2, 7, 2, 3>>(shape_v<9, 8, 1>, 72, h.rand(72));
+}
+
+TEST_CASE("MaxPool2d, AvgPool2d, GlobalAvgPool2d: forward against the windows written out; backward by finite differences") {
+  harness h;
+  const shape_t in = shape_v<5, 6, 2>;
+  const std::size_t N = 2, rows = N * 30;
+  const auto x = h.rand(rows * 2);  // distinct values: no ties for the maximum
+  // the windows written out, padding excluded from the maximum and counted as zero in the mean
+  auto pooled = [&](int K, int s, int p, bool max) {
+    const int OH = (5 + 2 * p - K) / s + 1, OW = (6 + 2 * p - K) / s + 1;
+    std::vector<double> y;
+    for (int n = 0; n < int(N); ++n)
+      for (int oh = 0; oh < OH; ++oh)
+        for (int ow = 0; ow < OW; ++ow)
+          for (int c = 0; c < 2; ++c) {
+            double best = -1e300, sum = 0;
+            for (int kh = 0; kh < K; ++kh)
+              for (int kw = 0; kw < K; ++kw) {
+                const int hh = oh * s - p + kh, ww = ow * s - p + kw;
+                if (hh < 0 || hh >= 5 || ww < 0 || ww >= 6) continue;
+                const double v = x[static_cast<std::size_t>(((n * 5 + hh) * 6 + ww) * 2 + c)];
+                best = std::max(best, v);
+                sum += v;
+              }
+            y.push_back(max ? best : sum / (K * K));
+          }
+    return y;
+  };
+  CHECK(max_abs_diff(run_forward<layers::MaxPool2d<3, 2, 1>>(in, N, x, {}), pooled(3, 2, 1, true)) == 0.0);
+  CHECK(max_abs_diff(run_forward<layers::AvgPool2d<3, 2, 1>>(in, N, x, {}), pooled(3, 2, 1, false)) < 1e-15);
+  CHECK(max_abs_diff(run_forward<layers::AvgPool2d<2>>(in, N, x, {}), pooled(2, 2, 0, false)) < 1e-15);
+  check_layer<layers::MaxPool2d<3, 2, 1>>(in, rows, x);
+  check_layer<layers::MaxPool2d<2>>(in, rows, x);
+  check_layer<layers::AvgPool2d<3, 2, 1>>(in, rows, x);
+  // global: the mean of each channel over the image
+  static_assert(layers::GlobalAvgPool2d::out_shape(shape_v<5, 6, 2>) == shape_v<2>);
+  const auto g = run_forward<layers::GlobalAvgPool2d>(in, N, x, {});
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t c = 0; c < 2; ++c) {
+      double s = 0;
+      for (std::size_t p = 0; p < 30; ++p) s += x[(n * 30 + p) * 2 + c];
+      CHECK(std::abs(g[n * 2 + c] - s / 30) < 1e-15);
+    }
+  check_layer<layers::GlobalAvgPool2d>(in, rows, x);
+}
+
+TEST_CASE("BatchNorm2d: forward against float64 statistics of every pixel of every sample; backward by finite differences") {
+  harness h;
+  const shape_t in = shape_v<3, 4, 5>;
+  const std::size_t rows = 2 * 12;
+  auto x = h.rand(rows * 5);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] += double(i % 5);  // a mean per channel
+  const auto gamma = h.rand(5), beta = h.rand(5);
+  const auto y = run_forward<layers::BatchNorm2d<5>>(in, 2, x, {gamma, beta});
+  for (std::size_t c = 0; c < 5; ++c) {
+    double m = 0, v = 0;
+    for (std::size_t r = 0; r < rows; ++r) m += x[r * 5 + c];
+    m /= double(rows);
+    for (std::size_t r = 0; r < rows; ++r) v += (x[r * 5 + c] - m) * (x[r * 5 + c] - m);
+    v /= double(rows);
+    for (std::size_t r = 0; r < rows; ++r)
+      CHECK(std::abs(y[r * 5 + c] - (gamma[c] * (x[r * 5 + c] - m) / std::sqrt(v + 1e-5) + beta[c])) < 1e-13);
+  }
+  check_layer<layers::BatchNorm2d<5>>(in, rows, x);
+  // over vectors (BatchNorm1d's use): every sample a row
+  check_layer<layers::BatchNorm2d<4>>(shape_v<4>, 6, h.rand(6 * 4));
 }

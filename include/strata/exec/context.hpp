@@ -46,6 +46,7 @@ struct layer_ctx {
   signature sig = signature::replicated;
   int index = 0, n = 1;                // this device's position in the part
   std::size_t rows = 0, in_cols = 0, out_cols = 0;
+  shape_t in_shape{}, out_shape{};     // per-sample shapes of the input and output (an image's [H, W, C])
   const T* x = nullptr;                // forward: the input; backward: the kept input
   T* y = nullptr;                      // forward: the output
   const T* dy = nullptr;               // backward: the output's gradient

@@ -383,6 +383,8 @@ class executor {
     ctx.rows = uz(c.dims.rows);
     ctx.in_cols = uz(c.dims.in_cols);
     ctx.out_cols = uz(c.dims.out_cols);
+    ctx.in_shape = c.dims.in;
+    ctx.out_shape = c.dims.out;
     ctx.x = arena_.values(c.x, a.part, sl);
     ctx.y = arena_.values(c.y, a.part, sl);
     ctx.dy = arena_.values(a.kind == lower::act::backward_weights ? c.dy_keep : c.dy, a.part, sl);

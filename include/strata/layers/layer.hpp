@@ -10,6 +10,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "strata/core/diagnosis.hpp"
 #include "strata/core/kernel_args.hpp"
 #include "strata/core/precision.hpp"
 #include "strata/core/sbp.hpp"
@@ -72,6 +73,11 @@ struct exec_probe;
 //   aux_loss_stats            long long: statistics of an auxiliary loss (MoE's load balance),
 //                             summed over a data-parallel part; 0: no auxiliary loss
 //   tie                       tied_param: one of its parameters is another layer's (a tied head)
+//   input_problem(in)         diagnosis: a rule its per-sample input breaks beyond the feature
+//                             axis (a convolution's window wider than the padded image); the
+//                             planner fills in the layer's index (the diagnosis's first number)
+//   data_shard(shard_query)   shard_choice: the collectives it needs when a Replicate<N> part
+//                             splits the micro-batch's samples (batch normalisation's statistics)
 //   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
@@ -102,6 +108,7 @@ constexpr buffer_needs no_memory(const local_dims&) { return {}; }
 constexpr shard_choice whole(const shard_query& q) { return sharding::whole_features(q); }
 constexpr mesh_choice no_mesh(const mesh_query&) { return {.supported = false}; }
 constexpr shard_choice per_row(const shard_query&) { return {}; }
+constexpr diagnosis no_problem(shape_t) { return {}; }
 inline double no_init(const init_site&) { return 0; }
 constexpr call_gemms no_gemms(const local_dims&) { return {}; }
 template <class L>
@@ -118,6 +125,16 @@ template <class L>
 constexpr shard_choice context_shard_of(const shard_query& q) {
   if constexpr (requires { L::context_shard(q); }) return L::context_shard(q);
   else return per_row(q);
+}
+template <class L>
+constexpr shard_choice data_shard_of(const shard_query& q) {
+  if constexpr (requires { L::data_shard(q); }) return L::data_shard(q);
+  else return per_row(q);
+}
+template <class L>
+constexpr diagnosis input_problem_of(shape_t in) {
+  if constexpr (requires { L::input_problem(in); }) return L::input_problem(in);
+  else return no_problem(in);
 }
 template <class L>
 double init_of(const init_site& s) {
@@ -148,6 +165,10 @@ struct layer_desc {
   // Context<N>: the collectives a layer that mixes a sample's positions needs when each device
   // holds 1/N of them (attention); per-row layers need none.
   shard_choice (*context_shard)(const shard_query&) = &detail::per_row;
+  // Replicate<N>: the collectives a layer whose result depends on the whole micro-batch
+  // (batch normalisation) needs when each device holds 1/N of its samples.
+  shard_choice (*data_shard)(const shard_query&) = &detail::per_row;
+  diagnosis (*input_problem)(shape_t) = &detail::no_problem;  // a rule the input breaks
   double (*init)(const init_site&) = &detail::no_init;  // run time only (not constexpr)
   call_gemms (*gemms)(const local_dims&) = &detail::no_gemms;
   std::array<param_t, max_layer_params> params{};
@@ -203,6 +224,8 @@ constexpr layer_desc describe() {
   d.shard = &detail::shard_of<L>;
   d.mesh_shard = &detail::mesh_shard_of<L>;
   d.context_shard = &detail::context_shard_of<L>;
+  d.data_shard = &detail::data_shard_of<L>;
+  d.input_problem = &detail::input_problem_of<L>;
   d.init = &detail::init_of<L>;
   d.gemms = &detail::gemms_of<L>;
   static_assert(L::params.size() <= static_cast<std::size_t>(max_layer_params),

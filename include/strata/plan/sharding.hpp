@@ -317,6 +317,15 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           lp.context = n;
           lp.exchange = ctx.exchange;
         }
+        // a layer normalising over the micro-batch (batch normalisation) sums its statistics
+        // over the part's shares of the samples
+        const shard_choice data = d.data_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
+                                                           next_is_loss, ctx.sequence_parallel, ctx.exchange});
+        if (data.violated != rule_id::ok) fail({data.violated, li, data.violated_value, n});
+        for (int k = 0; k < data.num_comms; ++k) {
+          const comm_desc& m = data.comms[static_cast<std::size_t>(k)];
+          c.add(m.kind, m.group, m.when, m.elems, m.calls, m.stats);
+        }
         // an auxiliary loss (MoE's load balance) wants statistics of the whole micro-batch:
         // the devices' shares are summed
         if (d.aux_loss_stats > 0)

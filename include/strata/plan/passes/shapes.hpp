@@ -92,6 +92,10 @@ struct shapes_pass : S {
       const shape_t in = shapes[idx(i)][0];
       if (d.in_shape.rank > 0 && in.last() != d.in_shape.last())
         return diagnosis{rule_id::shapes_chain, i, in.last(), d.in_shape.last()};
+      if (diagnosis own = d.input_problem(in); !own.ok()) {
+        own.a = i;
+        return own;
+      }
       // layers that fix more than the feature axis (attention's sequence) check every axis,
       // once the input has as many
       if (d.in_shape.rank > 1 && in.rank < d.in_shape.rank)

@@ -1,0 +1,102 @@
+#pragma once
+// Conv2d<InC, OutC, K, Stride, Pad, Bias>: a 2D convolution (cross-correlation, as every
+// framework computes it) of images [H, W, InC] into [OH, OW, OutC], OH = ⌊(H + 2·Pad − K) /
+// Stride⌋ + 1. The filters are [OutC, K, K, InC] (KRSC: PyTorch's weight in channels-last
+// order) and the bias [OutC]. It runs as GEMMs over the im2col patch matrix [pixels out,
+// K·K·InC] (a 1×1 window moved by 1 without padding reads the input as it is):
+//   Y = cols·Wᵀ + b,  dW += dYᵀ·cols,  dcols = dY·W → dX by col2im (a gather).
+// PyTorch's default initialisation: weight and bias U(±1/√(InC·K·K)).
+// Rules: [conv-window] on the template; [image-input], [image-window] at its place in the
+// model; [split-image], [context-image] under those strategies.
+#include <array>
+
+#include "strata/core/rules.hpp"
+#include "strata/layers/image.hpp"
+#include "strata/layers/layer.hpp"
+
+namespace strata::layers {
+
+template <int InC, int OutC, int K, int Stride = 1, int Pad = 0, bool Bias = true>
+struct Conv2d {
+  static_assert(rule::layer_dim_positive<InC, OutC>::value);
+  static_assert(rule::conv_window_valid<K, Stride, Pad>::value);
+  static constexpr std::string_view name = "Conv2d";
+  static constexpr layer_role role = layer_role::opaque;
+  static constexpr bool has_bias = Bias;
+  static constexpr int patch = K * K * InC;  // one row of the patch matrix
+  static constexpr shape_t in_shape = shape_v<InC>;
+  static constexpr shape_t out_shape(shape_t in) { return detail::image_out(in, K, K, Stride, Pad, OutC); }
+  static constexpr conv_geometry geometry(shape_t in) { return detail::image_geometry(in, K, K, Stride, Pad); }
+  static constexpr diagnosis input_problem(shape_t in) { return detail::image_problem(in, K, K, Pad); }
+  static constexpr auto params = [] {
+    if constexpr (Bias)
+      return std::array<param_t, 2>{{{"weight", shape_v<OutC, K, K, InC>, param_role::weight, -1},
+                                     {"bias", shape_v<OutC>, param_role::bias, -1}}};
+    else
+      return std::array<param_t, 1>{{{"weight", shape_v<OutC, K, K, InC>, param_role::weight, -1}}};
+  }();
+  static double init(const init_site& s) { return init_rules::fan_in_uniform(s, patch); }
+
+  static constexpr long long out_pixels(shape_t in) { return out_shape(in).numel() / OutC; }
+  static constexpr long long forward_flops(shape_t in) { return out_pixels(in) * OutC * (2LL * patch + (Bias ? 1 : 0)); }
+  static constexpr long long backward_flops(shape_t in) { return out_pixels(in) * OutC * (4LL * patch + (Bias ? 1 : 0)); }
+  static constexpr bool reads_input_as_is(shape_t in) { return in.rank == 3 && geometry(in).identity_patches(); }
+  // The input (dW reads its patches again); the patch matrix, or its gradient, in scratch.
+  static constexpr buffer_needs memory(const local_dims& d) {
+    return {.keep_input = true, .scratch_values = reads_input_as_is(d.in) ? 0 : d.out_rows * patch};
+  }
+  static constexpr call_gemms gemms(const local_dims& d) {
+    call_gemms g;
+    g.add({1, static_cast<double>(d.out_rows), static_cast<double>(OutC), static_cast<double>(patch), true});
+    return g;
+  }
+  static constexpr shard_choice shard(const shard_query& q) { return detail::image_split(q); }
+  static constexpr shard_choice context_shard(const shard_query& q) { return detail::image_context(q); }
+
+  template <class C>
+  static void forward(C& c) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    const conv_geometry g = geometry(c.in_shape);
+    const std::size_t n = detail::images(c.rows, c.in_shape), rows_out = n * g.out_pixels();
+    const T* cols = c.x;
+    if (!g.identity_patches()) {
+      im2col(c.q, n, g, c.x, c.scratch_values);
+      cols = c.scratch_values;
+    }
+    const T* bias = nullptr;
+    if constexpr (Bias) bias = c.w[1];
+    gemm_bias_act(c.q, backend::trans::N, backend::trans::T, rows_out, std::size_t(OutC), std::size_t(patch), S(1),
+                  cols, std::size_t(patch), c.w[0], std::size_t(patch), S(0), c.y, std::size_t(OutC), bias,
+                  backend::activation::none, static_cast<T*>(nullptr));
+  }
+  template <class C>
+  static void backward(C& c) {
+    using T = typename C::value_type;
+    using S = gemm_scalar_t<T>;
+    const auto N = backend::trans::N, Tr = backend::trans::T;
+    const conv_geometry g = geometry(c.in_shape);
+    const std::size_t n = detail::images(c.rows, c.in_shape), rows_out = n * g.out_pixels();
+    const T* cols = c.x;
+    if (!g.identity_patches()) {
+      im2col(c.q, n, g, c.x, c.scratch_values);
+      cols = c.scratch_values;
+    }
+    // dW += dYᵀ·cols (into the master-precision gradient), db += Σ dY
+    gemm(c.q, Tr, N, std::size_t(OutC), std::size_t(patch), rows_out, S(1), c.dy, std::size_t(OutC), cols,
+         std::size_t(patch), S(1), c.g[0], std::size_t(patch));
+    if constexpr (Bias) bias_grad(c.q, rows_out, std::size_t(OutC), c.dy, c.g[1], true);
+    if (!c.dx) return;
+    if (g.identity_patches()) {
+      gemm(c.q, N, N, rows_out, std::size_t(patch), std::size_t(OutC), S(1), c.dy, std::size_t(OutC), c.w[0],
+           std::size_t(patch), S(0), c.dx, std::size_t(patch));
+      return;
+    }
+    // the patches' gradient (over the patches, which dW no longer needs), gathered onto the image
+    gemm(c.q, N, N, rows_out, std::size_t(patch), std::size_t(OutC), S(1), c.dy, std::size_t(OutC), c.w[0],
+         std::size_t(patch), S(0), c.scratch_values, std::size_t(patch));
+    col2im(c.q, n, g, static_cast<const T*>(c.scratch_values), c.dx);
+  }
+};
+
+}  // namespace strata::layers

@@ -14,19 +14,25 @@
 #include <strata/strata.hpp>
 using namespace strata;
 
-// A stem, a residual block and a strided block: 12×12×1 → 6×6×8 → 3×3×16 → 16.
+// A stem, a residual block and a down-sampling block whose skip path is a projection
+// (Shortcut<...>): 12×12×1 → 6×6×8 → 3×3×16 → 16.
 using Block = Residual<Conv2d<8, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU>;
+using Down = Residual<Shortcut<Conv2d<8, 16, 1, 2, 0, false>, BatchNorm2d<16>>,  // the skip: 1×1, stride 2
+                      Conv2d<8, 16, 3, 2, 1, false>, BatchNorm2d<16>, ReLU, Conv2d<16, 16, 3, 1, 1, false>,
+                      BatchNorm2d<16>>;
 
 // EPL 5.3.1: Colocate<Replicate<N, body>, Split<N, classifier>>.
-using Body = Replicate<2, Conv2d<1, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>, Block,
-                       Conv2d<8, 16, 3, 2, 1, false>, BatchNorm2d<16>, ReLU, GlobalAvgPool2d>;
+using Body = Replicate<2, Conv2d<1, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>, Block, ReLU, Down, ReLU,
+                       GlobalAvgPool2d>;
 using Classifier = Split<2, Linear<16, 10>>;
 using Colocated = Plan<Colocate<Body, Classifier>, Loss<SoftmaxCrossEntropy>, Input<12, 12, 1>, MicroBatch<8>,
                        NumMicroBatch<2>, Element<double>>;
 
 static_assert(Colocated::layer_plans[0].in == shape_v<12, 12, 1> && Colocated::layer_plans[0].out == shape_v<12, 12, 8>);
 static_assert(Colocated::layer_plans[3].out == shape_v<6, 6, 8>);   // after MaxPool2d<2>
-static_assert(Colocated::layer_plans[12].out == shape_v<16>);      // after GlobalAvgPool2d
+static_assert(Colocated::layer_plans[12].out == shape_v<3, 3, 16>);  // the shortcut's output ...
+static_assert(Colocated::layer_plans[13].out == shape_v<6, 6, 8>);   // ... and the block's input, handed on
+static_assert(Colocated::layer_plans[21].out == shape_v<16>);        // after GlobalAvgPool2d
 // Each device holds 4 of the micro-batch's 8 images; BatchNorm2d sums its statistics over
 // both: C sums twice forward (Σx, then Σ(x − mean)²), 2C sums backward.
 constexpr auto& bn = Colocated::layer_plans[1];
@@ -36,7 +42,7 @@ static_assert(bn.num_comms == 2 && bn.comms[0].kind == collective::all_reduce &&
 
 // Colossal-AI's pipeline example: the network cut into two stages, 1F1B.
 using Stage0 = Replicate<1, Conv2d<1, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>, Block>;
-using Stage1 = Replicate<1, Conv2d<8, 16, 3, 2, 1, false>, BatchNorm2d<16>, ReLU, GlobalAvgPool2d, Linear<16, 10>>;
+using Stage1 = Replicate<1, ReLU, Down, ReLU, GlobalAvgPool2d, Linear<16, 10>>;
 using Piped = Plan<Pipeline<Stage0, Stage1>, Loss<SoftmaxCrossEntropy>, Input<12, 12, 1>, MicroBatch<4>,
                    NumMicroBatch<4>, Schedule<PreferBackward>, Element<double>>;
 static_assert(Piped::stages == 2);

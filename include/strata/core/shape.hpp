@@ -63,7 +63,8 @@ enum class layer_role : unsigned char {
   loss,         // must be last; vocabulary-parallel when logits arrive split
   opaque,       // user layer with no sharding knowledge: whole features, replicated params
   residual_begin,  // Residual<...>: where the skip connection leaves (its input is kept)
-  residual_end     // Residual<...>: where it is added back, in the skip's layout
+  residual_end,    // Residual<...>: where it is added back, in the skip's layout
+  shortcut_end     // Residual<Shortcut<S...>, L...>: the shortcut's output becomes the skip; the input goes on
 };
 
 constexpr std::string_view to_string(layer_role r) {
@@ -80,6 +81,7 @@ constexpr std::string_view to_string(layer_role r) {
     case layer_role::opaque: return "opaque";
     case layer_role::residual_begin: return "residual-begin";
     case layer_role::residual_end: return "residual-end";
+    case layer_role::shortcut_end: return "shortcut-end";
   }
   return "?";
 }

@@ -2,6 +2,9 @@
 // Residual<L...>: y = x + f(x) for the chain f = L... (a pre-LN transformer block is
 // Residual<LayerNorm<D>, CausalSelfAttention<D, H, S>> then Residual<LayerNorm<D>,
 // Linear<D, 4D>, GeLU, Linear<4D, D>>), and Repeat<N, L...>: L... written once, N times.
+// Residual<Shortcut<S...>, L...>: y = s(x) + f(x), the skip path a chain too (ResNet's
+// projection shortcut, Conv2d 1×1 with stride and BatchNorm2d, where a block changes the
+// image's size or channels).
 //
 // Checkpoint<L...> marks L... as one region of activation recomputation (EPL's
 // gradient_checkpoint "collection"): its forward keeps only the region's input, and its
@@ -9,7 +12,8 @@
 // picks regions automatically instead.
 //
 // All three are expanded into the flat layer list the planner works on: a Residual becomes
-// ResidualBegin, the branch's layers, ResidualEnd. The planner pairs them, gives the
+// ResidualBegin, the branch's layers, ResidualEnd; one with a Shortcut becomes
+// ResidualBegin, the shortcut's layers, ShortcutEnd, the branch's layers, ResidualEnd. The planner pairs them, gives the
 // skip connection the layout of the residual's input and converts the branch's output
 // into it (a row-parallel branch's partial sum is all-reduced once — or reduce-scattered
 // to a row split under SequenceParallel); the lowering keeps the skip and its gradient in
@@ -28,6 +32,9 @@ namespace strata {
 
 template <class... L>
 struct Residual {};
+// The skip path of a Residual, written first: Residual<Shortcut<S...>, L...>.
+template <class... S>
+struct Shortcut {};
 
 // Rule [repeat-count] is checked where the copies are made (layers::expand), since a
 // Repeat is named, never instantiated; a count below 1 is planned as 1 copy after it.
@@ -84,6 +91,46 @@ struct ResidualEnd {
   }
 };
 
+// Where a shortcut ends and the branch begins: the shortcut's output s(x) is kept as the
+// skip ResidualEnd adds, and the residual's input x (the ResidualBegin's kept input) goes on
+// into the branch. Backward hands the skip's gradient (ResidualEnd's copy) down the
+// shortcut and keeps the branch's gradient for the ResidualBegin to add. The planner gives
+// its output the residual input's shape and layout. One device or a Replicate<N>: rule
+// [shortcut-split] under Split<N>.
+struct ShortcutEnd {
+  static constexpr std::string_view name = "ShortcutEnd";
+  static constexpr layer_role role = layer_role::shortcut_end;
+  static constexpr shape_t in_shape{};
+  static constexpr shape_t out_shape(shape_t in) { return in; }  // the planner sets the residual input's
+  static constexpr std::array<param_t, 0> params{};
+  static constexpr long long forward_flops(shape_t) { return 0; }
+  static constexpr long long backward_flops(shape_t) { return 0; }
+  static constexpr shard_choice shard(const shard_query& q) {
+    shard_choice c;
+    c.violate(rule_id::shortcut_split, q.n);
+    return c;
+  }
+  // its input (the skip ResidualEnd reads) kept; the branch's gradient kept for ResidualBegin
+  static constexpr buffer_needs memory(const local_dims& d) {
+    return {.keep_input = true, .stash_values = d.out_rows * d.out_cols};
+  }
+  // local elements of the output (the residual's input) for the rows of the input
+  template <class C>
+  static std::size_t out_elems(const C& c) {
+    const std::size_t samples = c.rows * c.in_cols / static_cast<std::size_t>(c.in_shape.numel());
+    return samples * static_cast<std::size_t>(c.out_shape.numel());
+  }
+  template <class C>
+  static void forward(C& c) {
+    copy(c.q, out_elems(c), c.skip, c.y);
+  }
+  template <class C>
+  static void backward(C& c) {
+    copy(c.q, out_elems(c), c.dy, c.stash_values);
+    if (c.dx) copy(c.q, c.rows * c.in_cols, static_cast<const typename C::value_type*>(c.skip_grad), c.dx);
+  }
+};
+
 }  // namespace layers
 
 namespace detail {
@@ -107,6 +154,11 @@ struct expand {
 template <class... L>
 struct expand<Residual<L...>> {
   using type = concat_t<type_list<layers::ResidualBegin>, typename expand<L>::type..., type_list<layers::ResidualEnd>>;
+};
+template <class... S, class... L>
+struct expand<Residual<Shortcut<S...>, L...>> {
+  using type = concat_t<type_list<layers::ResidualBegin>, typename expand<S>::type..., type_list<layers::ShortcutEnd>,
+                        typename expand<L>::type..., type_list<layers::ResidualEnd>>;
 };
 template <int N, class... L>
 struct expand<Repeat<N, L...>> {
@@ -156,6 +208,13 @@ struct marks<Residual<L...>> {
   static constexpr auto user = join_marks(std::array<unsigned char, 1>{mark_none}, marks<L>::user...,
                                           std::array<unsigned char, 1>{mark_none});
   static constexpr auto block = region_marks<expand_t<Residual<L...>>::size>();
+};
+template <class... S, class... L>
+struct marks<Residual<Shortcut<S...>, L...>> {
+  static constexpr auto user =
+      join_marks(std::array<unsigned char, 1>{mark_none}, marks<S>::user..., std::array<unsigned char, 1>{mark_none},
+                 marks<L>::user..., std::array<unsigned char, 1>{mark_none});
+  static constexpr auto block = region_marks<expand_t<Residual<Shortcut<S...>, L...>>::size>();
 };
 template <int N, class... L>
 struct marks<Repeat<N, L...>> {

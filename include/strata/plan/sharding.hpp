@@ -369,6 +369,14 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         skip_turned[static_cast<std::size_t>(open)] = turned;
         skips[static_cast<std::size_t>(open++)] = c.out;
       }
+      if (d.role == layer_role::shortcut_end && open > 0) {
+        // the residual's input goes on in its layout; the shortcut's output is the skip now
+        c.out = skips[static_cast<std::size_t>(open - 1)];
+        skips[static_cast<std::size_t>(open - 1)] = c.need;
+        const bool shortcut_turned = turned;
+        turned = skip_turned[static_cast<std::size_t>(open - 1)];
+        skip_turned[static_cast<std::size_t>(open - 1)] = shortcut_turned;
+      }
       if (d.role == layer_role::residual_end && open > 0) {
         // a 3D branch with an odd number of Linears hands back features along the other axis
         if (nd && skip_turned[static_cast<std::size_t>(open - 1)] != turned) fail({rule_id::tensor_residual, li});

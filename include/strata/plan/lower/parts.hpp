@@ -236,6 +236,13 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
     }
     if (c.needs.stash_values) c.stash_values = keep(i, kind::values, c.needs.stash_values);
     if (L.desc.role == layer_role::residual_begin) open[idx(depth++)] = i;
+    if (L.desc.role == layer_role::shortcut_end && depth > 0) {
+      // it hands on the residual's input, and its own (kept) input is the skip from here on
+      const int b = open[idx(depth - 1)];
+      c.skip = t.calls[idx(b)].x;
+      t.calls[idx(b)].skip_grad = c.stash_values;
+      open[idx(depth - 1)] = i;
+    }
     if (L.desc.role == layer_role::residual_end && depth > 0) {
       const int b = open[idx(--depth)];
       c.skip = t.calls[idx(b)].x;  // kept: ResidualBegin keeps its input

@@ -20,7 +20,7 @@ struct shapes_pass : S {
         const auto& d = descs[idx(i)];
         if (d.in_shape.rank > 0) return true;
         if (d.role != layer_role::elementwise && d.role != layer_role::reshape && d.role != layer_role::residual_begin &&
-            d.role != layer_role::residual_end)
+            d.role != layer_role::residual_end && d.role != layer_role::shortcut_end)
           return d.reads_ids;
       }
       return false;
@@ -71,10 +71,16 @@ struct shapes_pass : S {
   // Every layer's input and output shape, per sample.
   static constexpr auto shapes = [] {
     std::array<std::array<shape_t, 2>, idx(num_layers)> s{};
+    std::array<shape_t, idx(num_layers) + 1> skip{};  // open residuals' inputs, innermost last
+    int depth = 0;
     shape_t cur = input_shape;
     for (int i = 0; i < num_layers; ++i) {
+      const layer_role r = descs[idx(i)].role;
       s[idx(i)][0] = cur;
-      cur = descs[idx(i)].out_shape(cur);
+      if (r == layer_role::residual_begin) skip[idx(depth++)] = cur;
+      if (r == layer_role::residual_end && depth > 0) --depth;
+      // a shortcut's end hands on the residual's input
+      cur = r == layer_role::shortcut_end && depth > 0 ? skip[idx(depth - 1)] : descs[idx(i)].out_shape(cur);
       s[idx(i)][1] = cur;
     }
     return s;
@@ -108,6 +114,10 @@ struct shapes_pass : S {
         }
       const layer_role r = d.role;
       if (r == layer_role::residual_begin) open[idx(depth++)] = i;
+      if (r == layer_role::shortcut_end) {  // from here on the skip is the shortcut's output
+        if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
+        open[idx(depth - 1)] = i;
+      }
       if (r != layer_role::residual_end) continue;
       if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
       const int b = open[idx(--depth)];

@@ -2,8 +2,9 @@
 // What only the CUDA backend has (every kernel's values against float64 references
 // are the kernel suite's, test_kernels_cuda.cu): TF32 GEMMs, cuBLASLt's fused GELU
 // epilogue, gemm_wgrad_bias, bf16 kernels the host has no form of (batched GEMM,
-// scale, axpy), the device error word (raise_device_errors) and check_ids, pageable
-// host memory where kernels accept it, multi-tensor optimizers, the arena (no
+// scale, axpy), the convolution family and batch normalisation (until the kernel
+// suite covers them), the device error word (raise_device_errors) and check_ids,
+// pageable host memory where kernels accept it, multi-tensor optimizers, the arena (no
 // cudaMalloc after warm-up), CUDA Graphs, events, and the error messages of
 // STRATA_CUDA_CHECK / STRATA_CUBLAS_CHECK / STRATA_CUDA_CHECK_LAUNCH. The reference
 // is the host backend, fed the same inputs; outputs are poisoned with NaN first.
@@ -266,6 +267,125 @@ TEST_CASE("bf16 scale and axpy compute in float and round once") {
                    "bf16 scale offset n=" + std::to_string(n));
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Convolution family and batch normalisation (not yet in the kernel suite) against
+// the host backend
+// ---------------------------------------------------------------------------
+
+TEST_CASE_TEMPLATE("im2col, col2im, pooling and batch normalisation equal the host's", T, float, double, bf16) {
+  using S = std::conditional_t<std::is_same_v<T, double>, double, float>;  // statistics and parameter gradients
+  using strata::conv_geometry;
+  const double tl = std::is_same_v<T, bf16> ? tol_bf16 : tol<T>;
+  fixture f;
+  const std::size_t samples = 2;
+  const auto in_n = [&](const conv_geometry& g) { return samples * g.in_pixels() * std::size_t(g.C); };
+  const auto out_n = [&](const conv_geometry& g) { return samples * g.out_pixels() * std::size_t(g.C); };
+
+  {  // im2col and col2im: 3x3 window, stride 2, padding 1
+    const auto g = conv_geometry::of(7, 6, 3, 3, 3, 2, 1);
+    const std::size_t nc = samples * g.out_pixels() * g.patch();
+    auto x = random_vec<T>(in_n(g)), dcols = random_vec<T>(nc);
+    std::vector<T> cols(nc), dx(in_n(g));
+    hb::im2col(f.hq, samples, g, x.data(), cols.data());
+    hb::col2im(f.hq, samples, g, dcols.data(), dx.data());
+    auto d_x = to_dev(f.q, x), d_dcols = to_dev(f.q, dcols);
+    auto d_cols = poisoned<T>(f.q, nc), d_dx = poisoned<T>(f.q, in_n(g));
+    cu::im2col(f.q, samples, g, d_x.data(), d_cols.data());
+    cu::col2im(f.q, samples, g, d_dcols.data(), d_dx.data());
+    expect_close(to_host(f.q, d_cols, nc), cols, 0.0, "im2col (a copy: the same bits)");
+    expect_close(to_host(f.q, d_dx, in_n(g)), dx, tl, "col2im");
+  }
+
+  {  // max pooling: 3x3 window, stride 2, padding 1; the same winners, then their gradient
+    const auto g = conv_geometry::of(7, 6, 3, 3, 3, 2, 1);
+    auto x = random_vec<T>(in_n(g)), dy = random_vec<T>(out_n(g));
+    std::vector<T> y(out_n(g)), dx(in_n(g));
+    std::vector<std::int32_t> arg(out_n(g));
+    hb::maxpool_forward(f.hq, samples, g, x.data(), y.data(), arg.data());
+    hb::maxpool_backward(f.hq, samples, g, dy.data(), arg.data(), dx.data());
+    auto d_x = to_dev(f.q, x), d_dy = to_dev(f.q, dy);
+    auto d_y = poisoned<T>(f.q, out_n(g)), d_y2 = poisoned<T>(f.q, out_n(g)), d_dx = poisoned<T>(f.q, in_n(g));
+    auto d_arg = poisoned<std::int32_t>(f.q, out_n(g));
+    cu::maxpool_forward(f.q, samples, g, d_x.data(), d_y.data(), d_arg.data());
+    cu::maxpool_forward(f.q, samples, g, d_x.data(), d_y2.data(), static_cast<std::int32_t*>(nullptr));
+    const auto arg_dev = to_host(f.q, d_arg, out_n(g));
+    CHECK(arg_dev == arg);
+    cu::maxpool_backward(f.q, samples, g, d_dy.data(), d_arg.data(), d_dx.data());
+    expect_close(to_host(f.q, d_y, out_n(g)), y, 0.0, "maxpool_forward");
+    expect_close(to_host(f.q, d_y2, out_n(g)), y, 0.0, "maxpool_forward without arg");
+    expect_close(to_host(f.q, d_dx, in_n(g)), dx, tl, "maxpool_backward");
+  }
+
+  // average pooling: 2x2 window, stride 2; global (the window is the image)
+  for (const auto& g : {conv_geometry::of(7, 6, 3, 2, 2, 2, 0), conv_geometry::of(7, 6, 3, 7, 6, 1, 0)}) {
+    const std::string what = "avgpool K=" + std::to_string(g.KH) + "x" + std::to_string(g.KW);
+    auto x = random_vec<T>(in_n(g)), dy = random_vec<T>(out_n(g));
+    std::vector<T> y(out_n(g)), dx(in_n(g));
+    hb::avgpool_forward(f.hq, samples, g, x.data(), y.data());
+    hb::avgpool_backward(f.hq, samples, g, dy.data(), dx.data());
+    auto d_x = to_dev(f.q, x), d_dy = to_dev(f.q, dy);
+    auto d_y = poisoned<T>(f.q, out_n(g)), d_dx = poisoned<T>(f.q, in_n(g));
+    cu::avgpool_forward(f.q, samples, g, d_x.data(), d_y.data());
+    cu::avgpool_backward(f.q, samples, g, d_dy.data(), d_dx.data());
+    expect_close(to_host(f.q, d_y, out_n(g)), y, tl, what + " forward");
+    expect_close(to_host(f.q, d_dx, in_n(g)), dx, tl, what + " backward");
+  }
+
+  // batch normalisation over rows x C: one chunk of 256 rows, and three (partials in order)
+  const std::size_t C = 5;
+  const double eps = 1e-5;
+  for (std::size_t rows : {std::size_t(37), std::size_t(613)})
+    for (bool affine : {true, false}) {
+      const std::string what = " rows=" + std::to_string(rows) + " affine=" + std::to_string(affine);
+      const std::size_t n = rows * C;
+      const double count = double(rows);
+      auto x = random_vec<T>(n, -2, 3), dy = random_vec<T>(n), gamma = random_vec<T>(C, 0.5, 1.5),
+           beta = random_vec<T>(C);
+      const auto dgamma0 = random_vec<S>(C), dbeta0 = random_vec<S>(C);
+      std::vector<S> sum_x(C), mean(C), rstd(C), sums(2 * C), dgamma = dgamma0, dbeta = dbeta0;
+      std::vector<T> y(n), dx(n);
+      const T* hg = affine ? gamma.data() : nullptr;
+      const T* hbeta = affine ? beta.data() : nullptr;
+      S* hdg = affine ? dgamma.data() : nullptr;
+      S* hdb = affine ? dbeta.data() : nullptr;
+      hb::channel_moment(f.hq, rows, C, x.data(), static_cast<const S*>(nullptr), sum_x.data());
+      mean = sum_x;
+      hb::batchnorm_finish(f.hq, C, count, eps, mean.data(), static_cast<S*>(nullptr));
+      hb::channel_moment(f.hq, rows, C, x.data(), static_cast<const S*>(mean.data()), rstd.data());
+      hb::batchnorm_finish(f.hq, C, count, eps, static_cast<S*>(nullptr), rstd.data());
+      hb::batchnorm_apply(f.hq, rows, C, x.data(), mean.data(), rstd.data(), hg, hbeta, y.data());
+      hb::batchnorm_backward_sums(f.hq, rows, C, x.data(), mean.data(), rstd.data(), dy.data(), sums.data(), hdg, hdb);
+      hb::batchnorm_backward_data(f.hq, rows, C, count, x.data(), mean.data(), rstd.data(), hg, dy.data(),
+                                  sums.data(), dx.data());
+
+      auto d_x = to_dev(f.q, x), d_dy = to_dev(f.q, dy), d_gamma = to_dev(f.q, gamma), d_beta = to_dev(f.q, beta);
+      auto d_dgamma = to_dev(f.q, dgamma0), d_dbeta = to_dev(f.q, dbeta0);
+      auto d_mean = poisoned<S>(f.q, C), d_rstd = poisoned<S>(f.q, C), d_sums = poisoned<S>(f.q, 2 * C);
+      auto d_y = poisoned<T>(f.q, n), d_dx = poisoned<T>(f.q, n);
+      const T* dg = affine ? d_gamma.data() : nullptr;
+      const T* dbeta_in = affine ? d_beta.data() : nullptr;
+      S* ddg = affine ? d_dgamma.data() : nullptr;
+      S* ddb = affine ? d_dbeta.data() : nullptr;
+      cu::channel_moment(f.q, rows, C, d_x.data(), static_cast<const S*>(nullptr), d_mean.data());
+      expect_close(to_host(f.q, d_mean, C), sum_x, tol<S>, "channel_moment (sum)" + what);
+      cu::batchnorm_finish(f.q, C, count, eps, d_mean.data(), static_cast<S*>(nullptr));
+      expect_close(to_host(f.q, d_mean, C), mean, tol<S>, "batchnorm_finish (mean)" + what);
+      cu::channel_moment(f.q, rows, C, d_x.data(), static_cast<const S*>(d_mean.data()), d_rstd.data());
+      cu::batchnorm_finish(f.q, C, count, eps, static_cast<S*>(nullptr), d_rstd.data());
+      expect_close(to_host(f.q, d_rstd, C), rstd, tol<S>, "channel_moment + batchnorm_finish (rstd)" + what);
+      cu::batchnorm_apply(f.q, rows, C, d_x.data(), d_mean.data(), d_rstd.data(), dg, dbeta_in, d_y.data());
+      expect_close(to_host(f.q, d_y, n), y, tl, "batchnorm_apply" + what);
+      cu::batchnorm_backward_sums(f.q, rows, C, d_x.data(), d_mean.data(), d_rstd.data(), d_dy.data(),
+                                  d_sums.data(), ddg, ddb);
+      expect_close(to_host(f.q, d_sums, 2 * C), sums, tol<S>, "batchnorm_backward_sums" + what);
+      expect_close(to_host(f.q, d_dgamma, C), dgamma, tol<S>, "batchnorm_backward_sums (dgamma)" + what);
+      expect_close(to_host(f.q, d_dbeta, C), dbeta, tol<S>, "batchnorm_backward_sums (dbeta)" + what);
+      cu::batchnorm_backward_data(f.q, rows, C, count, d_x.data(), d_mean.data(), d_rstd.data(), dg, d_dy.data(),
+                                  d_sums.data(), d_dx.data());
+      expect_close(to_host(f.q, d_dx, n), dx, tl, "batchnorm_backward_data" + what);
+    }
 }
 
 // ---------------------------------------------------------------------------

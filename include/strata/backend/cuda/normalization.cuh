@@ -2,7 +2,8 @@
 #pragma once
 // strata CUDA backend, row normalization: the CUDA implementation of
 // backend/normalization.hpp (LayerNorm: one thread group per row, shapes from
-// launch.cuh; dgamma/dbeta from per-chunk partials combined in order).
+// launch.cuh; dgamma/dbeta from per-chunk partials combined in order; batch
+// normalisation: channel sums over the host's fixed chunks of rows, in its order).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -288,6 +289,128 @@ __global__ void k_layernorm_backward_moments(std::size_t rows, std::size_t D, st
 inline unsigned row_blocks(std::size_t rows) { return static_cast<unsigned>((rows + 127) / 128); }
 }  // namespace detail
 
+// ---------------------------------------------------------------------------
+// Batch normalisation (the host's formulas, core/math.hpp). Channel sums: one thread
+// per (chunk of bn_chunk rows, channel) adds its rows in row order into a double
+// partial, then one thread per channel adds the chunks in chunk order: the host's
+// additions in the host's order, no atomics. Elementwise parts: one thread per element.
+// ---------------------------------------------------------------------------
+namespace detail {
+// Rows per partial sum: host::normalization_kernels::bn_chunk (part of the result's definition).
+inline constexpr std::size_t bn_chunk = 256;
+__host__ __device__ inline std::size_t bn_chunks(std::size_t rows) { return (rows + bn_chunk - 1) / bn_chunk; }
+
+// partial[(k·NOUT + o)·C + c] = Σ over chunk k's rows r of f(r, c, acc)'s term o.
+template <int NOUT, class F>
+__global__ void k_channel_partial(std::size_t rows, std::size_t C, F f, double* partial) {
+  const std::size_t n = bn_chunks(rows) * C;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t k = i / C, c = i - k * C, r1 = d_min(rows, (k + 1) * bn_chunk);
+    double acc[NOUT] = {};
+    for (std::size_t r = k * bn_chunk; r < r1; ++r) f(r, c, acc);
+#pragma unroll
+    for (int o = 0; o < NOUT; ++o) partial[(k * NOUT + o) * C + c] = acc[o];
+  }
+}
+template <int NOUT, class F>
+void channel_partials(queue& q, std::size_t rows, std::size_t C, F f, double* partial) {
+  if (rows == 0) return;
+  k_channel_partial<NOUT><<<flat_grid(q, bn_chunks(rows) * C), flat_threads, 0, q.stream()>>>(rows, C, f, partial);
+  STRATA_CUDA_CHECK_LAUNCH("k_channel_partial");
+}
+
+template <class T, class S>
+struct channel_moment_term {  // Σx, or Σ(x − mean)² when mean is given
+  const T* x;
+  const S* mean;
+  std::size_t C;
+  __device__ void operator()(std::size_t r, std::size_t c, double* acc) const {
+    if (mean) {
+      const double d = double(x[r * C + c]) - double(mean[c]);
+      acc[0] += d * d;
+    } else {
+      acc[0] += double(x[r * C + c]);
+    }
+  }
+};
+template <class T, class S>
+struct batchnorm_grad_terms {  // Σdy, Σdy·x̂
+  const T* x;
+  const S* mean;
+  const S* rstd;
+  const T* dy;
+  std::size_t C;
+  __device__ void operator()(std::size_t r, std::size_t c, double* acc) const {
+    const double g = double(dy[r * C + c]);
+    acc[0] += g;
+    acc[1] += g * (double(x[r * C + c]) - double(mean[c])) * double(rstd[c]);
+  }
+};
+
+template <class S>
+__global__ void k_channel_moment_final(std::size_t chunks, std::size_t C, const double* partial, S* sums) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < C;
+       c += std::size_t(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (std::size_t k = 0; k < chunks; ++k) s += partial[k * C + c];
+    sums[c] = S(s);
+  }
+}
+template <class S, class G>
+__global__ void k_batchnorm_sums_final(std::size_t chunks, std::size_t C, const double* partial, S* sums, G* dgamma,
+                                       G* dbeta) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < C;
+       c += std::size_t(gridDim.x) * blockDim.x) {
+    double sd = 0, sdx = 0;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      sd += partial[(2 * k) * C + c];
+      sdx += partial[(2 * k + 1) * C + c];
+    }
+    sums[c] = S(sd);
+    sums[C + c] = S(sdx);
+    if (dbeta) dbeta[c] = G(double(dbeta[c]) + sd);
+    if (dgamma) dgamma[c] = G(double(dgamma[c]) + sdx);
+  }
+}
+
+template <class S>
+__global__ void k_batchnorm_finish(std::size_t C, double count, double eps, S* mean, S* rstd) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < C;
+       c += std::size_t(gridDim.x) * blockDim.x) {
+    if (mean) mean[c] = S(double(mean[c]) / count);
+    if (rstd) rstd[c] = S(math::batchnorm::rstd_of(double(rstd[c]), count, eps));
+  }
+}
+
+// y may alias x (each thread reads its element before writing it).
+template <class T, class S>
+__global__ void k_batchnorm_apply(std::size_t rows, std::size_t C, const T* x, const S* mean, const S* rstd,
+                                  const T* gamma, const T* beta, T* y) {
+  const std::size_t n = rows * C;
+  const bool small = n <= 0xffffffffull;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t c = i - d_div(i, C, small) * C;
+    y[i] = T(math::batchnorm::forward(double(x[i]), double(mean[c]), double(rstd[c]), gamma ? double(gamma[c]) : 1.0,
+                                      beta ? double(beta[c]) : 0.0));
+  }
+}
+template <class T, class S>
+__global__ void k_batchnorm_backward_data(std::size_t rows, std::size_t C, double count, const T* x, const S* mean,
+                                          const S* rstd, const T* gamma, const T* dy, const S* sums, T* dx) {
+  const std::size_t n = rows * C;
+  const bool small = n <= 0xffffffffull;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t c = i - d_div(i, C, small) * C;
+    dx[i] = T(math::batchnorm::input_grad(double(x[i]), double(dy[i]), double(mean[c]), double(rstd[c]),
+                                          gamma ? double(gamma[c]) : 1.0, double(sums[c]), double(sums[C + c]),
+                                          count));
+  }
+}
+}  // namespace detail
+
 // Static members on arguments the front has checked (impl::normalization_kernels<queue>).
 struct normalization_kernels {
   template <class T, class S>
@@ -382,6 +505,57 @@ struct normalization_kernels {
     detail::k_layernorm_backward_moments<T, S>
         <<<detail::row_blocks(rows), 128, 0, q.stream()>>>(rows, D, total, x, gamma, mean, rstd, dy, sums, dx);
     STRATA_CUDA_CHECK_LAUNCH("k_layernorm_backward_moments");
+  }
+
+  // ---- batch normalisation ----
+  // Scratch: bn_chunks(rows)·C doubles (two per channel for the backward sums).
+  template <class T, class S>
+  static void channel_moment(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, S* sums) {
+    const std::size_t chunks = detail::bn_chunks(rows);
+    detail::scratch sc = detail::get_scratch(q, chunks * C * sizeof(double));
+    double* partial = reinterpret_cast<double*>(sc.p);
+    detail::channel_partials<1>(q, rows, C, detail::channel_moment_term<T, S>{x, mean, C}, partial);
+    detail::k_channel_moment_final<S>
+        <<<detail::flat_grid(q, C), detail::flat_threads, 0, q.stream()>>>(chunks, C, partial, sums);
+    STRATA_CUDA_CHECK_LAUNCH("k_channel_moment_final");
+  }
+
+  // mean and rstd are device memory: finished on the device (no synchronisation).
+  template <class S>
+  static void batchnorm_finish(queue& q, std::size_t C, double count, double eps, S* mean, S* rstd) {
+    if (!mean && !rstd) return;
+    detail::k_batchnorm_finish<S>
+        <<<detail::flat_grid(q, C), detail::flat_threads, 0, q.stream()>>>(C, count, eps, mean, rstd);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_finish");
+  }
+
+  template <class T, class S>
+  static void batchnorm_apply(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, const S* rstd,
+                              const T* gamma, const T* beta, T* y) {
+    detail::k_batchnorm_apply<T, S><<<detail::flat_grid(q, rows * C), detail::flat_threads, 0, q.stream()>>>(
+        rows, C, x, mean, rstd, gamma, beta, y);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_apply");
+  }
+
+  template <class T, class S, class G>
+  static void batchnorm_backward_sums(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean,
+                                      const S* rstd, const T* dy, S* sums, G* dgamma, G* dbeta) {
+    const std::size_t chunks = detail::bn_chunks(rows);
+    detail::scratch sc = detail::get_scratch(q, chunks * 2 * C * sizeof(double));
+    double* partial = reinterpret_cast<double*>(sc.p);
+    detail::channel_partials<2>(q, rows, C, detail::batchnorm_grad_terms<T, S>{x, mean, rstd, dy, C}, partial);
+    detail::k_batchnorm_sums_final<S, G><<<detail::flat_grid(q, C), detail::flat_threads, 0, q.stream()>>>(
+        chunks, C, partial, sums, dgamma, dbeta);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_sums_final");
+  }
+
+  template <class T, class S>
+  static void batchnorm_backward_data(queue& q, std::size_t rows, std::size_t C, double count, const T* x,
+                                      const S* mean, const S* rstd, const T* gamma, const T* dy, const S* sums,
+                                      T* dx) {
+    detail::k_batchnorm_backward_data<T, S><<<detail::flat_grid(q, rows * C), detail::flat_threads, 0, q.stream()>>>(
+        rows, C, count, x, mean, rstd, gamma, dy, sums, dx);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_backward_data");
   }
 };
 

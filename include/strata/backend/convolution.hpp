@@ -25,6 +25,8 @@ inline void check_geometry(const conv_geometry& g, const char* kernel) {
   need(g.OH == conv_out_extent(g.H, g.KH, g.stride, g.pad) && g.OW == conv_out_extent(g.W, g.KW, g.stride, g.pad) &&
            g.OH > 0 && g.OW > 0,
        kernel, "the output extent does not follow from the image, window, stride and padding");
+  // pixel indices (a max-pool winner h·W + w) are 32-bit
+  need(static_cast<long long>(g.H) * g.W < (1LL << 31), kernel, "an image of 2^31 pixels or more");
 }
 }  // namespace detail
 
@@ -58,6 +60,8 @@ void maxpool_forward(Q& q, std::size_t samples, const conv_geometry& g, const T*
   static_assert(detail::is_elem_v<T>);
   if (samples == 0) return;
   detail::check_geometry(g, "maxpool_forward");
+  detail::need(2 * g.pad <= g.KH && 2 * g.pad <= g.KW, "maxpool_forward",
+               "padding more than half the window leaves windows with no pixel");
   detail::need(x && y, "maxpool_forward", "null pointer");
   impl::convolution_kernels<Q>::maxpool_forward(q, samples, g, x, y, arg);
 }

@@ -102,6 +102,12 @@ void layernorm_backward_moments(Q& q, std::size_t rows, std::size_t D, std::size
 // finishing step. Sums in double over fixed chunks of rows combined in order.
 // ---------------------------------------------------------------------------
 
+namespace detail {
+// Rows per partial sum of the channel sums, every backend's: the sums of fixed chunks are
+// combined in chunk order, so the chunk is part of the result's definition.
+inline constexpr std::size_t batchnorm_chunk_rows = 256;
+}  // namespace detail
+
 // sums[c] = Σ_r x[r, c] (mean null) or Σ_r (x[r, c] − mean[c])² (overwritten).
 template <class T, class S, kernel_queue Q>
 void channel_moment(Q& q, std::size_t rows, std::size_t C, const T* x, const S* mean, S* sums) {
@@ -150,7 +156,8 @@ void batchnorm_backward_data(Q& q, std::size_t rows, std::size_t C, double count
                              const S* rstd, const T* gamma, const T* dy, const S* sums, T* dx) {
   static_assert(detail::is_elem_v<T> && detail::is_real_v<S>);
   if (rows == 0 || C == 0) return;
-  detail::need(x && mean && rstd && dy && sums && dx && count > 0, "batchnorm_backward_data", "null pointer");
+  detail::need(count > 0, "batchnorm_backward_data", "no values to normalise over");
+  detail::need(x && mean && rstd && dy && sums && dx, "batchnorm_backward_data", "null pointer");
   impl::normalization_kernels<Q>::batchnorm_backward_data(q, rows, C, count, x, mean, rstd, gamma, dy, sums, dx);
 }
 

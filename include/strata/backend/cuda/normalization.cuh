@@ -296,8 +296,7 @@ inline unsigned row_blocks(std::size_t rows) { return static_cast<unsigned>((row
 // additions in the host's order, no atomics. Elementwise parts: one thread per element.
 // ---------------------------------------------------------------------------
 namespace detail {
-// Rows per partial sum: host::normalization_kernels::bn_chunk (part of the result's definition).
-inline constexpr std::size_t bn_chunk = 256;
+inline constexpr std::size_t bn_chunk = backend::detail::batchnorm_chunk_rows;
 __host__ __device__ inline std::size_t bn_chunks(std::size_t rows) { return (rows + bn_chunk - 1) / bn_chunk; }
 
 // partial[(k·NOUT + o)·C + c] = Σ over chunk k's rows r of f(r, c, acc)'s term o.

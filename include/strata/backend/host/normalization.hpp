@@ -144,7 +144,7 @@ struct normalization_kernels {
   }
 
   // ---- batch normalisation: channel sums over fixed chunks of rows, combined in order ----
-  static constexpr std::size_t bn_chunk = 256;  // rows per partial sum (part of the result's definition)
+  static constexpr std::size_t bn_chunk = backend::detail::batchnorm_chunk_rows;
 
   // Σ over rows r of f(r, acc) into `width` doubles: per-chunk partials, then in chunk order.
   template <class F>

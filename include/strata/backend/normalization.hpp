@@ -15,6 +15,12 @@ template <class Queue>
 struct normalization_kernels;
 }  // namespace impl
 
+namespace detail {
+// Rows per partial sum of the channel sums, every backend's: the sums of fixed chunks are
+// combined in chunk order, so the chunk is part of the result's definition.
+inline constexpr std::size_t batchnorm_chunk_rows = 256;
+}  // namespace detail
+
 inline namespace kernels {
 
 // y = (x - mean) * rstd * gamma + beta per row, rstd = 1/sqrt(var + eps), biased variance
@@ -101,12 +107,6 @@ void layernorm_backward_moments(Q& q, std::size_t rows, std::size_t D, std::size
 // devices are these sums added over the devices (the caller's all-reduce) before the
 // finishing step. Sums in double over fixed chunks of rows combined in order.
 // ---------------------------------------------------------------------------
-
-namespace detail {
-// Rows per partial sum of the channel sums, every backend's: the sums of fixed chunks are
-// combined in chunk order, so the chunk is part of the result's definition.
-inline constexpr std::size_t batchnorm_chunk_rows = 256;
-}  // namespace detail
 
 // sums[c] = Σ_r x[r, c] (mean null) or Σ_r (x[r, c] − mean[c])² (overwritten).
 template <class T, class S, kernel_queue Q>

@@ -23,17 +23,19 @@ struct Conv2d {
   static constexpr std::string_view name = "Conv2d";
   static constexpr layer_role role = layer_role::opaque;
   static constexpr bool has_bias = Bias;
-  static constexpr int patch = K * K * InC;  // one row of the patch matrix
+  // past a broken [conv-window] (reported above) the plan goes on with a valid window
+  static constexpr int k = K > 0 ? K : 1, stride = Stride > 0 ? Stride : 1, pad = Pad > 0 ? Pad : 0;
+  static constexpr int patch = k * k * InC;  // one row of the patch matrix
   static constexpr shape_t in_shape = shape_v<InC>;
-  static constexpr shape_t out_shape(shape_t in) { return detail::image_out(in, K, K, Stride, Pad, OutC); }
-  static constexpr conv_geometry geometry(shape_t in) { return detail::image_geometry(in, K, K, Stride, Pad); }
-  static constexpr diagnosis input_problem(shape_t in) { return detail::image_problem(in, K, K, Pad); }
+  static constexpr shape_t out_shape(shape_t in) { return detail::image_out(in, k, k, stride, pad, OutC); }
+  static constexpr conv_geometry geometry(shape_t in) { return detail::image_geometry(in, k, k, stride, pad); }
+  static constexpr diagnosis input_problem(shape_t in) { return detail::image_problem(in, k, k, pad); }
   static constexpr auto params = [] {
     if constexpr (Bias)
-      return std::array<param_t, 2>{{{"weight", shape_v<OutC, K, K, InC>, param_role::weight, -1},
+      return std::array<param_t, 2>{{{"weight", shape_v<OutC, k, k, InC>, param_role::weight, -1},
                                      {"bias", shape_v<OutC>, param_role::bias, -1}}};
     else
-      return std::array<param_t, 1>{{{"weight", shape_v<OutC, K, K, InC>, param_role::weight, -1}}};
+      return std::array<param_t, 1>{{{"weight", shape_v<OutC, k, k, InC>, param_role::weight, -1}}};
   }();
   static double init(const init_site& s) { return init_rules::fan_in_uniform(s, patch); }
 

@@ -13,8 +13,11 @@
 
 namespace strata::detail {
 // The members the three pools share: no parameters, whole images, one device or a Replicate<N>.
-template <int K, int Stride, int Pad>
+template <int K0, int Stride0, int Pad0>
 struct pool_base {
+  // past a broken [pool-window] (reported above) the plan goes on with a valid window
+  static constexpr int K = K0 > 0 ? K0 : 1, Stride = Stride0 > 0 ? Stride0 : 1;
+  static constexpr int Pad = Pad0 >= 0 && 2 * Pad0 <= K ? Pad0 : 0;
   static constexpr layer_role role = layer_role::opaque;
   static constexpr shape_t in_shape{};  // any channels
   static constexpr std::array<param_t, 0> params{};

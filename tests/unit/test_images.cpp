@@ -71,3 +71,13 @@ TEST_CASE("a small ResNet's gradients (projection shortcut, batch norm, pooling)
       }
   MESSAGE("ResNet gradient vs finite differences: " << checked << " elements, worst relative error " << worst);
 }
+
+TEST_CASE("BatchNorm2d refuses an evaluation with padding (it would normalise the padding in), on every rank") {
+  auto w = local_world<Host>();
+  auto t = make_trainer<Net>(w, SGD{.lr = 0.1}, 5);
+  std::vector<double> x(3 * 8 * 8 * 2, 0.5);
+  std::vector<std::int32_t> y(3, 1);
+  const batch_view<double> b{.inputs = x, .labels = y, .samples = 3};
+  CHECK(t.evaluate(b, 3).rows == 3);
+  CHECK_THROWS_WITH_AS(t.evaluate(b, 2), doctest::Contains("BatchNorm2d normalises with the statistics"), agreed_error);
+}

@@ -528,6 +528,8 @@ class trainer {
     else if (valid > b.samples)
       problem = "the valid count " + std::to_string(valid) + " exceeds the batch's " + std::to_string(b.samples) +
                 " samples";
+    else if (!train && exec::has_batch_statistics<P> && valid < b.samples)
+      problem = exec::padding_problem(b.samples, valid);
     else if (on_device(x) != on_device(y))
       problem = "the batch's inputs and labels must both be in host memory or both on the device";
     else if (on_device(x)) {

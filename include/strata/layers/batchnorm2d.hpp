@@ -25,6 +25,7 @@ struct BatchNorm2d {
   static constexpr std::string_view name = "BatchNorm2d";
   static constexpr layer_role role = layer_role::opaque;
   static constexpr double eps = 1e-5;
+  static constexpr bool batch_statistics = true;  // evaluation too: no running statistics yet
   static constexpr shape_t in_shape = shape_v<C>;
   static constexpr shape_t out_shape(shape_t in) { return in; }
   static constexpr std::array<param_t, 2> params{{{"gamma", shape_v<C>, param_role::replicated, -1},

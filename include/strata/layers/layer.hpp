@@ -52,6 +52,7 @@ template <class L> concept has_gemms = requires(local_dims d) { { L::gemms(d) } 
 template <class L> concept has_reads_ids = requires { { L::reads_ids } -> std::convertible_to<bool>; };
 template <class L> concept has_aux_loss = requires { { L::aux_loss_stats } -> std::convertible_to<long long>; };
 template <class L> concept has_tie = requires { { L::tie } -> std::convertible_to<tied_param>; };
+template <class L> concept has_batch_statistics = requires { { L::batch_statistics } -> std::convertible_to<bool>; };
 // Stands for the executor's per-layer context when asking whether a layer can run.
 struct exec_probe;
 }  // namespace detail
@@ -78,6 +79,8 @@ struct exec_probe;
 //                             planner fills in the layer's index (the diagnosis's first number)
 //   data_shard(shard_query)   shard_choice: the collectives it needs when a Replicate<N> part
 //                             splits the micro-batch's samples (batch normalisation's statistics)
+//   batch_statistics          bool: its output depends on every sample of the micro-batch, in
+//                             evaluation too (so an evaluation's padding would change it)
 //   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
@@ -179,6 +182,7 @@ struct layer_desc {
   bool reads_ids = false;         // first in the model, it reads the batch's token ids
   long long aux_loss_stats = 0;   // > 0: it adds an auxiliary loss from this many statistics
   tied_param tie{};               // a parameter that is another layer's
+  bool batch_statistics = false;  // its output depends on the whole micro-batch, in evaluation too
   bool executable = false;
 };
 
@@ -238,6 +242,7 @@ constexpr layer_desc describe() {
   else d.reads_ids = reads_ids_by_role(L::role);
   if constexpr (detail::has_aux_loss<L>) d.aux_loss_stats = L::aux_loss_stats;
   if constexpr (detail::has_tie<L>) d.tie = L::tie;
+  if constexpr (detail::has_batch_statistics<L>) d.batch_statistics = L::batch_statistics;
   d.executable = ExecutableLayer<L>;
   return d;
 }

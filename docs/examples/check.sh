@@ -27,7 +27,7 @@ for f in docs/examples/*.cpp; do
   run=1
   [ -n "$ranks" ] && [[ " $ranks " != *" 1 "* ]] && run=0
   for c in "${compilers[@]}"; do
-    if "$c" -std=c++20 -Iinclude -Wall -Wextra -Werror -pthread "$f" -o "$out/$n.$c" -lopenblas &&
+    if "$c" -std=c++20 -Iinclude -Iexamples -Wall -Wextra -Werror -pthread "$f" -o "$out/$n.$c" -lopenblas &&
        { [ $run = 0 ] || "$out/$n.$c" >/dev/null; }; then
       echo "ok      $c $n"
     else
@@ -47,7 +47,7 @@ elif command -v mpicxx >/dev/null && command -v mpiexec >/dev/null; then
     ranks=$(ranks_of "$f")
     [ -n "$ranks" ] || continue
     n=$(basename "$f" .cpp)
-    if ! mpicxx -std=c++20 -Iinclude -DSTRATA_WITH_MPI -Wall -Wextra -Werror -pthread "$f" -o "$out/$n.mpi" -lopenblas; then
+    if ! mpicxx -std=c++20 -Iinclude -Iexamples -DSTRATA_WITH_MPI -Wall -Wextra -Werror -pthread "$f" -o "$out/$n.mpi" -lopenblas; then
       echo "FAILED  mpicxx $n"; status=1; continue
     fi
     for r in $ranks; do

@@ -1,14 +1,16 @@
 // Convolutions, pooling and synchronised batch normalisation. Images are [H, W, C]
 // (channels last). EPL's colocated split classifier (1.2.3 / 5.3.1) in miniature: a
 // data-parallel ResNet-style body beside a vocabulary-split classifier on the same
-// devices; and Colossal-AI's two-stage convolutional pipeline under 1F1B. Both train
+// devices; and Colossal-AI's two-stage ResNet-18 pipeline under 1F1B. Both train
 // exactly what one device trains: BatchNorm2d's statistics are the micro-batch's in
 // every plan (the Replicate's devices all-reduce their sums).
+//   mpicxx -std=c++20 -O2 -Iinclude -Iexamples -DSTRATA_WITH_MPI convolution.cpp -o convolution -lopenblas
 //   mpiexec -n 2 ./convolution      (or 4: two replicas of each plan)
 // mpi-ranks: 2 4
 #include <cstdio>
 #include <exception>
 
+#include "resnet/resnet18.hpp"
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
 #include <strata/strata.hpp>
@@ -40,12 +42,14 @@ static_assert(bn.sig == signature::data_parallel && bn.rows_div == 2);
 static_assert(bn.num_comms == 2 && bn.comms[0].kind == collective::all_reduce && bn.comms[0].calls == 2 &&
               bn.comms[0].elems == 8 && bn.comms[1].when == pass::backward && bn.comms[1].elems == 16);
 
-// Colossal-AI's pipeline example: the network cut into two stages, 1F1B.
-using Stage0 = Replicate<1, Conv2d<1, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>, Block>;
-using Stage1 = Replicate<1, ReLU, Down, ReLU, GlobalAvgPool2d, Linear<16, 10>>;
-using Piped = Plan<Pipeline<Stage0, Stage1>, Loss<SoftmaxCrossEntropy>, Input<12, 12, 1>, MicroBatch<4>,
+// Colossal-AI's pipeline example: torchvision's resnet18 cut into two stages after layer2,
+// under 1F1B (examples/resnet/resnet18.hpp; here on 64×64 images with 10 classes).
+using R18 = examples::resnet::resnet18<10>;
+using Piped = Plan<Pipeline<R18::stage0, R18::stage1>, Loss<SoftmaxCrossEntropy>, Input<64, 64, 3>, MicroBatch<2>,
                    NumMicroBatch<4>, Schedule<PreferBackward>, Element<double>>;
 static_assert(Piped::stages == 2);
+static_assert(Plan<R18::whole, Loss<SoftmaxCrossEntropy>, Input<224, 224, 3>>::model_parameters ==
+              11689512 - 1000 * 513 + 10 * 513);  // torchvision's resnet18, 10 classes
 
 template <class P>
 bool check(auto& world, const char* what) {
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
   auto world = strata::init<Host>(argc, argv);
   try {
     const bool a = check<Colocated>(world, "Colocate<Replicate<2, ResNet-style body>, Split<2, classifier>>");
-    const bool b = check<Piped>(world, "two-stage convolutional pipeline, 1F1B");
+    const bool b = check<Piped>(world, "ResNet-18 in two stages (cut after layer2), 1F1B");
     return a && b ? 0 : 1;
   } catch (const std::exception& e) {
     return world.fail(e);

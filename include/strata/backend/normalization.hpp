@@ -161,6 +161,29 @@ void batchnorm_backward_data(Q& q, std::size_t rows, std::size_t C, double count
   impl::normalization_kernels<Q>::batchnorm_backward_data(q, rows, C, count, x, mean, rstd, gamma, dy, sums, dx);
 }
 
+// Running statistics (BatchNorm2d's, kept across steps). sums [2C + 1] collects a step's
+// micro-batches: sums[c] += mean[c], sums[C + c] += centered[c] / (count − 1) (the unbiased
+// variance of a micro-batch of `count` values per channel, from its Σ(x − mean)²), and
+// sums[2C] += 1.
+template <class S, kernel_queue Q>
+void batchnorm_accumulate(Q& q, std::size_t C, double count, const S* mean, const S* centered, S* sums) {
+  static_assert(detail::is_real_v<S>);
+  if (C == 0) return;
+  detail::need(count > 1, "batchnorm_accumulate", "an unbiased variance needs at least two values per channel");
+  detail::need(mean && centered && sums, "batchnorm_accumulate", "null pointer");
+  impl::normalization_kernels<Q>::batchnorm_accumulate(q, C, count, mean, centered, sums);
+}
+
+// kept [2C] (running mean | running variance) = (1 − momentum)·kept + momentum·(the sums'
+// mean over their sums[2C] micro-batches); the sums are zeroed. No micro-batch: unchanged.
+template <class S, kernel_queue Q>
+void batchnorm_fold(Q& q, std::size_t C, double momentum, S* kept, S* sums) {
+  static_assert(detail::is_real_v<S>);
+  if (C == 0) return;
+  detail::need(kept && sums, "batchnorm_fold", "null pointer");
+  impl::normalization_kernels<Q>::batchnorm_fold(q, C, momentum, kept, sums);
+}
+
 }  // namespace kernels
 
 }  // namespace strata::backend

@@ -253,6 +253,10 @@ namespace batchnorm {
 STRATA_HD inline double rstd_of(double centered_square_sum, double count, double eps) {
   return 1.0 / sqrt(centered_square_sum / count + eps);
 }
+// A running statistic moved towards a step's value (PyTorch's momentum rule).
+STRATA_HD inline double running(double kept, double value, double momentum) {
+  return (1.0 - momentum) * kept + momentum * value;
+}
 STRATA_HD inline double forward(double x, double mean, double rstd, double gamma, double beta) {
   return (x - mean) * rstd * gamma + beta;
 }

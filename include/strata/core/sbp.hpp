@@ -174,6 +174,10 @@ struct buffer_needs {
   // weight_keep values B leaves it.
   bool weight_pass = false;
   long long weight_keep = 0;
+  // Statistics the layer keeps across steps (BatchNorm2d's running mean and variance), saved in
+  // checkpoints, and the sums a training step adds for them: all-reduced over the data-parallel
+  // replicas at the step's end, then folded into the kept ones by the layer (fold_state).
+  long long state_stats = 0, state_sums = 0;
 };
 
 inline constexpr int max_layer_params = 6;

@@ -21,23 +21,6 @@ inline constexpr bool has_aux_loss = [] {
   return false;
 }();
 
-// A layer of the plan normalises with the statistics of the micro-batch it is given, in
-// evaluation too (BatchNorm2d, which keeps no running statistics yet).
-template <class P>
-inline constexpr bool has_batch_statistics = [] {
-  for (const auto& l : P::layer_plans)
-    if (l.desc.batch_statistics) return true;
-  return false;
-}();
-
-// Why an evaluation padded past `valid` samples is refused when a layer has batch statistics.
-inline std::string padding_problem(std::size_t samples, std::size_t valid) {
-  return "the evaluated batch is padded (" + std::to_string(valid) + " of " + std::to_string(samples) +
-         " samples count), but BatchNorm2d normalises with the statistics of the whole micro-batch it is given "
-         "(it keeps no running statistics yet): the padding would change the result; evaluate batches without "
-         "padding";
-}
-
 // The first problem found, or empty.
 template <class P, bool TokenIds, class M>
 std::string batch_value_problem(std::span<const M> ids, std::span<const std::int32_t> labels) {

@@ -52,6 +52,7 @@
 #include "strata/exec/checkpoint_index.hpp"
 #include "strata/exec/checkpoint_read.hpp"
 #include "strata/exec/init.hpp"
+#include "strata/exec/layer_state.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/store.hpp"
 #include "strata/exec/zero.hpp"
@@ -68,12 +69,14 @@ template <class P, class T, class Backend, class Comm>
 class checkpointer {
   using M = master_t<T>;
   using store_t = param_store<P, Backend, T>;
+  using states_t = layer_states<P, Backend, stat_t<T>>;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
   static constexpr std::size_t uz(long long v) { return static_cast<std::size_t>(v); }
 
  public:
-  checkpointer(typename Backend::queue& q, Comm& world, store_t& store, rank_coord me, std::array<Comm*, 2> groups)
-      : q_(q), world_(world), store_(store), me_(me), groups_(groups) {}
+  checkpointer(typename Backend::queue& q, Comm& world, store_t& store, states_t& states, rank_coord me,
+               std::array<Comm*, 2> groups)
+      : q_(q), world_(world), store_(store), states_(states), me_(me), groups_(groups) {}
 
   void save(const std::string& dir, long long step, const optimizer& opt,
             const std::map<std::string, std::string>& user, const std::map<std::string, std::string>& trainer) {
@@ -125,6 +128,18 @@ class checkpointer {
             const M* src = flat[s][idx(pl.group)].data() + pl.offset;
             w.add("optimizer." + states[s] + "." + piece, shape, std::span<const M>(src, uz(pl.size)));
           }
+        }
+      }
+      // kept statistics, the same on every device of the part: replica 0's first device
+      for (int i = 0; i < P::num_layers && me_.data == 0 && me_.index == 0; ++i) {
+        if (!states_.of(i)) continue;
+        const std::vector<double> kept = states_.kept(q_, i);
+        std::size_t at = 0;
+        for (int k = 0; k < P::layer_plans[idx(i)].desc.num_state; ++k) {
+          const shape_t sh = P::layer_plans[idx(i)].desc.state[idx(k)].shape;
+          std::vector<M> v(kept.begin() + std::ptrdiff_t(at), kept.begin() + std::ptrdiff_t(at + uz(sh.numel())));
+          w.add(ckpt::state_name<P>(i, k), ckpt::dims(sh), v);
+          at += uz(sh.numel());
         }
       }
       w.set_metadata("checkpoint.step", std::to_string(step));
@@ -237,8 +252,22 @@ class checkpointer {
     std::vector<std::vector<M>> params;  // staged, per owned tensor in (layer, k) order
     const std::vector<std::string> states = ckpt::state_names(opt);
     std::array<std::array<std::vector<M>, 2>, 2> flat;
-    const std::string problem = attempt(dir, [&] { stage(dir, opt, from, info, params, flat); });
+    std::vector<std::vector<double>> kept(idx(P::num_layers));  // each layer's kept statistics here
+    const std::string problem = attempt(dir, [&] {
+      stage(dir, opt, from, info, params, flat);
+      ckpt::tensor_source src(dir);
+      for (int i = 0; i < P::num_layers; ++i) {
+        if (!states_.of(i)) continue;
+        for (int k = 0; k < P::layer_plans[idx(i)].desc.num_state; ++k) {
+          const std::vector<double> v =
+              src.whole(ckpt::state_name<P>(i, k), ckpt::dims(P::layer_plans[idx(i)].desc.state[idx(k)].shape));
+          kept[idx(i)].insert(kept[idx(i)].end(), v.begin(), v.end());
+        }
+      }
+    });
     agree(problem);
+    for (int i = 0; i < P::num_layers; ++i)
+      if (states_.of(i)) states_.set_kept(q_, i, kept[idx(i)]);
     // every rank has everything: store it
     std::size_t t = 0;
     for (int i = 0; i < P::num_layers; ++i) {
@@ -313,6 +342,7 @@ class checkpointer {
   typename Backend::queue& q_;
   Comm& world_;
   store_t& store_;
+  states_t& states_;
   rank_coord me_;
   std::array<Comm*, 2> groups_;
 };

@@ -61,6 +61,13 @@ std::string tensor_name(int layer, int k) {
   return "layers." + std::to_string(layer) + "." + std::string(d.name) + "." +
          std::string(d.params[static_cast<std::size_t>(k)].name);
 }
+// Kept statistic k of `layer` (BatchNorm2d's running_mean, running_var): a whole tensor.
+template <class P>
+std::string state_name(int layer, int k) {
+  const layer_desc& d = P::layer_plans[static_cast<std::size_t>(layer)].desc;
+  return "layers." + std::to_string(layer) + "." + std::string(d.name) + "." +
+         std::string(d.state[static_cast<std::size_t>(k)].name);
+}
 // Blocks plan P cuts tensor k of `layer` into (1: every device of the part holds it whole).
 template <class P>
 constexpr int blocks(int layer, int k) {

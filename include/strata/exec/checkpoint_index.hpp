@@ -84,6 +84,23 @@ inline std::string box_text(const box& b) {
   return t + "]";
 }
 
+// The model's tensors in the index's order: every parameter (a tied one once, as its owner's),
+// then every kept statistic (BatchNorm2d's running_mean, running_var).
+template <class P>
+std::vector<tensor_entry> model_tensors() {
+  std::vector<tensor_entry> m;
+  for (int i = 0; i < P::num_layers; ++i) {
+    const layer_desc& d = P::layer_plans[static_cast<std::size_t>(i)].desc;
+    for (int k = 0; k < d.num_params; ++k)
+      if (!P::tie.is_user(i, k)) m.push_back({tensor_name<P>(i, k), dims(d.params[static_cast<std::size_t>(k)].shape)});
+  }
+  for (int i = 0; i < P::num_layers; ++i) {
+    const layer_desc& d = P::layer_plans[static_cast<std::size_t>(i)].desc;
+    for (int k = 0; k < d.num_state; ++k) m.push_back({state_name<P>(i, k), dims(d.state[static_cast<std::size_t>(k)].shape)});
+  }
+  return m;
+}
+
 // The index of a save of plan P on W ranks: every rank's pieces come from the plan, so rank
 // 0 writes it without messages. `files` and `digests`: each rank file's size and header CRC.
 template <class P>
@@ -103,13 +120,7 @@ std::string index_text(long long step, int W, const optimizer& opt, const std::m
   // (each built apart: a reference into j would not survive adding the next key)
   json model = json::array(), weights = json::object(), states = json::object(), pieces = json::object();
   // a tied tensor is stored once, as its owner's (plan/sharding.hpp's tie_info)
-  for (int i = 0; i < P::num_layers; ++i)
-    for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      if (!P::tie.is_user(i, k))
-        model.push_back(
-          {{"tensor", tensor_name<P>(i, k)},
-           {"shape",
-            dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)}});
+  for (const tensor_entry& e : model_tensors<P>()) model.push_back({{"tensor", e.name}, {"shape", e.shape}});
   for (int r = 0; r < W; ++r) {
     const rank_coord c = P::coord(r);
     if (c.data != 0) continue;  // replica 0 writes
@@ -126,6 +137,13 @@ std::string index_text(long long step, int W, const optimizer& opt, const std::m
         weights[p] = file;
         for (const std::string& s : state_names(opt)) states["optimizer." + s + "." + p] = file;
         pieces[p] = {{"tensor", name}, {"start", where.start}, {"stop", where.stop}};
+      }
+      // kept statistics (the same on every device of the part): whole, from its first device
+      for (int k = 0; k < lp.desc.num_state && c.index == 0; ++k) {
+        const std::string name = state_name<P>(i, k);
+        const auto shape = dims(lp.desc.state[static_cast<std::size_t>(k)].shape);
+        weights[name] = rank_file(r, W);
+        pieces[name] = {{"tensor", name}, {"start", std::vector<std::uint64_t>(shape.size(), 0)}, {"stop", shape}};
       }
     }
   }
@@ -306,13 +324,7 @@ inline index read_index(const std::string& dir) {
 // The first tensor where the index's model and plan P's differ, as a refusal.
 template <class P>
 void check_model(const index& ix) {
-  std::vector<tensor_entry> mine;
-  for (int i = 0; i < P::num_layers; ++i)
-    for (int k = 0; k < P::layer_plans[static_cast<std::size_t>(i)].desc.num_params; ++k)
-      if (!P::tie.is_user(i, k))
-        mine.push_back(
-          {tensor_name<P>(i, k),
-           dims(P::layer_plans[static_cast<std::size_t>(i)].desc.params[static_cast<std::size_t>(k)].shape)});
+  const std::vector<tensor_entry> mine = model_tensors<P>();
   auto shown = [](const std::vector<tensor_entry>& m, std::size_t e) {
     return e < m.size() ? m[e].name + dims_text(m[e].shape) : std::string("absent");
   };

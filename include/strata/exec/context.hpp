@@ -70,6 +70,9 @@ struct layer_ctx {
   // Where the call stands in the run, for random draws that must not depend on the plan
   // (Dropout's mask, core/random.hpp: a function of global coordinates only).
   bool training = false;               // a training step's forward, recompute or backward; false in evaluation
+  bool counts = false;                 // a training forward, not a recompute: it adds to the step's sums
+  stat_t<T>* state = nullptr;          // the statistics the layer keeps across steps, then the step's sums
+                                       // (buffer_needs::state_stats, state_sums; exec/layer_state.hpp)
   const std::uint64_t* step_key = nullptr;  // backend memory: dropout_step_key(seed, step), written before each step
   int site = 0;                        // the layer's index in the flat model: the same in every plan of the model
   std::uint64_t sample0 = 0;           // the micro-batch's first sample in the step's global batch

@@ -32,6 +32,18 @@ struct layer_dispatch<Ctx, type_list<Ls...>> {
   static void weights_of(Ctx& c) {
     if constexpr (SplitBackwardLayer<L>) L::backward_weights(c);
   }
+  // statistics a layer keeps across steps: their initial values, and the fold at a step's end
+  template <class L>
+  static double state_init_of(long long k) {
+    if constexpr (requires { L::state_init(k); }) return L::state_init(k);
+    else return 0.0;
+  }
+  template <class L>
+  static void fold_of(Ctx& c) {
+    if constexpr (requires { L::fold_state(c); }) L::fold_state(c);
+  }
+  static constexpr std::array<double (*)(long long), sizeof...(Ls)> state_init{&state_init_of<Ls>...};
+  static constexpr std::array<fn, sizeof...(Ls)> fold_state{&fold_of<Ls>...};
   static constexpr std::array<fn, sizeof...(Ls)> forward{&forward_of<Ls>...};
   static constexpr std::array<fn, sizeof...(Ls)> backward{&backward_of<Ls>...};
   static constexpr std::array<fn, sizeof...(Ls)> backward_data{&data_of<Ls>...};

@@ -25,6 +25,7 @@
 #include "strata/exec/convert.hpp"
 #include "strata/exec/dispatch.hpp"
 #include "strata/exec/groups.hpp"
+#include "strata/exec/layer_state.hpp"
 #include "strata/exec/optimizer.hpp"
 #include "strata/exec/posted_group.hpp"
 #include "strata/exec/program_position.hpp"
@@ -56,7 +57,8 @@ class executor {
 
   executor(queue& q, Comm& world, rank_coord me, int dp, std::uint64_t seed)
       : q_(q), world_(world), me_(me), dp_(dp), seed_(seed), arena_(me.stage), store_(q, me, seed), groups_(world, me),
-        reductions_(q, groups_, me.stage) {
+        reductions_(q, groups_, me.stage),
+        states_(q, me.stage, [](int i, long long k) { return dispatch::state_init[idx(i)](k); }) {
     // the update is split over the devices each group's gradients are reduced over
     // (where the layout partitions it)
     store_.partition({groups_.group(0).size(), groups_.group(1).size()}, {groups_.group(0).rank(), groups_.group(1).rank()});
@@ -75,6 +77,7 @@ class executor {
   }
 
   param_store<P, Backend, T>& store() { return store_; }
+  layer_states<P, Backend, S>& states() { return states_; }
   const activation_arena<P, Backend, T>& arena() const { return arena_; }
   Comm& part_comm() { return groups_.part(); }
   Comm& group_comm(int g) { return groups_.group(g); }
@@ -313,6 +316,13 @@ class executor {
         break;
       case lower::act::finish_reductions: reductions_.finish(); break;
       case lower::act::tie_grads: store_.tie_gradients(groups_.tie()); break;
+      case lower::act::reduce_state: states_.reduce(groups_.axis(group_axis::data), a.index); break;
+      case lower::act::fold_state: {
+        ctx_t ctx{q_, groups_.part()};
+        ctx.state = states_.of(a.index);
+        dispatch::fold_state[idx(a.index)](ctx);
+        break;
+      }
       case lower::act::apply_group:
       case lower::act::gather_bucket:
       case lower::act::refresh_weights: throw std::logic_error("strata: an update action inside a step");
@@ -410,6 +420,8 @@ class executor {
     ctx.context = c.dims.context;
     ctx.exchange = c.dims.exchange;
     ctx.training = train;
+    ctx.counts = books;
+    ctx.state = states_.of(i);
     ctx.step_key = step_key_.data();
     ctx.site = i;  // the action's layer: its index in the flat model, the same in every plan
     ctx.sample0 = batch_first_ + uz(mb) * uz(L::micro_batch);
@@ -473,6 +485,7 @@ class executor {
   param_store<P, Backend, T> store_;
   device_groups<P, Comm> groups_;
   gradient_reductions<P, Backend, Comm, M> reductions_;
+  layer_states<P, Backend, S> states_;
   typename Backend::template buffer<M> inputs_;
   typename Backend::template buffer<std::int32_t> labels_, ids_, landed_labels_;
   typename Backend::template buffer<M> landed_inputs_;

@@ -285,7 +285,7 @@ class trainer {
   // Every checkpoint call first commits the save in flight: never two, and a load sees it.
   exec::checkpointer<P, T, Backend, Comm> checkpoints() {
     saving_.finish();
-    return {q_, world_.comm(), exec_->store(), me_, {&exec_->group_comm(0), &exec_->group_comm(1)}};
+    return {q_, world_.comm(), exec_->store(), exec_->states(), me_, {&exec_->group_comm(0), &exec_->group_comm(1)}};
   }
   // What a checkpoint keeps of the trainer besides the step: exact decimal text of the
   // loss scale (a power of two or the fixed scale) and the counters.
@@ -528,8 +528,6 @@ class trainer {
     else if (valid > b.samples)
       problem = "the valid count " + std::to_string(valid) + " exceeds the batch's " + std::to_string(b.samples) +
                 " samples";
-    else if (!train && exec::has_batch_statistics<P> && valid < b.samples)
-      problem = exec::padding_problem(b.samples, valid);
     else if (on_device(x) != on_device(y))
       problem = "the batch's inputs and labels must both be in host memory or both on the device";
     else if (on_device(x)) {

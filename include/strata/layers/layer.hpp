@@ -52,7 +52,10 @@ template <class L> concept has_gemms = requires(local_dims d) { { L::gemms(d) } 
 template <class L> concept has_reads_ids = requires { { L::reads_ids } -> std::convertible_to<bool>; };
 template <class L> concept has_aux_loss = requires { { L::aux_loss_stats } -> std::convertible_to<long long>; };
 template <class L> concept has_tie = requires { { L::tie } -> std::convertible_to<tied_param>; };
-template <class L> concept has_batch_statistics = requires { { L::batch_statistics } -> std::convertible_to<bool>; };
+template <class L> concept has_state = requires {
+  L::state.size();
+  requires std::convertible_to<typename std::remove_cvref_t<decltype(L::state)>::value_type, param_t>;
+};
 // Stands for the executor's per-layer context when asking whether a layer can run.
 struct exec_probe;
 }  // namespace detail
@@ -79,8 +82,9 @@ struct exec_probe;
 //                             planner fills in the layer's index (the diagnosis's first number)
 //   data_shard(shard_query)   shard_choice: the collectives it needs when a Replicate<N> part
 //                             splits the micro-batch's samples (batch normalisation's statistics)
-//   batch_statistics          bool: its output depends on every sample of the micro-batch, in
-//                             evaluation too (so an evaluation's padding would change it)
+//   state                     std::array<param_t, K ≤ 2>: the statistics it keeps across steps
+//                             (memory()'s state_stats, in this order), as named in checkpoints;
+//                             with state_init(k), fold_state(c) (exec/layer_state.hpp)
 //   template <class C> static void forward(C&), backward(C&)   execution (see exec/context.hpp)
 template <class L>
 concept Layer = detail::has_name<L> && detail::has_role<L> && detail::has_in_shape<L> &&
@@ -182,7 +186,8 @@ struct layer_desc {
   bool reads_ids = false;         // first in the model, it reads the batch's token ids
   long long aux_loss_stats = 0;   // > 0: it adds an auxiliary loss from this many statistics
   tied_param tie{};               // a parameter that is another layer's
-  bool batch_statistics = false;  // its output depends on the whole micro-batch, in evaluation too
+  std::array<param_t, 2> state{}; // statistics kept across steps (BatchNorm2d's running ones)
+  int num_state = 0;
   bool executable = false;
 };
 
@@ -242,7 +247,11 @@ constexpr layer_desc describe() {
   else d.reads_ids = reads_ids_by_role(L::role);
   if constexpr (detail::has_aux_loss<L>) d.aux_loss_stats = L::aux_loss_stats;
   if constexpr (detail::has_tie<L>) d.tie = L::tie;
-  if constexpr (detail::has_batch_statistics<L>) d.batch_statistics = L::batch_statistics;
+  if constexpr (detail::has_state<L>) {
+    static_assert(L::state.size() <= 2, "strata: a layer keeps at most 2 state tensors");
+    d.num_state = static_cast<int>(L::state.size());
+    for (std::size_t i = 0; i < L::state.size(); ++i) d.state[i] = L::state[i];
+  }
   d.executable = ExecutableLayer<L>;
   return d;
 }

@@ -121,6 +121,15 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
     for (const comm_total& c : {whole, scatter, gather, tail})
       if (c.calls > 0) add(c);
   }
+  // the sums of the statistics layers keep (running batch-norm statistics), once per step
+  // over the replicas
+  if (dp != 1)
+    for (int i = 0; i < n; ++i) {
+      const lower::action& a = prog.at(stage, i);
+      if (a.kind == lower::act::reduce_state)
+        add(comm_total{collective::all_reduce, group_axis::data, pass::backward, a.index, a.part,
+                       T.calls[idx(a.index)].needs.state_sums * s_bytes, 1});
+    }
   // a tied tensor's copies on two stages: each device's reduced share of its copy (the
   // whole tensor, or ZeRO's chunk and tail) all-reduced with the other stage's device
   // at its place, once per step (a pipeline-axis pair; the row names the tied layer)

@@ -382,6 +382,28 @@ __global__ void k_batchnorm_finish(std::size_t C, double count, double eps, S* m
   }
 }
 
+template <class S>
+__global__ void k_batchnorm_accumulate(std::size_t C, double count, const S* mean, const S* centered, S* sums) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < C;
+       c += std::size_t(gridDim.x) * blockDim.x) {
+    sums[c] = S(double(sums[c]) + double(mean[c]));
+    sums[C + c] = S(double(sums[C + c]) + double(centered[c]) / (count - 1));
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) sums[2 * C] = S(double(sums[2 * C]) + 1);
+}
+
+// One block: every thread reads the micro-batch count before thread 0 zeroes it.
+template <class S>
+__global__ void k_batchnorm_fold(std::size_t C, double momentum, S* kept, S* sums) {
+  const double n = double(sums[2 * C]);
+  for (std::size_t c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+    if (n > 0) kept[c] = S(math::batchnorm::running(double(kept[c]), double(sums[c]) / n, momentum));
+    sums[c] = S(0);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) sums[2 * C] = S(0);
+}
+
 // y may alias x (each thread reads its element before writing it).
 template <class T, class S>
 __global__ void k_batchnorm_apply(std::size_t rows, std::size_t C, const T* x, const S* mean, const S* rstd,
@@ -526,6 +548,19 @@ struct normalization_kernels {
     detail::k_batchnorm_finish<S>
         <<<detail::flat_grid(q, C), detail::flat_threads, 0, q.stream()>>>(C, count, eps, mean, rstd);
     STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_finish");
+  }
+
+  template <class S>
+  static void batchnorm_accumulate(queue& q, std::size_t C, double count, const S* mean, const S* centered, S* sums) {
+    detail::k_batchnorm_accumulate<S>
+        <<<detail::flat_grid(q, C), detail::flat_threads, 0, q.stream()>>>(C, count, mean, centered, sums);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_accumulate");
+  }
+
+  template <class S>
+  static void batchnorm_fold(queue& q, std::size_t C, double momentum, S* kept, S* sums) {
+    detail::k_batchnorm_fold<S><<<1, 256, 0, q.stream()>>>(C, momentum, kept, sums);
+    STRATA_CUDA_CHECK_LAUNCH("k_batchnorm_fold");
   }
 
   template <class T, class S>

@@ -213,6 +213,25 @@ struct normalization_kernels {
     }
   }
 
+  template <class S>
+  static void batchnorm_accumulate(queue&, std::size_t C, double count, const S* mean, const S* centered, S* sums) {
+    for (std::size_t c = 0; c < C; ++c) {
+      sums[c] = S(double(sums[c]) + double(mean[c]));
+      sums[C + c] = S(double(sums[C + c]) + double(centered[c]) / (count - 1));
+    }
+    sums[2 * C] = S(double(sums[2 * C]) + 1);
+  }
+
+  template <class S>
+  static void batchnorm_fold(queue&, std::size_t C, double momentum, S* kept, S* sums) {
+    const double n = double(sums[2 * C]);
+    for (std::size_t c = 0; c < 2 * C; ++c) {
+      if (n > 0) kept[c] = S(math::batchnorm::running(double(kept[c]), double(sums[c]) / n, momentum));
+      sums[c] = S(0);
+    }
+    sums[2 * C] = S(0);
+  }
+
   template <class T, class S>
   static void batchnorm_backward_data(queue& q, std::size_t rows, std::size_t C, double count, const T* x,
                                       const S* mean, const S* rstd, const T* gamma, const T* dy, const S* sums,

@@ -176,6 +176,12 @@ struct device_program_of {
             emit(action{.kind = act::finish_reductions, .every_pass = false});
             // a tied tensor's copies on this stage (both, or one of a pair of stages)
             if (holds_tie(s)) emit(action{.kind = act::tie_grads, .index = P::tie.user, .every_pass = false});
+            // kept statistics, once the step's last forward has added to their sums
+            for (int i = 0; i < P::num_layers; ++i)
+              if (T.calls[idx(i)].state_off >= 0 && T.parts[idx(P::layer_plans[idx(i)].part)].stage == s) {
+                emit(action{.kind = act::reduce_state, .index = i, .part = P::layer_plans[idx(i)].part, .every_pass = false});
+                emit(action{.kind = act::fold_state, .index = i, .part = P::layer_plans[idx(i)].part, .every_pass = false});
+              }
           }
           break;
         case sched::op::optimizer_step: break;  // the update program, run once the loss is known

@@ -208,6 +208,13 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
   // ---- forward ---------------------------------------------------------------------
   std::array<int, idx(P::num_layers) + 1> open{};  // residuals begun and not yet ended
   int depth = 0;
+  // statistics its layers keep across steps: the stage's state, one block per layer
+  for (int i = pp.first; i <= pp.last; ++i) {
+    layer_call& c = t.calls[idx(i)];
+    if (c.needs.state_stats + c.needs.state_sums == 0) continue;
+    c.state_off = w.state;
+    w.state += c.needs.state_stats + c.needs.state_sums;
+  }
   pp.fwd_begin = t.num_steps;
   const layer_plan& F = lp[idx(pp.first)];
   const long long entry_elems = rows_of(F.in, F.arrives) * cols_of(F.in, F.arrives);

@@ -58,6 +58,9 @@ enum class act : unsigned char {
   shard_bucket,      // Zero<2/3>: this device's reduced chunk and tail added into its gradient shard (index: bucket)
   finish_reductions, // later work waits for every reduction
   tie_grads,         // a tied tensor's copies: their reduced gradients summed into each (index: layer of the copy)
+  // a layer's kept statistics (running batch-norm statistics), at the step's end
+  reduce_state,      // the step's sums all-reduced over the data-parallel replicas   (index: layer)
+  fold_state,        // the layer folds them into the statistics it keeps              (index: layer)
   // the update, after the loss is known
   apply_group,       // the optimizer update of one ApplyGroups group          (index: group)
   gather_bucket,     // Zero<1/2>: the updated chunks of a bucket all-gathered into the masters (index: bucket)
@@ -88,6 +91,8 @@ constexpr std::string_view to_string(act a) {
     case act::shard_bucket: return "shard-bucket";
     case act::finish_reductions: return "finish-reductions";
     case act::tie_grads: return "tie-grads";
+    case act::reduce_state: return "reduce-state";
+    case act::fold_state: return "fold-state";
     case act::apply_group: return "apply-group";
     case act::gather_bucket: return "gather-bucket";
     case act::refresh_weights: return "refresh-weights";
@@ -154,6 +159,7 @@ struct layer_call {
                                              // gradient (ResidualEnd writes it, ResidualBegin reads it)
   int num_params = 0;
   int taskgraph = 0;
+  long long state_off = -1;  // its kept statistics and their sums in the stage's state (−1: none)
   bool reads_ids = false;  // the model's token ids (an Embedding first)
   bool loss = false;       // computes the loss: prepare_loss comes first
   bool aux_loss = false;   // adds an auxiliary loss to the step's (MoE)
@@ -224,6 +230,7 @@ struct bucket {
 struct work_layout {
   long long ping = 0, staging = 0, scratch_values = 0, scratch_stats = 0;
   long long recompute_values = 0, recompute_stats = 0, recompute_ids = 0;
+  long long state = 0;  // statistics layers keep across steps, with their sums (persistent, not work)
   constexpr long long values() const { return 2 * ping + staging + scratch_values + recompute_values; }
   constexpr long long stats() const { return scratch_stats + recompute_stats; }
   constexpr long long ids() const { return recompute_ids; }

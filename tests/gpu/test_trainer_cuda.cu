@@ -151,6 +151,26 @@ TEST_CASE("float64 steps on the GPU match the host backend") {
   CHECK(p < 1e-10);
 }
 
+// A small ResNet: convolutions (im2col and GEMMs), max and average pooling, batch norm with
+// its running statistics, a projection shortcut.
+using RESNET = Plan<Replicate<1, Conv2d<2, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>,
+                              Residual<Shortcut<Conv2d<8, 16, 1, 2, 0, false>, BatchNorm2d<16>>,
+                                       Conv2d<8, 16, 3, 2, 1, false>, BatchNorm2d<16>, ReLU,
+                                       Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>>,
+                              ReLU, AvgPool2d<3, 1, 1>, GlobalAvgPool2d, Linear<16, 10>>,
+                    CE, Input<12, 12, 2>, MicroBatch<4>, NumMicroBatch<2>>;
+
+TEST_CASE("a small ResNet's steps on the GPU match the host backend (float64 and float32)") {
+  const auto [l, p] = gpu_vs_host<RESNET, double>(Adam{.lr = 1e-2}, 5);
+  MESSAGE("ResNet float64 Adam: worst loss rel " << l << ", worst param rel " << p);
+  CHECK(l < 1e-10);
+  CHECK(p < 1e-10);
+  const auto [lf, pf] = gpu_vs_host<RESNET, float>(SGD{.lr = 0.05}, 5, 0, false);
+  MESSAGE("ResNet float32 SGD: worst loss rel " << lf << ", worst param rel " << pf);
+  CHECK(lf < 1e-4);
+  CHECK(pf < 1e-4);
+}
+
 TEST_CASE("Dropout on the GPU draws the host's masks, a replayed graph each step's own") {
   const auto [l, p] = gpu_vs_host<DROP, double>(Adam{.lr = 1e-2}, 6);
   MESSAGE("Dropout float64 Adam (graphs from step 2): worst loss rel " << l << ", worst param rel " << p);

@@ -3,7 +3,8 @@
 // share: a sample is an image [H, W, C] stored channels last (core/conv_math.hpp says why),
 // so its pixels are the rows the executor hands a layer (c.rows = samples × H × W) and the
 // channels its columns. They run on one device or data-parallel in a Replicate<N>; a
-// channel split under Split<N> and a pixel split under Context<N> are refused by rule.
+// channel split under Split<N> (all five) and a pixel split under Context<N> (convolutions
+// and pools) are refused by rule.
 #include "strata/core/conv_math.hpp"
 #include "strata/core/diagnosis.hpp"
 #include "strata/core/sbp.hpp"

@@ -2,7 +2,10 @@
 // strata host backend, convolution: the host implementation of backend/convolution.hpp.
 // im2col copies each tap's C contiguous channels at once (NHWC keeps them adjacent);
 // every backward gathers per input pixel (core/conv_math.hpp), one task per block of
-// pixels, so results do not depend on the thread count.
+// pixels, so results do not depend on the thread count. col2im and max pooling walk a
+// pixel's window once for a block of channels, the channels innermost (contiguous,
+// vectorised), each channel's terms taken in the scan order of core/conv_math.hpp's
+// per-element formula: the same sums and the same winners, bit for bit.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +18,9 @@
 namespace strata::backend::host {
 
 struct convolution_kernels {
+  // Channels one pass over a window serves (col2im, max pooling): their sums on the stack.
+  static constexpr std::size_t channel_block = 256;
+
   template <class T>
   static void im2col(queue& q, std::size_t samples, const conv_geometry& g, const T* x, T* cols) {
     const std::size_t P = g.patch(), C = std::size_t(g.C), op = g.out_pixels();
@@ -40,7 +46,24 @@ struct convolution_kernels {
     detail::for_rows(q, samples * ip, C * g.taps(), [&](std::size_t r) {
       const T* ds = dcols + (r / ip) * g.out_pixels() * g.patch();
       const int h = int((r % ip) / std::size_t(g.W)), w = int((r % ip) % std::size_t(g.W));
-      for (std::size_t c = 0; c < C; ++c) dx[r * C + c] = T(math::conv::col2im_value<A>(g, ds, h, w, int(c)));
+      // math::conv::col2im_value for channels [c0, c0 + n)
+      const math::conv::span sh = math::conv::covering(h, g.KH, g.stride, g.pad, g.OH);
+      const math::conv::span sw = math::conv::covering(w, g.KW, g.stride, g.pad, g.OW);
+      for (std::size_t c0 = 0; c0 < C; c0 += channel_block) {
+        const std::size_t n = std::min(channel_block, C - c0);
+        A s[channel_block];
+        for (std::size_t j = 0; j < n; ++j) s[j] = A(0);
+        for (int oh = sh.lo; oh < sh.hi; ++oh) {
+          const int kh = h + g.pad - oh * g.stride;
+          for (int ow = sw.lo; ow < sw.hi; ++ow) {
+            const int kw = w + g.pad - ow * g.stride;
+            const T* d = ds + (std::size_t(oh) * std::size_t(g.OW) + std::size_t(ow)) * g.patch() +
+                         (std::size_t(kh) * std::size_t(g.KW) + std::size_t(kw)) * C + c0;
+            for (std::size_t j = 0; j < n; ++j) s[j] += A(d[j]);
+          }
+        }
+        for (std::size_t j = 0; j < n; ++j) dx[r * C + c0 + j] = T(s[j]);
+      }
     });
   }
 
@@ -52,10 +75,35 @@ struct convolution_kernels {
     detail::for_rows(q, samples * op, C * g.taps(), [&](std::size_t r) {
       const T* xs = x + (r / op) * g.in_pixels() * C;
       const int oh = int((r % op) / std::size_t(g.OW)), ow = int((r % op) % std::size_t(g.OW));
-      for (std::size_t c = 0; c < C; ++c) {
-        int a = 0;
-        y[r * C + c] = T(math::conv::max_window<A>(g, xs, oh, ow, int(c), a));
-        if (arg) arg[r * C + c] = a;
+      // math::conv::max_window for channels [c0, c0 + n): the same scan, the same rule
+      for (std::size_t c0 = 0; c0 < C; c0 += channel_block) {
+        const std::size_t n = std::min(channel_block, C - c0);
+        A best[channel_block];
+        int at[channel_block];
+        for (std::size_t j = 0; j < n; ++j) {
+          best[j] = A(0);
+          at[j] = -1;
+        }
+        for (int kh = 0; kh < g.KH; ++kh) {
+          const int h = oh * g.stride - g.pad + kh;
+          if (h < 0 || h >= g.H) continue;
+          for (int kw = 0; kw < g.KW; ++kw) {
+            const int w = ow * g.stride - g.pad + kw;
+            if (w < 0 || w >= g.W) continue;
+            const int me = h * g.W + w;
+            const T* px = xs + std::size_t(me) * C + c0;
+            for (std::size_t j = 0; j < n; ++j) {
+              const A v = A(px[j]);
+              // the first value, a larger one or a NaN wins, unless a NaN already won
+              const bool take = (at[j] < 0 || v > best[j] || v != v) && !(at[j] >= 0 && best[j] != best[j]);
+              best[j] = take ? v : best[j];
+              at[j] = take ? me : at[j];
+            }
+          }
+        }
+        for (std::size_t j = 0; j < n; ++j) y[r * C + c0 + j] = T(best[j]);
+        if (arg)
+          for (std::size_t j = 0; j < n; ++j) arg[r * C + c0 + j] = at[j];
       }
     });
   }
@@ -68,8 +116,22 @@ struct convolution_kernels {
     detail::for_rows(q, samples * ip, C * g.taps(), [&](std::size_t r) {
       const std::size_t s = r / ip;
       const int h = int((r % ip) / std::size_t(g.W)), w = int((r % ip) % std::size_t(g.W));
-      for (std::size_t c = 0; c < C; ++c)
-        dx[r * C + c] = T(math::conv::max_window_grad<A>(g, dy + s * on, arg + s * on, h, w, int(c)));
+      // math::conv::max_window_grad for channels [c0, c0 + n): the windows in the same order
+      const math::conv::span sh = math::conv::covering(h, g.KH, g.stride, g.pad, g.OH);
+      const math::conv::span sw = math::conv::covering(w, g.KW, g.stride, g.pad, g.OW);
+      const int me = h * g.W + w;
+      for (std::size_t c0 = 0; c0 < C; c0 += channel_block) {
+        const std::size_t n = std::min(channel_block, C - c0);
+        A sum[channel_block];
+        for (std::size_t j = 0; j < n; ++j) sum[j] = A(0);
+        for (int oh = sh.lo; oh < sh.hi; ++oh)
+          for (int ow = sw.lo; ow < sw.hi; ++ow) {
+            const std::size_t o = s * on + (std::size_t(oh) * std::size_t(g.OW) + std::size_t(ow)) * C + c0;
+            for (std::size_t j = 0; j < n; ++j)
+              if (int(arg[o + j]) == me) sum[j] += A(dy[o + j]);
+          }
+        for (std::size_t j = 0; j < n; ++j) dx[r * C + c0 + j] = T(sum[j]);
+      }
     });
   }
 

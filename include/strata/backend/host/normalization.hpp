@@ -161,13 +161,24 @@ struct normalization_kernels {
     return total;
   }
 
+  // C per-channel values as double (`absent` where v is null), read once per kernel rather
+  // than converted per element.
+  template <class V>
+  static std::vector<double> as_double(std::size_t C, const V* v, double absent = 0.0) {
+    std::vector<double> d(C, absent);
+    if (v)
+      for (std::size_t c = 0; c < C; ++c) d[c] = double(v[c]);
+    return d;
+  }
+
   template <class T, class S>
   static void channel_moment(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, S* sums) {
+    const std::vector<double> mu = mean ? as_double(C, mean) : std::vector<double>();
     const std::vector<double> t = channel_partials(q, rows, C, [&](std::size_t r, double* acc) {
       const T* xr = x + r * C;
       if (mean) {
         for (std::size_t c = 0; c < C; ++c) {
-          const double d = double(xr[c]) - double(mean[c]);
+          const double d = double(xr[c]) - mu[c];
           acc[c] += d * d;
         }
       } else {
@@ -188,21 +199,27 @@ struct normalization_kernels {
   template <class T, class S>
   static void batchnorm_apply(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean, const S* rstd,
                               const T* gamma, const T* beta, T* y) {
+    // the per-channel values in double once (γ 1 and β 0 where absent, as forward's callers pass)
+    const std::vector<double> mu = as_double(C, mean), rs = as_double(C, rstd), ga = as_double(C, gamma, 1.0),
+                              be = as_double(C, beta, 0.0);
     detail::for_rows(q, rows, C, [&](std::size_t r) {
-      for (std::size_t c = 0; c < C; ++c)
-        y[r * C + c] = T(math::batchnorm::forward(double(x[r * C + c]), double(mean[c]), double(rstd[c]),
-                                                  gamma ? double(gamma[c]) : 1.0, beta ? double(beta[c]) : 0.0));
+      const T* xr = x + r * C;
+      T* yr = y + r * C;
+      for (std::size_t c = 0; c < C; ++c) yr[c] = T(math::batchnorm::forward(double(xr[c]), mu[c], rs[c], ga[c], be[c]));
     });
   }
 
   template <class T, class S, class G>
   static void batchnorm_backward_sums(queue& q, std::size_t rows, std::size_t C, const T* x, const S* mean,
                                       const S* rstd, const T* dy, S* sums, G* dgamma, G* dbeta) {
+    const std::vector<double> mu = as_double(C, mean), rs = as_double(C, rstd);
     const std::vector<double> t = channel_partials(q, rows, 2 * C, [&](std::size_t r, double* acc) {
+      const T* xr = x + r * C;
+      const T* dyr = dy + r * C;
       for (std::size_t c = 0; c < C; ++c) {
-        const double g = double(dy[r * C + c]);
+        const double g = double(dyr[c]);
         acc[c] += g;
-        acc[C + c] += g * (double(x[r * C + c]) - double(mean[c])) * double(rstd[c]);
+        acc[C + c] += g * (double(xr[c]) - mu[c]) * rs[c];
       }
     });
     for (std::size_t c = 0; c < C; ++c) {
@@ -236,11 +253,22 @@ struct normalization_kernels {
   static void batchnorm_backward_data(queue& q, std::size_t rows, std::size_t C, double count, const T* x,
                                       const S* mean, const S* rstd, const T* gamma, const T* dy, const S* sums,
                                       T* dx) {
+    // math::batchnorm::input_grad with its per-channel factors γ·rstd and Σdy/count computed
+    // once (the same operations in the same order: bit for bit its value)
+    const std::vector<double> mu = as_double(C, mean), rs = as_double(C, rstd);
+    std::vector<double> scale = as_double(C, gamma, 1.0), mean_dy(C), sum_dy_xhat = as_double(C, sums + C);
+    for (std::size_t c = 0; c < C; ++c) {
+      scale[c] *= rs[c];
+      mean_dy[c] = double(sums[c]) / count;
+    }
     detail::for_rows(q, rows, C, [&](std::size_t r) {
-      for (std::size_t c = 0; c < C; ++c)
-        dx[r * C + c] = T(math::batchnorm::input_grad(double(x[r * C + c]), double(dy[r * C + c]), double(mean[c]),
-                                                      double(rstd[c]), gamma ? double(gamma[c]) : 1.0,
-                                                      double(sums[c]), double(sums[C + c]), count));
+      const T* xr = x + r * C;
+      const T* dyr = dy + r * C;
+      T* dxr = dx + r * C;
+      for (std::size_t c = 0; c < C; ++c) {
+        const double xhat = (double(xr[c]) - mu[c]) * rs[c];
+        dxr[c] = T(scale[c] * (double(dyr[c]) - mean_dy[c] - xhat * sum_dy_xhat[c] / count));
+      }
     });
   }
 };

@@ -5,8 +5,8 @@
 // exactly what one device trains: BatchNorm2d's statistics are the micro-batch's in
 // every plan (the Replicate's devices all-reduce their sums).
 //   mpicxx -std=c++20 -O2 -Iinclude -Iexamples -DSTRATA_WITH_MPI convolution.cpp -o convolution -lopenblas
-//   mpiexec -n 2 ./convolution      (or 4: two replicas of each plan)
-// mpi-ranks: 2 4
+//   mpiexec -n 4 ./convolution      (two replicas of each plan; -n 2: one)
+// mpi-ranks: 4
 #include <cstdio>
 #include <exception>
 

@@ -6,6 +6,7 @@
 // (gemm_wgrad_bias, the multi-tensor optimizers, raise_device_errors), and the backend
 // checked against the Backend concept.
 #include "strata/backend/cuda/attention.cuh"
+#include "strata/backend/cuda/batchnorm.cuh"
 #include "strata/backend/cuda/convolution.cuh"
 #include "strata/backend/cuda/cuda.hpp"
 #include "strata/backend/cuda/elementwise.cuh"

@@ -2,6 +2,7 @@
 // strata host backend: every kernel family's host implementation, with its front
 // (backend/<family>.hpp: the entry points, the same on every backend; see dispatch.hpp).
 #include "strata/backend/host/attention.hpp"
+#include "strata/backend/host/batchnorm.hpp"
 #include "strata/backend/host/convolution.hpp"
 #include "strata/backend/host/elementwise.hpp"
 #include "strata/backend/host/embedding.hpp"

@@ -13,6 +13,9 @@
 //    boxes overlap, leave a gap or disagree with the files, the old format, files of two
 //    saves mixed in one directory: the same agreed_error on every rank, naming the problem,
 //    and the trainer's parameters untouched;
+//  * batch norm's running statistics (BatchNorm2d on one pipeline stage only, or in a
+//    Replicate<2>): a resume evaluates bit for bit as the uninterrupted run, and they load
+//    into another plan;
 //  * asynchronous saves (save_checkpoint_async): a save after step 3 written while steps
 //    4-6 run resumes bit-identically; <dir> is replaced only at the join; a second save
 //    first commits the first; a write that fails on one rank (a file-size limit) is the
@@ -96,6 +99,14 @@ using dropped = Plan<Strategy<N, Embedding<sg::V, sg::D>, PositionEmbedding<sg::
                      Input<sg::S>, sg::CE, Extra...>;
 using DROP_TP2 = dropped<Split, 2, MicroBatch<4>, SequenceParallel>;
 using DROP_DP4 = dropped<Replicate, 1, MicroBatch<2>>;
+// batch norm (running statistics kept across steps) on the first of two stages only, and the
+// same layers in one Replicate<2>
+using CNN_PP2 = Plan<Pipeline<Replicate<1, Conv2d<2, 4, 3, 1, 1, false>, BatchNorm2d<4>, ReLU, MaxPool2d<2>>,
+                              Replicate<1, Flatten, Linear<2 * 2 * 4, 6>>>,
+                     Input<4, 4, 2>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<2>>;
+using CNN_R2 = Plan<Replicate<2, Conv2d<2, 4, 3, 1, 1, false>, BatchNorm2d<4>, ReLU, MaxPool2d<2>, Flatten,
+                              Linear<2 * 2 * 4, 6>>,
+                    Input<4, 4, 2>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>>;
 
 const AdamW opt{.lr = 1e-2, .weight_decay = 0.1};
 const training_options recipe{.schedule = {.kind = lr_schedule::decay::cosine, .warmup = 2, .total = 6},
@@ -137,6 +148,15 @@ struct run {
                               .labels = std::span<const std::int32_t>(y).subspan(first * lab, R * lab),
                               .samples = R});
   }
+  // the evaluated loss of global batch s (running statistics, where a layer keeps them)
+  double evaluate(int s) {
+    const std::size_t G = 8, in = std::size_t(P::input_elems), lab = std::size_t(P::labels_per_sample);
+    std::vector<double> x(G * in);
+    std::vector<std::int32_t> y(G * lab);
+    verify::random_data<P>(77)(s, std::span<double>(x), std::span<std::int32_t>(y));
+    const auto mine = t.share(batch_view<double>{.inputs = x, .labels = y, .samples = G}, G);
+    return t.evaluate(mine.batch, mine.valid).loss;
+  }
 };
 
 using params_t = std::vector<std::vector<std::vector<double>>>;
@@ -172,7 +192,9 @@ void resume(const char* name) {
   CHECK(second.t.steps() == 3);
   CHECK(info.user.at("data.position") == "3");
   for (int s = std::stoi(info.user.at("data.position")); s < 6; ++s) second.step(s);
-  const bool same = straight.t.gather_parameters() == second.t.gather_parameters();
+  // the parameters, and an evaluation (running statistics, where a layer keeps them)
+  const bool same = straight.t.gather_parameters() == second.t.gather_parameters() &&
+                    straight.evaluate(9) == second.evaluate(9);
   if (W().rank() == 0) std::printf("[resume] %-40s bit-identical after 3 + 3 steps: %s\n", name, same ? "yes" : "NO");
   CHECK(same);
 }
@@ -243,6 +265,38 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");
   reshard<T2D, T1D, true>("2D q=2 -> TP4 (GPT blocks)");
   reshard<BDP4, T2D, false>("DP4 -> 2D q=2 (GPT blocks)");
+}
+
+TEST_CASE("batch norm's running statistics: a resume evaluates bit for bit, and they load into another plan") {
+  resume<CNN_PP2>("batch norm on stage 0 of PP2 x DP2");
+  resume<CNN_R2>("batch norm in Replicate<2> x DP2");
+  for (const bool to_r2 : {true, false}) {
+    const std::string dir = shared_dir("bn");
+    cleanup c{dir};
+    double written = 0;
+    {
+      run<CNN_PP2> a;
+      run<CNN_R2> b;
+      for (int s = 0; s < 3; ++s) a.step(s), b.step(s);
+      to_r2 ? a.t.save_checkpoint(dir) : b.t.save_checkpoint(dir);
+      written = to_r2 ? a.evaluate(9) : b.evaluate(9);
+    }
+    double loaded = 0;
+    if (to_r2) {
+      run<CNN_R2> r;
+      r.t.load_checkpoint(dir);
+      loaded = r.evaluate(9);
+    } else {
+      run<CNN_PP2> r;
+      r.t.load_checkpoint(dir);
+      loaded = r.evaluate(9);
+    }
+    const double e = std::abs(loaded - written) / std::abs(written);
+    if (W().rank() == 0)
+      std::printf("[bn] %-40s evaluation after the load, rel %.3e\n", to_r2 ? "PP2 x DP2 -> Replicate<2> x DP2"
+                                                                          : "Replicate<2> x DP2 -> PP2 x DP2", e);
+    CHECK(e <= 1e-12);
+  }
 }
 
 TEST_CASE("a tied table is stored once and loads into both copies under any plan") {

@@ -25,7 +25,7 @@ class layer_states {
   // init(layer, k): the kept statistic k of `layer`'s initial value
   template <class Init>
   layer_states(typename Backend::queue& q, int stage, Init&& init)
-      : buf_(Backend::template allocate<S>(uz(L::tables.work[idx(stage)].state))) {
+      : stage_(stage), buf_(Backend::template allocate<S>(uz(L::tables.work[idx(stage)].state))) {
     std::vector<S> host(uz(L::tables.work[idx(stage)].state), S(0));
     for (int i = 0; i < P::num_layers; ++i) {
       const lower::layer_call& c = L::tables.calls[idx(i)];
@@ -35,10 +35,12 @@ class layer_states {
     if (!host.empty()) Backend::upload(q, host.data(), host.size(), buf_.data());
   }
 
-  // Layer i's [kept | sums], or null when it keeps none on this device.
+  // Layer i's [kept | sums], or null when it keeps none on this device (none, or on another
+  // stage: state_off is an offset into its own stage's buffer).
   S* of(int i) {
     const long long off = L::tables.calls[idx(i)].state_off;
-    return off < 0 ? nullptr : buf_.data() + off;
+    const bool here = L::tables.parts[idx(P::layer_plans[idx(i)].part)].stage == stage_;
+    return off < 0 || !here ? nullptr : buf_.data() + off;
   }
   // Layer i's sums, added up over the replicas (the data group).
   template <class Comm>
@@ -57,8 +59,11 @@ class layer_states {
     }
     return std::vector<double>(h.begin(), h.end());
   }
+  // Layer i's kept statistics from the host; its sums start again from zero (a load).
   void set_kept(typename Backend::queue& q, int i, std::span<const double> v) {
+    const lower::layer_call& c = L::tables.calls[idx(i)];
     std::vector<S> h(v.begin(), v.end());
+    h.resize(uz(c.needs.state_stats + c.needs.state_sums), S(0));
     if (!h.empty()) {
       Backend::upload(q, h.data(), h.size(), of(i));
       Backend::synchronize(q);
@@ -66,6 +71,7 @@ class layer_states {
   }
 
  private:
+  int stage_;
   typename Backend::template buffer<S> buf_;
 };
 

@@ -114,11 +114,12 @@ struct ShortcutEnd {
   static constexpr buffer_needs memory(const local_dims& d) {
     return {.keep_input = true, .stash_values = d.out_rows * d.out_cols};
   }
-  // local elements of the output (the residual's input) for the rows of the input
+  // local elements of the output (the residual's input) for the rows of the input (under
+  // Context<N> a device's rows may hold a fraction of a sample: multiply first)
   template <class C>
   static std::size_t out_elems(const C& c) {
-    const std::size_t samples = c.rows * c.in_cols / static_cast<std::size_t>(c.in_shape.numel());
-    return samples * static_cast<std::size_t>(c.out_shape.numel());
+    return c.rows * c.in_cols * static_cast<std::size_t>(c.out_shape.numel()) /
+           static_cast<std::size_t>(c.in_shape.numel());
   }
   template <class C>
   static void forward(C& c) {

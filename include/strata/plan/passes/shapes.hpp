@@ -91,7 +91,7 @@ struct shapes_pass : S {
     // in layer order, so that a broken residual is reported at the residual, before the
     // layer after it receives the wrong shape: the branch returns the input's shape, within
     // one pipeline part
-    std::array<int, idx(num_layers) + 1> open{};
+    std::array<int, idx(num_layers) + 1> open{}, begin{};  // the skip's layer, and the residual's begin
     int depth = 0;
     for (int i = 0; i < num_layers; ++i) {
       const auto& d = descs[idx(i)];
@@ -113,18 +113,22 @@ struct shapes_pass : S {
           if (got != want) return diagnosis{rule_id::input_axis, i, got, want};
         }
       const layer_role r = d.role;
-      if (r == layer_role::residual_begin) open[idx(depth++)] = i;
+      if (r == layer_role::residual_begin) begin[idx(depth)] = i, open[idx(depth++)] = i;
       if (r == layer_role::shortcut_end) {  // from here on the skip is the shortcut's output
-        if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
+        // one shortcut per residual, inside it
+        if (depth == 0 || open[idx(depth - 1)] != begin[idx(depth - 1)]) return diagnosis{rule_id::residual_pairs, i, 0};
+        if (layer_part[idx(begin[idx(depth - 1)])] != layer_part[idx(i)])
+          return diagnosis{rule_id::residual_part, begin[idx(depth - 1)], layer_part[idx(begin[idx(depth - 1)])],
+                           layer_part[idx(i)]};
         open[idx(depth - 1)] = i;
       }
       if (r != layer_role::residual_end) continue;
       if (depth == 0) return diagnosis{rule_id::residual_pairs, i, 0};
-      const int b = open[idx(--depth)];
+      const int b = open[idx(--depth)], first = begin[idx(depth)];
       const long long got = shapes[idx(i)][0].numel(), want = shapes[idx(b)][0].numel();
       if (shapes[idx(i)][0] != shapes[idx(b)][0]) return diagnosis{rule_id::residual_shape, i, got, want};
-      const int pb = layer_part[idx(b)], pe = layer_part[idx(i)];
-      if (pb != pe) return diagnosis{rule_id::residual_part, b, pb, pe};
+      const int pb = layer_part[idx(first)], pe = layer_part[idx(i)];
+      if (pb != pe) return diagnosis{rule_id::residual_part, first, pb, pe};
     }
     if (depth > 0) return diagnosis{rule_id::residual_pairs, open[idx(depth - 1)], 1};
     int losses = 0;

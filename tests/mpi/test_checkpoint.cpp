@@ -1,4 +1,5 @@
 // Checkpoints under MPI (exec/checkpoint.hpp), float64, on 4 ranks:
+// mpi-ranks: 4
 //  * resume: stopping after step 3 and resuming from the checkpoint in a new trainer gives
 //    the bit-identical trajectory of the uninterrupted run (DP2 x PP2, ZeRO-1 on
 //    TP2 + SP x DP2 and DP4, offloaded weights and state), and the saver's entries (a data
@@ -20,7 +21,6 @@
 //    4-6 run resumes bit-identically; <dir> is replaced only at the join; a second save
 //    first commits the first; a write that fails on one rank (a file-size limit) is the
 //    same agreed_error on every rank at the join, and the previous checkpoint still loads.
-// mpi-ranks: 4
 #include "doctest_world.hpp"
 
 #include <cmath>

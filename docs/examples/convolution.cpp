@@ -41,6 +41,9 @@ constexpr auto& bn = Colocated::layer_plans[1];
 static_assert(bn.sig == signature::data_parallel && bn.rows_div == 2);
 static_assert(bn.num_comms == 2 && bn.comms[0].kind == collective::all_reduce && bn.comms[0].calls == 2 &&
               bn.comms[0].elems == 8 && bn.comms[1].when == pass::backward && bn.comms[1].elems == 16);
+// Each BatchNorm2d<C> keeps its running mean and variance and a step's sums of them and of its
+// micro-batches (4C + 1 statistics): two of 8 channels and three of 16, in float64.
+static_assert(Colocated::layer_state_bytes(0) == (2 * (4 * 8 + 1) + 3 * (4 * 16 + 1)) * 8);
 
 // Colossal-AI's pipeline example: torchvision's resnet18 cut into two stages after layer2,
 // under 1F1B (examples/resnet/resnet18.hpp; here on 64×64 images with 10 classes).

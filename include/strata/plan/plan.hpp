@@ -61,9 +61,14 @@ struct Plan : detail::plan_passes<Net, Options...> {
   static constexpr long long activation_arena_bytes(int stage) {
     return lowering::arena_bytes(stage, element_bytes, stat_bytes);
   }
+  // Statistics layers keep across steps on a device of `stage` (BatchNorm2d's running mean
+  // and variance) with the step's sums of them: the executor's layer state (exec/layer_state.hpp).
+  static constexpr long long layer_state_bytes(int stage) {
+    return lowering::tables.work[static_cast<std::size_t>(stage)].state * stat_bytes;
+  }
   static constexpr long long peak_memory_bytes(int stage, int dp = default_dp) {
     return parameter_bytes(stage, dp) + gradient_bytes(stage, dp) + adam_state_bytes(stage, dp) +
-           update_buffer_bytes(stage, dp) + activation_arena_bytes(stage);
+           update_buffer_bytes(stage, dp) + activation_arena_bytes(stage) + layer_state_bytes(stage);
   }
 
   // ---- FLOPs (plan/flops.hpp) -------------------------------------------------------------

@@ -28,17 +28,23 @@ __device__ __forceinline__ nhwc_index split_index(std::size_t i, std::size_t pix
   return {s, r - s * pixels, i - r * inner};
 }
 
+// f(i, (sample, pixel, j)) for every flat index of [samples, pixels, inner], grid-stride.
+template <class F>
+__device__ __forceinline__ void for_each_nhwc(std::size_t samples, std::size_t pixels, std::size_t inner, F&& f) {
+  const std::size_t n = samples * pixels * inner;
+  const bool small = n <= 0xffffffffull;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    f(i, split_index(i, pixels, inner, small));
+}
+
 // cols[(s·op + p)·P + col] = im2col_value of sample s.
 template <class T>
 __global__ void k_im2col(std::size_t samples, conv_geometry g, const T* x, T* cols) {
   const std::size_t P = g.patch(), op = g.out_pixels(), ix = g.in_pixels() * std::size_t(g.C);
-  const std::size_t n = samples * op * P;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, op, P, small);
+  for_each_nhwc(samples, op, P, [&](std::size_t i, nhwc_index k) {
     cols[i] = math::conv::im2col_value(g, x + k.s * ix, k.p, k.j);
-  }
+  });
 }
 
 // dx[(s·ip + h·W + w)·C + c] = col2im_value of sample s's rows of dcols.
@@ -46,14 +52,10 @@ template <class T>
 __global__ void k_col2im(std::size_t samples, conv_geometry g, const T* dcols, T* dx) {
   using A = compute_t<T>;
   const std::size_t C = std::size_t(g.C), ip = g.in_pixels(), oc = g.out_pixels() * g.patch();
-  const std::size_t n = samples * ip * C;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, ip, C, small);
+  for_each_nhwc(samples, ip, C, [&](std::size_t i, nhwc_index k) {
     const int h = int(k.p / std::size_t(g.W)), w = int(k.p % std::size_t(g.W));
     dx[i] = T(math::conv::col2im_value<A>(g, dcols + k.s * oc, h, w, int(k.j)));
-  }
+  });
 }
 
 // y (and arg, when given) at output pixel (oh, ow), channel c.
@@ -61,58 +63,42 @@ template <class T>
 __global__ void k_maxpool_forward(std::size_t samples, conv_geometry g, const T* x, T* y, std::int32_t* arg) {
   using A = compute_t<T>;
   const std::size_t C = std::size_t(g.C), op = g.out_pixels(), ix = g.in_pixels() * C;
-  const std::size_t n = samples * op * C;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, op, C, small);
+  for_each_nhwc(samples, op, C, [&](std::size_t i, nhwc_index k) {
     const int oh = int(k.p / std::size_t(g.OW)), ow = int(k.p % std::size_t(g.OW));
     int a = 0;
     y[i] = T(math::conv::max_window<A>(g, x + k.s * ix, oh, ow, int(k.j), a));
     if (arg) arg[i] = a;
-  }
+  });
 }
 
 template <class T>
 __global__ void k_maxpool_backward(std::size_t samples, conv_geometry g, const T* dy, const std::int32_t* arg, T* dx) {
   using A = compute_t<T>;
   const std::size_t C = std::size_t(g.C), ip = g.in_pixels(), on = g.out_pixels() * C;
-  const std::size_t n = samples * ip * C;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, ip, C, small);
+  for_each_nhwc(samples, ip, C, [&](std::size_t i, nhwc_index k) {
     const int h = int(k.p / std::size_t(g.W)), w = int(k.p % std::size_t(g.W));
     dx[i] = T(math::conv::max_window_grad<A>(g, dy + k.s * on, arg + k.s * on, h, w, int(k.j)));
-  }
+  });
 }
 
 template <class T>
 __global__ void k_avgpool_forward(std::size_t samples, conv_geometry g, const T* x, T* y) {
   using A = compute_t<T>;
   const std::size_t C = std::size_t(g.C), op = g.out_pixels(), ix = g.in_pixels() * C;
-  const std::size_t n = samples * op * C;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, op, C, small);
+  for_each_nhwc(samples, op, C, [&](std::size_t i, nhwc_index k) {
     const int oh = int(k.p / std::size_t(g.OW)), ow = int(k.p % std::size_t(g.OW));
     y[i] = T(math::conv::mean_window<A>(g, x + k.s * ix, oh, ow, int(k.j)));
-  }
+  });
 }
 
 template <class T>
 __global__ void k_avgpool_backward(std::size_t samples, conv_geometry g, const T* dy, T* dx) {
   using A = compute_t<T>;
   const std::size_t C = std::size_t(g.C), ip = g.in_pixels(), on = g.out_pixels() * C;
-  const std::size_t n = samples * ip * C;
-  const bool small = n <= 0xffffffffull;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const nhwc_index k = split_index(i, ip, C, small);
+  for_each_nhwc(samples, ip, C, [&](std::size_t i, nhwc_index k) {
     const int h = int(k.p / std::size_t(g.W)), w = int(k.p % std::size_t(g.W));
     dx[i] = T(math::conv::mean_window_grad<A>(g, dy + k.s * on, h, w, int(k.j)));
-  }
+  });
 }
 
 }  // namespace detail

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libboost-dev nlohmann-json3-dev doctest-dev
           libopenblas-dev libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist fortunes python3-venv
-          libsentencepiece-dev sentencepiece)
+          libsentencepiece-dev sentencepiece libdnnl-dev)
 
 missing=()
 for p in "${packages[@]}"; do

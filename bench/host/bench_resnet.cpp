@@ -6,7 +6,9 @@
 //   bench_resnet <threads> [steps (5)] [batch: 8 | 16 (8)] [image size: 224 | 112 (224)] [warm-up (2)]
 // Prints `BLAS: <OpenBLAS config>, kernels for <core>` (OPENBLAS_CORETYPE=SkylakeX picks its
 // AVX-512 kernels where the library does not know the CPU), then `strata resnet50 batch <B>
-// image <S> threads <T> <median ms> ms/step <images/s> images/s (min <ms>, loss <l>)`.
+// image <S> threads <T> <median ms> ms/step <images/s> images/s (min <ms>, loss <l>)`. Built
+// with strata::dnnl (bench_resnet_dnnl) the convolutions run on oneDNN: `oneDNN: <version>`
+// and `strata-onednn resnet50 ...`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,12 @@
 #include <vector>
 
 #include <strata/runtime/trainer.hpp>
+#if defined(STRATA_WITH_DNNL)
+#include <oneapi/dnnl/dnnl.hpp>
+constexpr const char* label = "strata-onednn";
+#else
+constexpr const char* label = "strata";
+#endif
 
 #include "resnet/resnet50.hpp"
 
@@ -44,8 +52,8 @@ int run(unsigned threads, int steps, int warmup) {
   }
   std::sort(ms.begin(), ms.end());
   const double med = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
-  std::printf("strata resnet50 batch %d image %d threads %u %.1f ms/step %.2f images/s (min %.1f, loss %.3f)\n", B, S,
-              threads, med, B / med * 1e3, ms.front(), loss);
+  std::printf("%s resnet50 batch %d image %d threads %u %.1f ms/step %.2f images/s (min %.1f, loss %.3f)\n", label, B,
+              S, threads, med, B / med * 1e3, ms.front(), loss);
   std::fflush(stdout);
   return 0;
 }
@@ -57,6 +65,9 @@ int main(int argc, char** argv) {
   const int size = argc > 4 ? std::atoi(argv[4]) : 224;
   const int warmup = argc > 5 ? std::atoi(argv[5]) : 2;
   std::printf("BLAS: %s, kernels for %s\n", openblas_get_config(), openblas_get_corename());
+#if defined(STRATA_WITH_DNNL)
+  std::printf("oneDNN: %d.%d.%d\n", dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch);
+#endif
   if (batch == 8 && size == 224) return run<8, 224>(threads, steps, warmup);
   if (batch == 16 && size == 224) return run<16, 224>(threads, steps, warmup);
   if (batch == 8 && size == 112) return run<8, 112>(threads, steps, warmup);

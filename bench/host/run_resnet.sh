@@ -6,7 +6,9 @@
 # after 2 warm-up steps; the frameworks alternate twice and each keeps its better median.
 # On a CPU with AVX-512, strata runs a second time with OPENBLAS_CORETYPE=SkylakeX: an
 # OpenBLAS that does not know the CPU (Debian 12's 0.3.21 on AMD Zen 5) falls back to its
-# AVX2 (Haswell) kernels, and this picks its AVX-512 ones.
+# AVX2 (Haswell) kernels, and this picks its AVX-512 ones. Where oneDNN is installed
+# (Debian: libdnnl-dev; the strata::dnnl component), strata runs once more with its
+# convolutions on oneDNN (bench_resnet_dnnl): strata-onednn.
 # PyTorch and torchvision are pip-installed into a private venv (STRATA_BENCH_VENV,
 # default .venv-bench; never a dependency of strata). Report to stdout and to
 # bench/results/resnet50_<date>_<cpu>.md.
@@ -19,6 +21,12 @@ batches=${3:-8,16}
 steps=${4:-5}
 source bench/host/report.sh
 build_bench bench_host_resnet
+dnnl=./build-bench/bench/bench_host_resnet_dnnl
+if grep -q '^STRATA_HAVE_DNNL:INTERNAL=ON' build-bench/CMakeCache.txt; then
+  cmake --build build-bench --target bench_host_resnet_dnnl >/dev/null
+else
+  dnnl=""
+fi
 bench_venv
 "$venv/bin/python" -c "import torchvision" 2>/dev/null || "$venv/bin/pip" install --quiet torchvision
 avx512=$(grep -m1 -o -w avx512f /proc/cpuinfo || true)
@@ -31,6 +39,7 @@ for pass in 1 2; do
       OPENBLAS_CORETYPE=SkylakeX ./build-bench/bench/bench_host_resnet "$threads" "$steps" "$b" "$size" |
         sed 's/^strata /strata-avx512 /; s/^BLAS:/BLAS (OPENBLAS_CORETYPE=SkylakeX):/' | tee -a "$out/all"
     fi
+    [ -n "$dnnl" ] && "$dnnl" "$threads" "$steps" "$b" "$size" | grep -v '^BLAS' | tee -a "$out/all"
     for f in nchw nhwc; do
       "$venv/bin/python" bench/host/pytorch_resnet.py --threads "$threads" --batch "$b" --size "$size" \
         --steps "$steps" --format "$f" | tee -a "$out/all"
@@ -45,16 +54,18 @@ table=$({
   echo "$threads threads; PyTorch $("$venv/bin/python" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')"
   grep -m1 '^BLAS:' "$out/all" || true
   grep -m1 '^BLAS (' "$out/all" || true
+  grep -m1 '^oneDNN:' "$out/all" || true
   echo "ms/step: the median of $steps steps after 2 warm-up steps, the better of two passes; time ratio > 1: strata slower"
   echo
-  printf "%-6s %10s %13s %14s %14s %14s %17s %17s\n" batch "strata ms" "strata-avx512" "PyTorch NCHW" "PyTorch NHWC" \
-    "strata img/s" "strata/PyTorch" "strata-avx512/"
-  printf "%-6s %10s %13s %14s %14s %14s %17s %17s\n" "" "" "ms" "ms" "ms" "" "NCHW   NHWC" "PyTorch NHWC"
+  printf "%-6s %10s %13s %13s %13s %13s %15s %15s %15s\n" batch "strata ms" "strata-avx512" "strata-onednn" \
+    "PyTorch NCHW" "PyTorch NHWC" "strata/PyTorch" "avx512/PyTorch" "onednn/PyTorch"
+  printf "%-6s %10s %13s %13s %13s %13s %15s %15s %15s\n" "" "" "ms" "ms" "ms" "ms" "NCHW   NHWC" "NCHW   NHWC" \
+    "NCHW   NHWC"
   for b in ${batches//,/ }; do
-    s=$(best strata "$b"); a=$(best strata-avx512 "$b"); n=$(best pytorch-nchw "$b"); h=$(best pytorch-nhwc "$b")
-    printf "%-6s %10s %13s %14s %14s %14s %17s %17s\n" "$b" "$s" "${a:--}" "$n" "$h" \
-      "$(awk -v s="$s" -v b="$b" 'BEGIN { printf "%.2f", b / s * 1e3 }')" \
-      "$(ratio "$s" "$n") $(ratio "$s" "$h")" "$(ratio "$a" "$h")"
+    s=$(best strata "$b"); a=$(best strata-avx512 "$b"); o=$(best strata-onednn "$b")
+    n=$(best pytorch-nchw "$b"); h=$(best pytorch-nhwc "$b")
+    printf "%-6s %10s %13s %13s %13s %13s %15s %15s %15s\n" "$b" "$s" "${a:--}" "${o:--}" "$n" "$h" \
+      "$(ratio "$s" "$n") $(ratio "$s" "$h")" "$(ratio "$a" "$n") $(ratio "$a" "$h")" "$(ratio "$o" "$n") $(ratio "$o" "$h")"
   done
   echo
   echo "every run:"

@@ -36,6 +36,7 @@ endif()
 run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${consumer_build}
          ${gen_args} -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
          -DCMAKE_PREFIX_PATH=${prefix} -DEXPECT_SENTENCEPIECE=${EXPECT_SENTENCEPIECE}
+         -DEXPECT_DNNL=${EXPECT_DNNL}
          # Never let a package registry entry stand in for the scratch prefix.
          -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
 run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} --config ${CONFIG})
@@ -50,4 +51,8 @@ run_step("run consumer" ${exe})
 if(EXPECT_SENTENCEPIECE)
   get_filename_component(exe_dir ${exe} DIRECTORY)
   run_step("run sentencepiece consumer" ${exe_dir}/strata_consumer_sentencepiece)
+endif()
+if(EXPECT_DNNL)
+  get_filename_component(exe_dir ${exe} DIRECTORY)
+  run_step("run dnnl consumer" ${exe_dir}/strata_consumer_dnnl)
 endif()

@@ -2,9 +2,10 @@
 // Conv2d<InC, OutC, K, Stride, Pad, Bias>: a 2D convolution (cross-correlation, as every
 // framework computes it) of images [H, W, InC] into [OH, OW, OutC], OH = ⌊(H + 2·Pad − K) /
 // Stride⌋ + 1. The filters are [OutC, K, K, InC] (KRSC: PyTorch's weight in channels-last
-// order) and the bias [OutC]. It runs as GEMMs over the im2col patch matrix [pixels out,
-// K·K·InC] (a 1×1 window moved by 1 without padding reads the input as it is):
-//   Y = cols·Wᵀ + b,  dW += dYᵀ·cols,  dcols = dY·W → dX by col2im (a gather).
+// order) and the bias [OutC]. Its kernels are the convolution family's conv2d_* (oneDNN
+// on the host in float when built with strata::dnnl); else GEMMs over the im2col patch
+// matrix [pixels out, K·K·InC] (a 1×1 window moved by 1 without padding reads the input
+// as it is):  Y = cols·Wᵀ + b,  dW += dYᵀ·cols,  dcols = dY·W → dX by col2im (a gather).
 // PyTorch's default initialisation: weight and bias U(±1/√(InC·K·K)).
 // Rules: [conv-window] on the template; [image-input], [image-window] at its place in the
 // model; [split-image], [context-image] under those strategies.
@@ -45,7 +46,7 @@ struct Conv2d {
   static constexpr bool reads_input_as_is(shape_t in) { return in.rank == 3 && geometry(in).identity_patches(); }
   // The input (dW reads its patches again); the patch matrix, or its gradient, in scratch.
   static constexpr buffer_needs memory(const local_dims& d) {
-    return {.keep_input = true, .scratch_values = reads_input_as_is(d.in) ? 0 : d.out_rows * patch};
+    return {.keep_input = true, .scratch_values = reads_input_as_is(d.in) ? 0 : d.out_rows * patch};  // conv2d_work_values
   }
   static constexpr call_gemms gemms(const local_dims& d) {
     call_gemms g;
@@ -58,46 +59,21 @@ struct Conv2d {
   template <class C>
   static void forward(C& c) {
     using T = typename C::value_type;
-    using S = gemm_scalar_t<T>;
-    const conv_geometry g = geometry(c.in_shape);
-    const std::size_t n = detail::images(c.rows, c.in_shape), rows_out = n * g.out_pixels();
-    const T* cols = c.x;
-    if (!g.identity_patches()) {
-      im2col(c.q, n, g, c.x, c.scratch_values);
-      cols = c.scratch_values;
-    }
     const T* bias = nullptr;
     if constexpr (Bias) bias = c.w[1];
-    gemm_bias_act(c.q, backend::trans::N, backend::trans::T, rows_out, std::size_t(OutC), std::size_t(patch), S(1),
-                  cols, std::size_t(patch), c.w[0], std::size_t(patch), S(0), c.y, std::size_t(OutC), bias,
-                  backend::activation::none, static_cast<T*>(nullptr));
+    conv2d_forward(c.q, detail::images(c.rows, c.in_shape), geometry(c.in_shape), std::size_t(OutC), c.x, c.w[0],
+                   bias, c.y, c.scratch_values);
   }
   template <class C>
   static void backward(C& c) {
-    using T = typename C::value_type;
-    using S = gemm_scalar_t<T>;
-    const auto N = backend::trans::N, Tr = backend::trans::T;
+    using G = typename C::master_type;
     const conv_geometry g = geometry(c.in_shape);
-    const std::size_t n = detail::images(c.rows, c.in_shape), rows_out = n * g.out_pixels();
-    const T* cols = c.x;
-    if (!g.identity_patches()) {
-      im2col(c.q, n, g, c.x, c.scratch_values);
-      cols = c.scratch_values;
-    }
-    // dW += dYᵀ·cols (into the master-precision gradient), db += Σ dY
-    gemm(c.q, Tr, N, std::size_t(OutC), std::size_t(patch), rows_out, S(1), c.dy, std::size_t(OutC), cols,
-         std::size_t(patch), S(1), c.g[0], std::size_t(patch));
-    if constexpr (Bias) bias_grad(c.q, rows_out, std::size_t(OutC), c.dy, c.g[1], true);
-    if (!c.dx) return;
-    if (g.identity_patches()) {
-      gemm(c.q, N, N, rows_out, std::size_t(patch), std::size_t(OutC), S(1), c.dy, std::size_t(OutC), c.w[0],
-           std::size_t(patch), S(0), c.dx, std::size_t(patch));
-      return;
-    }
-    // the patches' gradient (over the patches, which dW no longer needs), gathered onto the image
-    gemm(c.q, N, N, rows_out, std::size_t(patch), std::size_t(OutC), S(1), c.dy, std::size_t(OutC), c.w[0],
-         std::size_t(patch), S(0), c.scratch_values, std::size_t(patch));
-    col2im(c.q, n, g, static_cast<const T*>(c.scratch_values), c.dx);
+    const std::size_t n = detail::images(c.rows, c.in_shape);
+    // dW (into the master-precision gradient) first: the data gradient reuses the work buffer
+    G* db = nullptr;
+    if constexpr (Bias) db = c.g[1];
+    conv2d_backward_weights(c.q, n, g, std::size_t(OutC), c.x, c.dy, c.g[0], db, c.scratch_values);
+    if (c.dx) conv2d_backward_data(c.q, n, g, std::size_t(OutC), c.dy, c.w[0], c.dx, c.scratch_values);
   }
 };
 

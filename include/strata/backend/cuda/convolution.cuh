@@ -105,6 +105,10 @@ __global__ void k_avgpool_backward(std::size_t samples, conv_geometry g, const T
 
 // Static members on arguments the front has checked (impl::convolution_kernels<queue>).
 struct convolution_kernels {
+  // Convolutions run as im2col and cuBLASLt GEMMs (the front's composition).
+  template <class T>
+  static constexpr bool native_conv2d = false;
+
   template <class T>
   static void im2col(queue& q, std::size_t samples, const conv_geometry& g, const T* x, T* cols) {
     const std::size_t n = samples * g.out_pixels() * g.patch();

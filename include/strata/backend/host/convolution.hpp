@@ -5,13 +5,17 @@
 // pixels, so results do not depend on the thread count. col2im and max pooling walk a
 // pixel's window once for a block of channels, the channels innermost (contiguous,
 // vectorised), each channel's terms taken in the scan order of core/conv_math.hpp's
-// per-element formula: the same sums and the same winners, bit for bit.
+// per-element formula: the same sums and the same winners, bit for bit. Float
+// convolutions run on oneDNN when strata::dnnl is linked (host/dnnl_convolution.hpp);
+// otherwise, and for double and bf16, as im2col and the gemm family (the front's).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "strata/backend/convolution.hpp"
+#include "strata/backend/host/dnnl_convolution.hpp"
 #include "strata/backend/host/launch.hpp"
 #include "strata/core/conv_math.hpp"
 
@@ -20,6 +24,27 @@ namespace strata::backend::host {
 struct convolution_kernels {
   // Channels one pass over a window serves (col2im, max pooling): their sums on the stack.
   static constexpr std::size_t channel_block = 256;
+
+#if defined(STRATA_WITH_DNNL)
+  template <class T>
+  static constexpr bool native_conv2d = std::is_same_v<T, float>;
+
+  static void conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                             const float* x, const float* w, const float* bias, float* y) {
+    detail::dnnl_conv::forward(q, samples, g, out_c, x, w, bias, y);
+  }
+  static void conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                                   const float* dy, const float* w, float* dx) {
+    detail::dnnl_conv::backward_data(q, samples, g, out_c, dy, w, dx);
+  }
+  static void conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                                      const float* x, const float* dy, float* dw) {
+    detail::dnnl_conv::backward_weights(q, samples, g, out_c, x, dy, dw);
+  }
+#else
+  template <class T>
+  static constexpr bool native_conv2d = false;
+#endif
 
   template <class T>
   static void im2col(queue& q, std::size_t samples, const conv_geometry& g, const T* x, T* cols) {

@@ -38,6 +38,14 @@ inline void check_geometry(const conv_geometry& g, const char* kernel) {
 template <class Q, class T>
 inline constexpr bool native_conv2d_v = impl::convolution_kernels<Q>::template native_conv2d<T>;
 
+// The im2col patch matrix of x, in work; x itself when the patches are the image.
+template <class Q, class T>
+const T* patches(Q& q, std::size_t samples, const conv_geometry& g, const T* x, T* work) {
+  if (g.identity_patches()) return x;
+  impl::convolution_kernels<Q>::im2col(q, samples, g, x, work);
+  return work;
+}
+
 inline void check_conv2d(const conv_geometry& g, std::size_t out_c, const char* kernel) {
   check_geometry(g, kernel);
   need(out_c > 0, kernel, "no output channels");
@@ -68,11 +76,7 @@ void conv2d_forward(Q& q, std::size_t samples, const conv_geometry& g, std::size
   } else {
     using S = gemm_scalar_t<T>;
     const std::size_t rows = samples * g.out_pixels(), P = g.patch();
-    const T* cols = x;
-    if (!g.identity_patches()) {
-      impl::convolution_kernels<Q>::im2col(q, samples, g, x, work);
-      cols = work;
-    }
+    const T* cols = detail::patches(q, samples, g, x, work);
     gemm_bias_act(q, trans::N, trans::T, rows, out_c, P, S(1), cols, P, w, P, S(0), y, out_c, bias,
                   activation::none, static_cast<T*>(nullptr));
   }
@@ -92,11 +96,7 @@ void conv2d_backward_weights(Q& q, std::size_t samples, const conv_geometry& g, 
     impl::convolution_kernels<Q>::conv2d_backward_weights(q, samples, g, out_c, x, dy, dw);
   } else {
     using S = gemm_scalar_t<T>;
-    const T* cols = x;
-    if (!g.identity_patches()) {
-      impl::convolution_kernels<Q>::im2col(q, samples, g, x, work);
-      cols = work;
-    }
+    const T* cols = detail::patches(q, samples, g, x, work);
     gemm(q, trans::T, trans::N, out_c, P, rows, S(1), dy, out_c, cols, P, S(1), dw, P);
   }
   if (db) bias_grad(q, rows, out_c, dy, db, true);

@@ -2,9 +2,9 @@
 // What only the CUDA backend has (every kernel's values against float64 references
 // are the kernel suite's, test_kernels_cuda.cu): TF32 GEMMs, cuBLASLt's fused GELU
 // epilogue, gemm_wgrad_bias, bf16 kernels the host has no form of (batched GEMM,
-// scale, axpy), the convolution family and batch normalisation (until the kernel
-// suite covers them), the device error word (raise_device_errors) and check_ids,
-// pageable host memory where kernels accept it, multi-tensor optimizers, the arena (no
+// scale, axpy), the convolution family (cuDNN's convolutions where linked) and batch
+// normalisation (until the kernel suite covers them), the device error word
+// (raise_device_errors) and check_ids, pageable host memory where kernels accept it, multi-tensor optimizers, the arena (no
 // cudaMalloc after warm-up), CUDA Graphs, events, and the error messages of
 // STRATA_CUDA_CHECK / STRATA_CUBLAS_CHECK / STRATA_CUDA_CHECK_LAUNCH. The reference
 // is the host backend, fed the same inputs; outputs are poisoned with NaN first.
@@ -273,6 +273,50 @@ TEST_CASE("bf16 scale and axpy compute in float and round once") {
 // Convolution family and batch normalisation (not yet in the kernel suite) against
 // the host backend
 // ---------------------------------------------------------------------------
+
+// conv2d_forward / _backward_data / _backward_weights: cuDNN's where strata::cudnn is linked
+// (the CMake build links it into every GPU test when found), else im2col and cuBLASLt, against
+// the host's im2col and BLAS on the same inputs. A bf16 filter gradient into float master
+// gradients takes im2col either way.
+TEST_CASE_TEMPLATE("conv2d forward and backwards equal the host's", T, float, double, bf16) {
+  using G = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using strata::conv_geometry;
+  namespace be = strata::backend;
+  const double tl = std::is_same_v<T, bf16> ? tol_bf16 : tol<T>;
+#if defined(STRATA_WITH_CUDNN)
+  MESSAGE("conv2d on cuDNN " << CUDNN_MAJOR << "." << CUDNN_MINOR);
+  static_assert(be::detail::native_conv2d_v<cu::queue, float>);
+#endif
+  fixture f;
+  const std::size_t samples = 3;
+  for (const auto& g : {conv_geometry::of(9, 8, 3, 3, 3, 2, 1), conv_geometry::of(6, 6, 16, 1, 1, 1, 0),
+                        conv_geometry::of(11, 11, 5, 7, 7, 2, 3), conv_geometry::of(7, 7, 32, 3, 3, 1, 1)})
+    for (std::size_t O : {std::size_t(8), std::size_t(19)}) {
+      const std::string what = "conv " + std::to_string(g.H) + "x" + std::to_string(g.W) + "x" + std::to_string(g.C) +
+                               " K" + std::to_string(g.KH) + "/" + std::to_string(g.stride) + " -> " +
+                               std::to_string(O);
+      const std::size_t nx = samples * g.in_pixels() * std::size_t(g.C), ny = samples * g.out_pixels() * O,
+                        nw = O * g.patch(), nwork = be::conv2d_work_values(samples, g);
+      auto x = random_vec<T>(nx), w = random_vec<T>(nw), b = random_vec<T>(O), dy = random_vec<T>(ny);
+      auto dw = random_vec<G>(nw), db = random_vec<G>(O);  // the gradients accumulate onto these
+      std::vector<T> y(ny), dx(nx), work(nwork);
+      std::vector<G> dw_ref = dw, db_ref = db;
+      be::conv2d_forward(f.hq, samples, g, O, x.data(), w.data(), b.data(), y.data(), work.data());
+      be::conv2d_backward_weights(f.hq, samples, g, O, x.data(), dy.data(), dw_ref.data(), db_ref.data(), work.data());
+      be::conv2d_backward_data(f.hq, samples, g, O, dy.data(), w.data(), dx.data(), work.data());
+      auto d_x = to_dev(f.q, x), d_w = to_dev(f.q, w), d_b = to_dev(f.q, b), d_dy = to_dev(f.q, dy);
+      auto d_dw = to_dev(f.q, dw), d_db = to_dev(f.q, db);
+      auto d_y = poisoned<T>(f.q, ny), d_dx = poisoned<T>(f.q, nx), d_work = poisoned<T>(f.q, std::max<std::size_t>(nwork, 1));
+      be::conv2d_forward(f.q, samples, g, O, d_x.data(), d_w.data(), d_b.data(), d_y.data(), d_work.data());
+      be::conv2d_backward_weights(f.q, samples, g, O, d_x.data(), d_dy.data(), d_dw.data(), d_db.data(),
+                                  d_work.data());
+      be::conv2d_backward_data(f.q, samples, g, O, d_dy.data(), d_w.data(), d_dx.data(), d_work.data());
+      expect_close(to_host(f.q, d_y, ny), y, tl, what + " forward (with bias)");
+      expect_close(to_host(f.q, d_dw, nw), dw_ref, tl, what + " filter gradient (accumulated)");
+      expect_close(to_host(f.q, d_db, O), db_ref, tl, what + " bias gradient (accumulated)");
+      expect_close(to_host(f.q, d_dx, nx), dx, tl, what + " data gradient");
+    }
+}
 
 TEST_CASE_TEMPLATE("im2col, col2im, pooling and batch normalisation equal the host's", T, float, double, bf16) {
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;  // statistics and parameter gradients

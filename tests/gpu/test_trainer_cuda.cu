@@ -151,7 +151,8 @@ TEST_CASE("float64 steps on the GPU match the host backend") {
   CHECK(p < 1e-10);
 }
 
-// A small ResNet: convolutions (im2col and GEMMs), max and average pooling, batch norm with
+// A small ResNet: convolutions (cuDNN's where strata::cudnn is linked, as the CMake build
+// does when it finds cuDNN; else im2col and GEMMs), max and average pooling, batch norm with
 // its running statistics, a projection shortcut.
 using RESNET = Plan<Replicate<1, Conv2d<2, 8, 3, 1, 1, false>, BatchNorm2d<8>, ReLU, MaxPool2d<2>,
                               Residual<Shortcut<Conv2d<8, 16, 1, 2, 0, false>, BatchNorm2d<16>>,

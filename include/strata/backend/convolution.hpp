@@ -56,7 +56,8 @@ inline namespace kernels {
 
 // Values of the work buffer the conv2d_* entries take for `samples` images: the im2col
 // patch matrix [samples·OH·OW, KH·KW·C], none when the patches are the image itself (a
-// 1×1 window moved by 1 without padding). A library convolution may leave it unused.
+// 1×1 window moved by 1 without padding). A library convolution may use it as its
+// workspace (cuDNN) or leave it unused (oneDNN).
 constexpr std::size_t conv2d_work_values(std::size_t samples, const conv_geometry& g) {
   return g.identity_patches() ? 0 : samples * g.out_pixels() * g.patch();
 }
@@ -72,7 +73,7 @@ void conv2d_forward(Q& q, std::size_t samples, const conv_geometry& g, std::size
   detail::check_conv2d(g, out_c, "conv2d_forward");
   detail::need(x && w && y && (work || g.identity_patches()), "conv2d_forward", "null pointer");
   if constexpr (detail::native_conv2d_v<Q, T>) {
-    impl::convolution_kernels<Q>::conv2d_forward(q, samples, g, out_c, x, w, bias, y);
+    impl::convolution_kernels<Q>::conv2d_forward(q, samples, g, out_c, x, w, bias, y, work);
   } else {
     using S = gemm_scalar_t<T>;
     const std::size_t rows = samples * g.out_pixels(), P = g.patch();
@@ -93,7 +94,7 @@ void conv2d_backward_weights(Q& q, std::size_t samples, const conv_geometry& g, 
   detail::need(x && dy && dw && (work || g.identity_patches()), "conv2d_backward_weights", "null pointer");
   const std::size_t rows = samples * g.out_pixels(), P = g.patch();
   if constexpr (detail::native_conv2d_v<Q, T> && std::is_same_v<G, T>) {
-    impl::convolution_kernels<Q>::conv2d_backward_weights(q, samples, g, out_c, x, dy, dw);
+    impl::convolution_kernels<Q>::conv2d_backward_weights(q, samples, g, out_c, x, dy, dw, work);
   } else {
     using S = gemm_scalar_t<T>;
     const T* cols = detail::patches(q, samples, g, x, work);
@@ -112,7 +113,7 @@ void conv2d_backward_data(Q& q, std::size_t samples, const conv_geometry& g, std
   detail::check_conv2d(g, out_c, "conv2d_backward_data");
   detail::need(dy && w && dx && (work || g.identity_patches()), "conv2d_backward_data", "null pointer");
   if constexpr (detail::native_conv2d_v<Q, T>) {
-    impl::convolution_kernels<Q>::conv2d_backward_data(q, samples, g, out_c, dy, w, dx);
+    impl::convolution_kernels<Q>::conv2d_backward_data(q, samples, g, out_c, dy, w, dx, work);
   } else {
     using S = gemm_scalar_t<T>;
     const std::size_t rows = samples * g.out_pixels(), P = g.patch();

@@ -5,13 +5,17 @@
 // element's value from the per-element formulas of core/conv_math.hpp, as the host's:
 // im2col copies (bit-identical to the host), every backward is a gather over the windows
 // covering the pixel, so there are no atomics and results do not depend on the launch.
+// Built with strata::cudnn, convolutions themselves are cuDNN's (cuda/cudnn_convolution.cuh).
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "strata/backend/convolution.hpp"
+#include "strata/backend/cuda/cudnn_convolution.cuh"
 #include "strata/backend/cuda/device.cuh"
+#include "strata/backend/cuda/elementwise.cuh"
 #include "strata/core/conv_math.hpp"
 
 namespace strata::backend::cuda {
@@ -105,9 +109,42 @@ __global__ void k_avgpool_backward(std::size_t samples, conv_geometry g, const T
 
 // Static members on arguments the front has checked (impl::convolution_kernels<queue>).
 struct convolution_kernels {
+#if defined(STRATA_WITH_CUDNN)
+  // Convolutions on cuDNN (cuda/cudnn_convolution.cuh); a bf16 / f16 filter gradient into
+  // float master gradients stays with im2col and the gemm family (the front's composition).
+  template <class T>
+  static constexpr bool native_conv2d = std::is_same_v<T, float> || std::is_same_v<T, double> || is_half16_v<T>;
+
+  template <class T>
+  static void conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* x,
+                             const T* w, const T* bias, T* y, T* work) {
+    detail::cudnn_conv::runner::of_this_thread().forward(q, samples, g, out_c, x, w, y, work,
+                                                          work_bytes<T>(samples, g));
+    if (bias)
+      bias_activation_forward(q, activation::none, samples * g.out_pixels(), out_c, static_cast<const T*>(y), bias,
+                              static_cast<T*>(nullptr), y);
+  }
+  template <class T>
+  static void conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                                   const T* dy, const T* w, T* dx, T* work) {
+    detail::cudnn_conv::runner::of_this_thread().backward_data(q, samples, g, out_c, dy, w, dx, work,
+                                                                work_bytes<T>(samples, g));
+  }
+  template <class T>
+  static void conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                                      const T* x, const T* dy, T* dw, T* work) {
+    detail::cudnn_conv::runner::of_this_thread().backward_weights(q, samples, g, out_c, x, dy, dw, work,
+                                                                   work_bytes<T>(samples, g));
+  }
+  template <class T>
+  static std::size_t work_bytes(std::size_t samples, const conv_geometry& g) {
+    return conv2d_work_values(samples, g) * sizeof(T);
+  }
+#else
   // Convolutions run as im2col and cuBLASLt GEMMs (the front's composition).
   template <class T>
   static constexpr bool native_conv2d = false;
+#endif
 
   template <class T>
   static void im2col(queue& q, std::size_t samples, const conv_geometry& g, const T* x, T* cols) {

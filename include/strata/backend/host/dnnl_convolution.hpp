@@ -9,17 +9,21 @@
 // (`any`: a plain OHWI = KRSC filter selects its reference implementation, 100-500× slower),
 // so each call reorders the filters into it, and the backward's filter gradient back, summed
 // into the KRSC gradient (strata accumulates gradients over micro-batches). Both live in a
-// per-thread workspace with oneDNN's scratchpad (user mode): at most the largest filter
-// twice plus a scratchpad, outside the plan's buffers, grown on demand and kept.
+// per-thread workspace with oneDNN's scratchpad (user mode): the largest filter in oneDNN's
+// layout plus a scratchpad, outside the plan's buffers, grown on demand and kept (and, on
+// the calling thread, one filter gradient per part).
 //
-// Threads: the images are split over the queue's threads, each running oneDNN on its part
-// with one OpenMP thread (the filter gradient: a part each, summed in part order). Left to
-// its OpenMP pool instead, oneDNN's worker spins for milliseconds after every call against
-// strata's own threads running the next kernel (libgomp's default wait policy): a ResNet-50
-// step 10-15% slower on 2 cores. Fewer images than threads: one part on the caller's thread
-// with the queue's threads as its OpenMP pool. Results depend on oneDNN's summation order
-// (per ISA) and on the thread count, not on which thread runs which part (host/launch.hpp's
-// stronger guarantee holds for the im2col path).
+// Threads: with at least as many images as threads, the images are split over the queue's
+// threads, each running oneDNN on its part with one OpenMP thread (the filter gradient: a
+// part each, summed in part order). Left to its OpenMP pool instead, oneDNN's worker spins
+// for milliseconds after every call against strata's own threads running the next kernel
+// (libgomp's default wait policy): a ResNet-50 step 10-15% slower on 2 cores. With fewer
+// images than threads: one call on the caller's thread with the queue's threads as its
+// OpenMP team. oneDNN fixes a primitive's thread count when it is made, so the count is part
+// of the cache key. Results depend on oneDNN's summation order (per ISA) and on the thread
+// count, not on which thread runs which part (host/launch.hpp's stronger guarantee holds for
+// the im2col path). STRATA_WITH_DNNL must be the same in every translation unit of a program
+// (it changes inline definitions); CMake's strata::dnnl target sets it per target.
 #if defined(STRATA_WITH_DNNL)
 #include <dlfcn.h>
 
@@ -45,11 +49,16 @@ namespace strata::backend::host::detail::dnnl_conv {
 using dnnl::memory;
 using format = memory::format_tag;
 
-// omp_set_num_threads from the libgomp libdnnl loads: looked up rather than linked, so the
-// component adds no OpenMP flags (and no second OpenMP runtime under clang) to its users.
+// omp_set_num_threads of the libgomp libdnnl loads: looked up rather than linked, so the
+// component adds no OpenMP flags to its users; in libgomp itself, not the first definition
+// in the process (an application's `clang -fopenmp` brings LLVM's libomp, which oneDNN
+// does not read).
 inline void set_threads(unsigned n) {
   using setter = void (*)(int);
-  static const setter set = reinterpret_cast<setter>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  static const setter set = [] {
+    void* gomp = ::dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    return reinterpret_cast<setter>(::dlsym(gomp ? gomp : RTLD_DEFAULT, "omp_set_num_threads"));
+  }();
   if (set) set(static_cast<int>(n));
 }
 
@@ -58,6 +67,7 @@ enum class pass : int { forward, backward_data, backward_weights };
 // A convolution problem: the cache key of its primitives.
 struct problem {
   pass kind;
+  unsigned threads;  // OpenMP threads: fixed in a primitive when it is made
   long long samples, H, W, C, O, KH, KW, stride, pad, OH, OW;
   bool bias;
   auto operator<=>(const problem&) const = default;
@@ -83,10 +93,10 @@ class runner {
   void forward(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c, const float* x,
                const float* w, const float* bias, float* y) {
     run("conv2d_forward", [&] {
-      const problem p = key(pass::forward, samples, g, out_c, bias != nullptr);
+      set_threads(threads);  // before get(): a new primitive takes the count in force
+      const problem p = key(pass::forward, threads, samples, g, out_c, bias != nullptr);
       const primitives& k = get(p);
       std::byte* ws = workspace(k);
-      set_threads(threads);
       memory wk = user_filters(p, w), wc = conv_filters(k, wk, ws);
       memory src(images(p), eng_, const_cast<float*>(x)), dst(outputs(p), eng_, y);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wc}, {DNNL_ARG_DST, dst},
@@ -100,10 +110,10 @@ class runner {
   void backward_data(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                      const float* dy, const float* w, float* dx) {
     run("conv2d_backward_data", [&] {
-      const problem p = key(pass::backward_data, samples, g, out_c, false);
+      set_threads(threads);  // before get(): a new primitive takes the count in force
+      const problem p = key(pass::backward_data, threads, samples, g, out_c, false);
       const primitives& k = get(p);
       std::byte* ws = workspace(k);
-      set_threads(threads);
       memory wk = user_filters(p, w), wc = conv_filters(k, wk, ws);
       memory ddst(outputs(p), eng_, const_cast<float*>(dy)), dsrc(images(p), eng_, dx);
       k.conv.execute(stream_, {{DNNL_ARG_DIFF_DST, ddst},
@@ -118,10 +128,10 @@ class runner {
   void backward_weights(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                         const float* x, const float* dy, float* dw) {
     run("conv2d_backward_weights", [&] {
-      const problem p = key(pass::backward_weights, samples, g, out_c, false);
+      set_threads(threads);  // before get(): a new primitive takes the count in force
+      const problem p = key(pass::backward_weights, threads, samples, g, out_c, false);
       const primitives& k = get(p);
       std::byte* ws = workspace(k);
-      set_threads(threads);
       memory src(images(p), eng_, const_cast<float*>(x)), ddst(outputs(p), eng_, const_cast<float*>(dy));
       memory grad(k.filters, eng_, ws), user = user_filters(p, dw);
       k.conv.execute(stream_, {{DNNL_ARG_SRC, src},
@@ -155,9 +165,10 @@ class runner {
     }
   }
 
-  static problem key(pass kind, std::size_t samples, const conv_geometry& g, std::size_t out_c, bool bias) {
-    return {kind,     static_cast<long long>(samples), g.H,    g.W,  g.C,  static_cast<long long>(out_c), g.KH, g.KW,
-            g.stride, g.pad,                           g.OH,   g.OW, bias};
+  static problem key(pass kind, unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+                     bool bias) {
+    return {kind, threads, static_cast<long long>(samples), g.H, g.W, g.C, static_cast<long long>(out_c), g.KH, g.KW,
+            g.stride, g.pad, g.OH, g.OW, bias};
   }
 
   // Logical dims in oneDNN's order (N, C, H, W / O, I, KH, KW), laid out as strata's.
@@ -274,9 +285,11 @@ class runner {
 
 // The entries host/convolution.hpp calls: the images split into parts over q's threads.
 // f(first image, images, OpenMP threads, part) runs one part.
+inline std::size_t parts_of(const queue& q, std::size_t samples) { return samples >= q.threads() ? q.threads() : 1; }
+
 template <class F>
 void over_parts(queue& q, std::size_t samples, F&& f) {
-  const std::size_t parts = std::min<std::size_t>(q.threads(), samples);
+  const std::size_t parts = parts_of(q, samples);
   if (parts <= 1) return f(std::size_t(0), samples, q.threads(), std::size_t(0));
   q.parallel_for(parts, [&](std::size_t p) {
     const std::size_t lo = samples * p / parts, hi = samples * (p + 1) / parts;
@@ -303,7 +316,7 @@ inline void backward_data(queue& q, std::size_t samples, const conv_geometry& g,
 inline void backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                              const float* x, const float* dy, float* dw) {
   const std::size_t in = g.in_pixels() * std::size_t(g.C), out = g.out_pixels() * out_c;
-  const std::size_t parts = std::min<std::size_t>(q.threads(), samples), filter = out_c * g.patch();
+  const std::size_t parts = parts_of(q, samples), filter = out_c * g.patch();
   if (parts <= 1) return runner::of_this_thread().backward_weights(q.threads(), samples, g, out_c, x, dy, dw);
   float* partial = runner::of_this_thread().partials(parts * filter);
   over_parts(q, samples, [&](std::size_t s, std::size_t n, unsigned threads, std::size_t p) {

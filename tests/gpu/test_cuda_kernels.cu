@@ -284,38 +284,44 @@ TEST_CASE_TEMPLATE("conv2d forward and backwards equal the host's", T, float, do
   namespace be = strata::backend;
   const double tl = std::is_same_v<T, bf16> ? tol_bf16 : tol<T>;
 #if defined(STRATA_WITH_CUDNN)
-  MESSAGE("conv2d on cuDNN " << CUDNN_MAJOR << "." << CUDNN_MINOR);
-  static_assert(be::detail::native_conv2d_v<cu::queue, float>);
+  MESSAGE("conv2d on cuDNN " << CUDNN_MAJOR << "." << CUDNN_MINOR << " (double: im2col)");
+  static_assert(be::detail::native_conv2d_v<cu::queue, float> && !be::detail::native_conv2d_v<cu::queue, double>);
 #endif
   fixture f;
+  // a queue with a 4 KiB workspace: cuDNN then works in the layer's im2col buffer, or falls
+  // back to im2col where no algorithm fits
+  cu::queue small(cu::queue_options{.workspace_bytes = 4096});
   const std::size_t samples = 3;
-  for (const auto& g : {conv_geometry::of(9, 8, 3, 3, 3, 2, 1), conv_geometry::of(6, 6, 16, 1, 1, 1, 0),
-                        conv_geometry::of(11, 11, 5, 7, 7, 2, 3), conv_geometry::of(7, 7, 32, 3, 3, 1, 1)})
-    for (std::size_t O : {std::size_t(8), std::size_t(19)}) {
-      const std::string what = "conv " + std::to_string(g.H) + "x" + std::to_string(g.W) + "x" + std::to_string(g.C) +
-                               " K" + std::to_string(g.KH) + "/" + std::to_string(g.stride) + " -> " +
-                               std::to_string(O);
-      const std::size_t nx = samples * g.in_pixels() * std::size_t(g.C), ny = samples * g.out_pixels() * O,
-                        nw = O * g.patch(), nwork = be::conv2d_work_values(samples, g);
-      auto x = random_vec<T>(nx), w = random_vec<T>(nw), b = random_vec<T>(O), dy = random_vec<T>(ny);
-      auto dw = random_vec<G>(nw), db = random_vec<G>(O);  // the gradients accumulate onto these
-      std::vector<T> y(ny), dx(nx), work(nwork);
-      std::vector<G> dw_ref = dw, db_ref = db;
-      be::conv2d_forward(f.hq, samples, g, O, x.data(), w.data(), b.data(), y.data(), work.data());
-      be::conv2d_backward_weights(f.hq, samples, g, O, x.data(), dy.data(), dw_ref.data(), db_ref.data(), work.data());
-      be::conv2d_backward_data(f.hq, samples, g, O, dy.data(), w.data(), dx.data(), work.data());
-      auto d_x = to_dev(f.q, x), d_w = to_dev(f.q, w), d_b = to_dev(f.q, b), d_dy = to_dev(f.q, dy);
-      auto d_dw = to_dev(f.q, dw), d_db = to_dev(f.q, db);
-      auto d_y = poisoned<T>(f.q, ny), d_dx = poisoned<T>(f.q, nx), d_work = poisoned<T>(f.q, std::max<std::size_t>(nwork, 1));
-      be::conv2d_forward(f.q, samples, g, O, d_x.data(), d_w.data(), d_b.data(), d_y.data(), d_work.data());
-      be::conv2d_backward_weights(f.q, samples, g, O, d_x.data(), d_dy.data(), d_dw.data(), d_db.data(),
-                                  d_work.data());
-      be::conv2d_backward_data(f.q, samples, g, O, d_dy.data(), d_w.data(), d_dx.data(), d_work.data());
-      expect_close(to_host(f.q, d_y, ny), y, tl, what + " forward (with bias)");
-      expect_close(to_host(f.q, d_dw, nw), dw_ref, tl, what + " filter gradient (accumulated)");
-      expect_close(to_host(f.q, d_db, O), db_ref, tl, what + " bias gradient (accumulated)");
-      expect_close(to_host(f.q, d_dx, nx), dx, tl, what + " data gradient");
-    }
+  for (cu::queue* dq : {&f.q, &small})
+    for (const auto& g : {conv_geometry::of(9, 8, 3, 3, 3, 2, 1), conv_geometry::of(6, 6, 16, 1, 1, 1, 0),
+                          conv_geometry::of(11, 11, 5, 7, 7, 2, 3), conv_geometry::of(7, 7, 32, 3, 3, 1, 1)})
+      for (std::size_t O : {std::size_t(8), std::size_t(19)}) {
+        const std::string what = std::string(dq == &small ? "4 KiB workspace, " : "") + "conv " +
+                                 std::to_string(g.H) + "x" + std::to_string(g.W) + "x" + std::to_string(g.C) + " K" +
+                                 std::to_string(g.KH) + "/" + std::to_string(g.stride) + " -> " + std::to_string(O);
+        const std::size_t nx = samples * g.in_pixels() * std::size_t(g.C), ny = samples * g.out_pixels() * O,
+                          nw = O * g.patch(), nwork = be::conv2d_work_values(samples, g);
+        auto x = random_vec<T>(nx), w = random_vec<T>(nw), b = random_vec<T>(O), dy = random_vec<T>(ny);
+        auto dw = random_vec<G>(nw), db = random_vec<G>(O);  // the gradients accumulate onto these
+        std::vector<T> y(ny), dx(nx), work(nwork);
+        std::vector<G> dw_ref = dw, db_ref = db;
+        be::conv2d_forward(f.hq, samples, g, O, x.data(), w.data(), b.data(), y.data(), work.data());
+        be::conv2d_backward_weights(f.hq, samples, g, O, x.data(), dy.data(), dw_ref.data(), db_ref.data(),
+                                    work.data());
+        be::conv2d_backward_data(f.hq, samples, g, O, dy.data(), w.data(), dx.data(), work.data());
+        auto d_x = to_dev(*dq, x), d_w = to_dev(*dq, w), d_b = to_dev(*dq, b), d_dy = to_dev(*dq, dy);
+        auto d_dw = to_dev(*dq, dw), d_db = to_dev(*dq, db);
+        auto d_y = poisoned<T>(*dq, ny), d_dx = poisoned<T>(*dq, nx);
+        auto d_work = poisoned<T>(*dq, std::max<std::size_t>(nwork, 1));
+        T* work_ptr = nwork ? d_work.data() : nullptr;
+        be::conv2d_forward(*dq, samples, g, O, d_x.data(), d_w.data(), d_b.data(), d_y.data(), work_ptr);
+        be::conv2d_backward_weights(*dq, samples, g, O, d_x.data(), d_dy.data(), d_dw.data(), d_db.data(), work_ptr);
+        be::conv2d_backward_data(*dq, samples, g, O, d_dy.data(), d_w.data(), d_dx.data(), work_ptr);
+        expect_close(to_host(*dq, d_y, ny), y, tl, what + " forward (with bias)");
+        expect_close(to_host(*dq, d_dw, nw), dw_ref, tl, what + " filter gradient (accumulated)");
+        expect_close(to_host(*dq, d_db, O), db_ref, tl, what + " bias gradient (accumulated)");
+        expect_close(to_host(*dq, d_dx, nx), dx, tl, what + " data gradient");
+      }
 }
 
 TEST_CASE_TEMPLATE("im2col, col2im, pooling and batch normalisation equal the host's", T, float, double, bf16) {

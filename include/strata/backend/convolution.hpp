@@ -33,8 +33,9 @@ inline void check_geometry(const conv_geometry& g, const char* kernel) {
   need(static_cast<long long>(g.H) * g.W < (1LL << 31), kernel, "an image of 2^31 pixels or more");
 }
 
-// Whether Q's implementation convolves T itself (a library convolution) rather than
-// through im2col and the gemm family.
+// Whether Q's implementation may convolve T itself (a library convolution); its conv2d_*
+// return false where it cannot for a problem, and the front then runs im2col and the gemm
+// family.
 template <class Q, class T>
 inline constexpr bool native_conv2d_v = impl::convolution_kernels<Q>::template native_conv2d<T>;
 
@@ -72,15 +73,13 @@ void conv2d_forward(Q& q, std::size_t samples, const conv_geometry& g, std::size
   if (samples == 0) return;
   detail::check_conv2d(g, out_c, "conv2d_forward");
   detail::need(x && w && y && (work || g.identity_patches()), "conv2d_forward", "null pointer");
-  if constexpr (detail::native_conv2d_v<Q, T>) {
-    impl::convolution_kernels<Q>::conv2d_forward(q, samples, g, out_c, x, w, bias, y, work);
-  } else {
-    using S = gemm_scalar_t<T>;
-    const std::size_t rows = samples * g.out_pixels(), P = g.patch();
-    const T* cols = detail::patches(q, samples, g, x, work);
-    gemm_bias_act(q, trans::N, trans::T, rows, out_c, P, S(1), cols, P, w, P, S(0), y, out_c, bias,
-                  activation::none, static_cast<T*>(nullptr));
-  }
+  if constexpr (detail::native_conv2d_v<Q, T>)
+    if (impl::convolution_kernels<Q>::conv2d_forward(q, samples, g, out_c, x, w, bias, y, work)) return;
+  using S = gemm_scalar_t<T>;
+  const std::size_t rows = samples * g.out_pixels(), P = g.patch();
+  const T* cols = detail::patches(q, samples, g, x, work);
+  gemm_bias_act(q, trans::N, trans::T, rows, out_c, P, S(1), cols, P, w, P, S(0), y, out_c, bias, activation::none,
+                static_cast<T*>(nullptr));
 }
 
 // dw [O, KH, KW, C] += dyᵀ·cols (the patches of x) and db (length O; may be null) += Σ dy
@@ -93,9 +92,10 @@ void conv2d_backward_weights(Q& q, std::size_t samples, const conv_geometry& g, 
   detail::check_conv2d(g, out_c, "conv2d_backward_weights");
   detail::need(x && dy && dw && (work || g.identity_patches()), "conv2d_backward_weights", "null pointer");
   const std::size_t rows = samples * g.out_pixels(), P = g.patch();
-  if constexpr (detail::native_conv2d_v<Q, T> && std::is_same_v<G, T>) {
-    impl::convolution_kernels<Q>::conv2d_backward_weights(q, samples, g, out_c, x, dy, dw, work);
-  } else {
+  bool done = false;
+  if constexpr (detail::native_conv2d_v<Q, T> && std::is_same_v<G, T>)
+    done = impl::convolution_kernels<Q>::conv2d_backward_weights(q, samples, g, out_c, x, dy, dw, work);
+  if (!done) {
     using S = gemm_scalar_t<T>;
     const T* cols = detail::patches(q, samples, g, x, work);
     gemm(q, trans::T, trans::N, out_c, P, rows, S(1), dy, out_c, cols, P, S(1), dw, P);
@@ -112,15 +112,13 @@ void conv2d_backward_data(Q& q, std::size_t samples, const conv_geometry& g, std
   if (samples == 0) return;
   detail::check_conv2d(g, out_c, "conv2d_backward_data");
   detail::need(dy && w && dx && (work || g.identity_patches()), "conv2d_backward_data", "null pointer");
-  if constexpr (detail::native_conv2d_v<Q, T>) {
-    impl::convolution_kernels<Q>::conv2d_backward_data(q, samples, g, out_c, dy, w, dx, work);
-  } else {
-    using S = gemm_scalar_t<T>;
-    const std::size_t rows = samples * g.out_pixels(), P = g.patch();
-    T* dcols = g.identity_patches() ? dx : work;
-    gemm(q, trans::N, trans::N, rows, P, out_c, S(1), dy, out_c, w, P, S(0), dcols, P);
-    if (!g.identity_patches()) impl::convolution_kernels<Q>::col2im(q, samples, g, static_cast<const T*>(dcols), dx);
-  }
+  if constexpr (detail::native_conv2d_v<Q, T>)
+    if (impl::convolution_kernels<Q>::conv2d_backward_data(q, samples, g, out_c, dy, w, dx, work)) return;
+  using S = gemm_scalar_t<T>;
+  const std::size_t rows = samples * g.out_pixels(), P = g.patch();
+  T* dcols = g.identity_patches() ? dx : work;
+  gemm(q, trans::N, trans::N, rows, P, out_c, S(1), dy, out_c, w, P, S(0), dcols, P);
+  if (!g.identity_patches()) impl::convolution_kernels<Q>::col2im(q, samples, g, static_cast<const T*>(dcols), dx);
 }
 
 // cols [samples·OH·OW, KH·KW·C] = the patches of x [samples, H, W, C] (zeros in the padding).

@@ -110,31 +110,34 @@ __global__ void k_avgpool_backward(std::size_t samples, conv_geometry g, const T
 // Static members on arguments the front has checked (impl::convolution_kernels<queue>).
 struct convolution_kernels {
 #if defined(STRATA_WITH_CUDNN)
-  // Convolutions on cuDNN (cuda/cudnn_convolution.cuh); a bf16 / f16 filter gradient into
-  // float master gradients stays with im2col and the gemm family (the front's composition).
+  // Convolutions on cuDNN (cuda/cudnn_convolution.cuh) where it serves the problem (false:
+  // the front runs im2col and cuBLASLt); double, and a bf16 / f16 filter gradient into float
+  // master gradients, always take the front's composition.
   template <class T>
-  static constexpr bool native_conv2d = std::is_same_v<T, float> || std::is_same_v<T, double> || is_half16_v<T>;
+  static constexpr bool native_conv2d = std::is_same_v<T, float> || is_half16_v<T>;
 
   template <class T>
-  static void conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* x,
+  static bool conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* x,
                              const T* w, const T* bias, T* y, T* work) {
-    detail::cudnn_conv::runner::of_this_thread().forward(q, samples, g, out_c, x, w, y, work,
-                                                          work_bytes<T>(samples, g));
+    if (!detail::cudnn_conv::runner::of_this_thread().forward(q, samples, g, out_c, x, w, y, work,
+                                                               work_bytes<T>(samples, g)))
+      return false;
     if (bias)
       bias_activation_forward(q, activation::none, samples * g.out_pixels(), out_c, static_cast<const T*>(y), bias,
                               static_cast<T*>(nullptr), y);
+    return true;
   }
   template <class T>
-  static void conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+  static bool conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                                    const T* dy, const T* w, T* dx, T* work) {
-    detail::cudnn_conv::runner::of_this_thread().backward_data(q, samples, g, out_c, dy, w, dx, work,
-                                                                work_bytes<T>(samples, g));
+    return detail::cudnn_conv::runner::of_this_thread().backward_data(q, samples, g, out_c, dy, w, dx, work,
+                                                                       work_bytes<T>(samples, g));
   }
   template <class T>
-  static void conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+  static bool conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                                       const T* x, const T* dy, T* dw, T* work) {
-    detail::cudnn_conv::runner::of_this_thread().backward_weights(q, samples, g, out_c, x, dy, dw, work,
-                                                                   work_bytes<T>(samples, g));
+    return detail::cudnn_conv::runner::of_this_thread().backward_weights(q, samples, g, out_c, x, dy, dw, work,
+                                                                          work_bytes<T>(samples, g));
   }
   template <class T>
   static std::size_t work_bytes(std::size_t samples, const conv_geometry& g) {

@@ -29,17 +29,20 @@ struct convolution_kernels {
   template <class T>
   static constexpr bool native_conv2d = std::is_same_v<T, float>;
 
-  static void conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+  static bool conv2d_forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                              const float* x, const float* w, const float* bias, float* y, float* /*work*/) {
     detail::dnnl_conv::forward(q, samples, g, out_c, x, w, bias, y);
+    return true;
   }
-  static void conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+  static bool conv2d_backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                                    const float* dy, const float* w, float* dx, float* /*work*/) {
     detail::dnnl_conv::backward_data(q, samples, g, out_c, dy, w, dx);
+    return true;
   }
-  static void conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
+  static bool conv2d_backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                                       const float* x, const float* dy, float* dw, float* /*work*/) {
     detail::dnnl_conv::backward_weights(q, samples, g, out_c, x, dy, dw);
+    return true;
   }
 #else
   template <class T>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <strata/runtime/trainer.hpp>
+#include "step_gradient.hpp"
 #include "temp_dir.hpp"
 #include <strata/strata.hpp>
 
@@ -53,28 +54,8 @@ TEST_CASE("a small ResNet's gradients (projection shortcut, batch norm, pooling)
   const step_result r = t.step(b);
   CHECK(std::abs(r.loss - l0) < 1e-13);
   const auto after = t.gather_parameters();
-  double worst = 0;
-  int checked = 0;
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  for (std::size_t i = 0; i < p.size(); ++i)
-    for (std::size_t k = 0; k < p[i].size(); ++k)
-      for (int sample = 0; sample < 5; ++sample) {
-        const std::size_t e = std::size_t(u(g) * double(p[i][k].size()));
-        const double grad = p[i][k][e] - after[i][k][e];
-        auto q = p;
-        const double h = 1e-6;
-        q[i][k][e] += h;
-        const double up = loss(q);
-        q[i][k][e] -= 2 * h;
-        const double down = loss(q);
-        const double fd = (up - down) / (2 * h);
-        const double err = std::abs(fd - grad) / std::max(1e-4, std::abs(fd));
-        INFO("layer " << i << " (" << Net::layer_plans[i].desc.name << ") tensor " << k << " element " << e << ": fd "
-                      << fd << " step " << grad);
-        CHECK(err < 1e-5);
-        worst = std::max(worst, err);
-        ++checked;
-      }
+  const auto [checked, worst] = check_step_gradient(
+      p, after, loss, [](std::size_t i) { return Net::layer_plans[i].desc.name; }, g, 5, 1e-6, 1e-5);
   MESSAGE("ResNet gradient vs finite differences: " << checked << " elements, worst relative error " << worst);
 }
 

@@ -14,6 +14,7 @@
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
+#include "step_gradient.hpp"
 #include "gpt/reference.hpp"  // the GPT job's plain float64 GPT (examples/gpt/)
 #include "llama/reference.hpp"  // the main job's plain float64 Llama (examples/llama/)
 
@@ -67,30 +68,13 @@ TEST_CASE("GPT gradients equal finite differences of the loss") {
   const step_result r = t.step(b.view());
   CHECK(std::abs(r.loss - l0) < 1e-13);  // the step's loss is the evaluated one
   const auto after = t.gather_parameters();
-  double worst = 0;
-  int checked = 0;
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  for (std::size_t i = 0; i < p.size(); ++i)
-    for (std::size_t k = 0; k < p[i].size(); ++k)
-      for (int sample = 0; sample < 6; ++sample) {
-        const std::size_t e = std::size_t(u(g) * double(p[i][k].size()));
-        const double grad = p[i][k][e] - after[i][k][e];
-        auto q = p;
-        const double h = 1e-5;
-        q[i][k][e] += h;
+  const auto [checked, worst] = check_step_gradient(
+      p, after,
+      [&](const auto& q) {
         t.set_parameters(q);
-        const double up = loss();
-        q[i][k][e] -= 2 * h;
-        t.set_parameters(q);
-        const double down = loss();
-        const double fd = (up - down) / (2 * h);
-        const double err = std::abs(fd - grad) / std::max(1e-4, std::abs(fd));
-        INFO("layer " << i << " (" << GPT::layer_plans[i].desc.name << ") tensor " << k << " element " << e
-                      << ": fd " << fd << " step " << grad);
-        CHECK(err < 1e-5);
-        worst = std::max(worst, err);
-        ++checked;
-      }
+        return loss();
+      },
+      [](std::size_t i) { return GPT::layer_plans[i].desc.name; }, g, 6, 1e-5, 1e-5);
   MESSAGE("GPT gradient vs finite differences: " << checked << " elements, worst relative error " << worst);
 }
 

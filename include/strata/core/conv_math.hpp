@@ -86,27 +86,42 @@ STRATA_HD A col2im_value(const conv_geometry& g, const T* dcols, int h, int w, i
   return s;
 }
 
+// f(h, w) for the pixels of output (oh, ow)'s window that lie inside the image, in scan
+// order (row by row): the walk max and mean pooling share.
+template <class F>
+STRATA_HD void for_window(const conv_geometry& g, int oh, int ow, F&& f) {
+  for (int kh = 0; kh < g.KH; ++kh) {
+    const int h = oh * g.stride - g.pad + kh;
+    if (h < 0 || h >= g.H) continue;
+    for (int kw = 0; kw < g.KW; ++kw) {
+      const int w = ow * g.stride - g.pad + kw;
+      if (w >= 0 && w < g.W) f(h, w);
+    }
+  }
+}
+
+// Max pooling's rule for the next pixel's value v against the maximum so far (`best`, if
+// `have` one): v wins when it is the first, larger, or a NaN — unless a NaN already won.
+template <class A>
+STRATA_HD bool max_takes(A v, A best, bool have) {
+  return (!have || v > best || v != v) && !(have && best != best);
+}
+
 // Max pooling at output pixel (oh, ow), channel c of one sample: the maximum over the
 // window's pixels inside the image (padding never wins, as PyTorch) and the index h·W + w
 // of the first maximum in scan order; a NaN wins and propagates.
 template <class A, class T>
 STRATA_HD A max_window(const conv_geometry& g, const T* x, int oh, int ow, int c, int& arg) {
   A best = A(0);
-  arg = -1;
-  for (int kh = 0; kh < g.KH; ++kh) {
-    const int h = oh * g.stride - g.pad + kh;
-    if (h < 0 || h >= g.H) continue;
-    for (int kw = 0; kw < g.KW; ++kw) {
-      const int w = ow * g.stride - g.pad + kw;
-      if (w < 0 || w >= g.W) continue;
-      const A v = A(x[(std::size_t(h) * std::size_t(g.W) + std::size_t(w)) * std::size_t(g.C) + std::size_t(c)]);
-      if (arg < 0 || v > best || v != v) {
-        if (arg >= 0 && best != best) continue;  // a NaN already won
-        best = v;
-        arg = h * g.W + w;
-      }
+  int at = -1;
+  for_window(g, oh, ow, [&](int h, int w) {
+    const A v = A(x[(std::size_t(h) * std::size_t(g.W) + std::size_t(w)) * std::size_t(g.C) + std::size_t(c)]);
+    if (max_takes(v, best, at >= 0)) {
+      best = v;
+      at = h * g.W + w;
     }
-  }
+  });
+  arg = at;
   return best;
 }
 
@@ -130,15 +145,9 @@ STRATA_HD A max_window_grad(const conv_geometry& g, const T* dy, const I* arg, i
 template <class A, class T>
 STRATA_HD A mean_window(const conv_geometry& g, const T* x, int oh, int ow, int c) {
   A s = A(0);
-  for (int kh = 0; kh < g.KH; ++kh) {
-    const int h = oh * g.stride - g.pad + kh;
-    if (h < 0 || h >= g.H) continue;
-    for (int kw = 0; kw < g.KW; ++kw) {
-      const int w = ow * g.stride - g.pad + kw;
-      if (w < 0 || w >= g.W) continue;
-      s += A(x[(std::size_t(h) * std::size_t(g.W) + std::size_t(w)) * std::size_t(g.C) + std::size_t(c)]);
-    }
-  }
+  for_window(g, oh, ow, [&](int h, int w) {
+    s += A(x[(std::size_t(h) * std::size_t(g.W) + std::size_t(w)) * std::size_t(g.C) + std::size_t(c)]);
+  });
   return s / A(g.taps());
 }
 template <class A, class T>

@@ -103,7 +103,7 @@ struct convolution_kernels {
     detail::for_rows(q, samples * op, C * g.taps(), [&](std::size_t r) {
       const T* xs = x + (r / op) * g.in_pixels() * C;
       const int oh = int((r % op) / std::size_t(g.OW)), ow = int((r % op) % std::size_t(g.OW));
-      // math::conv::max_window for channels [c0, c0 + n): the same scan, the same rule
+      // math::conv::max_window for channels [c0, c0 + n): the same walk, the same rule
       for (std::size_t c0 = 0; c0 < C; c0 += channel_block) {
         const std::size_t n = std::min(channel_block, C - c0);
         A best[channel_block];
@@ -112,23 +112,16 @@ struct convolution_kernels {
           best[j] = A(0);
           at[j] = -1;
         }
-        for (int kh = 0; kh < g.KH; ++kh) {
-          const int h = oh * g.stride - g.pad + kh;
-          if (h < 0 || h >= g.H) continue;
-          for (int kw = 0; kw < g.KW; ++kw) {
-            const int w = ow * g.stride - g.pad + kw;
-            if (w < 0 || w >= g.W) continue;
-            const int me = h * g.W + w;
-            const T* px = xs + std::size_t(me) * C + c0;
-            for (std::size_t j = 0; j < n; ++j) {
-              const A v = A(px[j]);
-              // the first value, a larger one or a NaN wins, unless a NaN already won
-              const bool take = (at[j] < 0 || v > best[j] || v != v) && !(at[j] >= 0 && best[j] != best[j]);
-              best[j] = take ? v : best[j];
-              at[j] = take ? me : at[j];
-            }
+        math::conv::for_window(g, oh, ow, [&](int h, int w) {
+          const int me = h * g.W + w;
+          const T* px = xs + std::size_t(me) * C + c0;
+          for (std::size_t j = 0; j < n; ++j) {
+            const A v = A(px[j]);
+            const bool take = math::conv::max_takes(v, best[j], at[j] >= 0);
+            best[j] = take ? v : best[j];
+            at[j] = take ? me : at[j];
           }
-        }
+        });
         for (std::size_t j = 0; j < n; ++j) y[r * C + c0 + j] = T(best[j]);
         if (arg)
           for (std::size_t j = 0; j < n; ++j) arg[r * C + c0 + j] = at[j];

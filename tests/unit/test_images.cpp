@@ -12,9 +12,10 @@
 #include <vector>
 
 #include <strata/runtime/trainer.hpp>
+#include <strata/strata.hpp>
+
 #include "step_gradient.hpp"
 #include "temp_dir.hpp"
-#include <strata/strata.hpp>
 
 using namespace strata;
 

@@ -123,48 +123,39 @@ class runner {
   template <class T>
   bool forward(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* x, const T* w,
                T* y, void* work, std::size_t work_bytes) {
-    if (!fits_int(samples, g, out_c)) return false;
-    descriptors d(samples, g, out_c, static_cast<T*>(nullptr));
-    const workspace s = space(q, work, work_bytes);
-    const choice* c = pick<T>(q, pass::forward, samples, g, out_c, d, s.bytes);
-    if (!c) return false;
-    const float one = 1.0f, zero = 0.0f;
-    STRATA_GPU_CHECK(cudnnConvolutionForward(handle(q), &one, d.x, x, d.w, w, d.conv,
-                                             static_cast<cudnnConvolutionFwdAlgo_t>(c->algo), s.p, s.bytes, &zero,
-                                             d.y, y));
-    return true;
+    return with_choice<T>(q, pass::forward, samples, g, out_c, work, work_bytes,
+                          [&](cudnnHandle_t h, const descriptors& d, const workspace& s, int algo) {
+                            const float one = 1.0f, zero = 0.0f;
+                            STRATA_GPU_CHECK(cudnnConvolutionForward(
+                                h, &one, d.x, x, d.w, w, d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo), s.p,
+                                s.bytes, &zero, d.y, y));
+                          });
   }
 
   // dx = the input gradient (overwritten)
   template <class T>
   bool backward_data(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* dy,
                      const T* w, T* dx, void* work, std::size_t work_bytes) {
-    if (!fits_int(samples, g, out_c)) return false;
-    descriptors d(samples, g, out_c, static_cast<T*>(nullptr));
-    const workspace s = space(q, work, work_bytes);
-    const choice* c = pick<T>(q, pass::backward_data, samples, g, out_c, d, s.bytes);
-    if (!c) return false;
-    const float one = 1.0f, zero = 0.0f;
-    STRATA_GPU_CHECK(cudnnConvolutionBackwardData(handle(q), &one, d.w, w, d.y, dy, d.conv,
-                                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(c->algo), s.p, s.bytes,
-                                                  &zero, d.x, dx));
-    return true;
+    return with_choice<T>(q, pass::backward_data, samples, g, out_c, work, work_bytes,
+                          [&](cudnnHandle_t h, const descriptors& d, const workspace& s, int algo) {
+                            const float one = 1.0f, zero = 0.0f;
+                            STRATA_GPU_CHECK(cudnnConvolutionBackwardData(
+                                h, &one, d.w, w, d.y, dy, d.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+                                s.p, s.bytes, &zero, d.x, dx));
+                          });
   }
 
   // dw += the filter gradient (cuDNN's beta = 1)
   template <class T>
   bool backward_weights(queue& q, std::size_t samples, const conv_geometry& g, std::size_t out_c, const T* x,
                         const T* dy, T* dw, void* work, std::size_t work_bytes) {
-    if (!fits_int(samples, g, out_c)) return false;
-    descriptors d(samples, g, out_c, static_cast<T*>(nullptr));
-    const workspace s = space(q, work, work_bytes);
-    const choice* c = pick<T>(q, pass::backward_weights, samples, g, out_c, d, s.bytes);
-    if (!c) return false;
-    const float one = 1.0f;
-    STRATA_GPU_CHECK(cudnnConvolutionBackwardFilter(handle(q), &one, d.x, x, d.y, dy, d.conv,
-                                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(c->algo), s.p,
-                                                    s.bytes, &one, d.w, dw));
-    return true;
+    return with_choice<T>(q, pass::backward_weights, samples, g, out_c, work, work_bytes,
+                          [&](cudnnHandle_t h, const descriptors& d, const workspace& s, int algo) {
+                            const float one = 1.0f;
+                            STRATA_GPU_CHECK(cudnnConvolutionBackwardFilter(
+                                h, &one, d.x, x, d.y, dy, d.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                                s.p, s.bytes, &one, d.w, dw));
+                          });
   }
 
  private:
@@ -172,6 +163,20 @@ class runner {
     void* p;
     std::size_t bytes;
   };
+
+  // call(handle, descriptors, workspace, algorithm) for the problem, with the chosen algorithm
+  // set up; false, and nothing run, where cuDNN does not serve it (see the top of this file).
+  template <class T, class F>
+  bool with_choice(queue& q, pass kind, std::size_t samples, const conv_geometry& g, std::size_t out_c, void* work,
+                   std::size_t work_bytes, F&& call) {
+    if (!fits_int(samples, g, out_c)) return false;
+    descriptors d(samples, g, out_c, static_cast<T*>(nullptr));
+    const workspace s = space(q, work, work_bytes);
+    const choice* c = pick<T>(q, kind, samples, g, out_c, d, s.bytes);
+    if (!c) return false;
+    call(handle(q), d, s, c->algo);
+    return true;
+  }
 
   // The larger of the layer's work buffer and the queue's workspace (both stream-ordered).
   static workspace space(queue& q, void* work, std::size_t work_bytes) {

@@ -93,10 +93,7 @@ class runner {
   void forward(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c, const float* x,
                const float* w, const float* bias, float* y) {
     run("conv2d_forward", [&] {
-      set_threads(threads);  // before get(): a new primitive takes the count in force
-      const problem p = key(pass::forward, threads, samples, g, out_c, bias != nullptr);
-      const primitives& k = get(p);
-      std::byte* ws = workspace(k);
+      const auto [p, k, ws] = begin(pass::forward, threads, samples, g, out_c, bias != nullptr);
       memory wk = user_filters(p, w), wc = conv_filters(k, wk, ws);
       memory src(images(p), eng_, const_cast<float*>(x)), dst(outputs(p), eng_, y);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wc}, {DNNL_ARG_DST, dst},
@@ -110,10 +107,7 @@ class runner {
   void backward_data(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                      const float* dy, const float* w, float* dx) {
     run("conv2d_backward_data", [&] {
-      set_threads(threads);  // before get(): a new primitive takes the count in force
-      const problem p = key(pass::backward_data, threads, samples, g, out_c, false);
-      const primitives& k = get(p);
-      std::byte* ws = workspace(k);
+      const auto [p, k, ws] = begin(pass::backward_data, threads, samples, g, out_c, false);
       memory wk = user_filters(p, w), wc = conv_filters(k, wk, ws);
       memory ddst(outputs(p), eng_, const_cast<float*>(dy)), dsrc(images(p), eng_, dx);
       k.conv.execute(stream_, {{DNNL_ARG_DIFF_DST, ddst},
@@ -128,10 +122,7 @@ class runner {
   void backward_weights(unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
                         const float* x, const float* dy, float* dw) {
     run("conv2d_backward_weights", [&] {
-      set_threads(threads);  // before get(): a new primitive takes the count in force
-      const problem p = key(pass::backward_weights, threads, samples, g, out_c, false);
-      const primitives& k = get(p);
-      std::byte* ws = workspace(k);
+      const auto [p, k, ws] = begin(pass::backward_weights, threads, samples, g, out_c, false);
       memory src(images(p), eng_, const_cast<float*>(x)), ddst(outputs(p), eng_, const_cast<float*>(dy));
       memory grad(k.filters, eng_, ws), user = user_filters(p, dw);
       k.conv.execute(stream_, {{DNNL_ARG_SRC, src},
@@ -165,10 +156,18 @@ class runner {
     }
   }
 
-  static problem key(pass kind, unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c,
-                     bool bias) {
-    return {kind, threads, static_cast<long long>(samples), g.H, g.W, g.C, static_cast<long long>(out_c), g.KH, g.KW,
-            g.stride, g.pad, g.OH, g.OW, bias};
+  // One call's problem, its primitives (made on first use) and the workspace they run in.
+  struct call {
+    problem p;
+    const primitives& k;
+    std::byte* ws;
+  };
+  call begin(pass kind, unsigned threads, std::size_t samples, const conv_geometry& g, std::size_t out_c, bool bias) {
+    set_threads(threads);  // before get(): a new primitive takes the count in force
+    const problem p{kind,  threads, static_cast<long long>(samples), g.H, g.W, g.C, static_cast<long long>(out_c),
+                    g.KH,  g.KW,    g.stride, g.pad, g.OH, g.OW, bias};
+    const primitives& k = get(p);
+    return {p, k, workspace(k)};
   }
 
   // Logical dims in oneDNN's order (N, C, H, W / O, I, KH, KW), laid out as strata's.

@@ -2,14 +2,13 @@
 // heads) over 2048-byte windows of the fortune collections, every window split over the
 // processes by context parallelism (Context<N>, N = the world size: 1, 2 or 4), each process
 // holding 2048/N positions of every sequence through the whole model.
-//   mpiexec -n 4 ./long_context_train [steps] [--all-to-all]
+//   mpiexec -n 4 ./long_context_train [steps] [--all-to-all | --ring]
 // First the plan is checked against one device (float64, two steps on random tokens); then
 // it trains `steps` steps (default 200) of two windows each, evaluates held-out windows and
 // recomputes the first one's loss with a plain float64 forward of the trained parameters.
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <type_traits>
 
 #include <strata/runtime/trainer.hpp>
 #include <strata/runtime/verify.hpp>
@@ -27,19 +26,22 @@ using namespace strata;
 constexpr int Vocab = 256, Seq = 2048, D = 128, Heads = 4, Blocks = 4;
 using Attention = Residual<LayerNorm<D>, CausalSelfAttention<D, Heads, Seq>>;
 using MLP = Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>;
-template <int N, bool AllToAll, class T>
+template <int N, class Exchange, class T>
 using GPT = Plan<Context<N, Embedding<Vocab, D>, PositionEmbedding<Seq, D>, Repeat<Blocks, Attention, MLP>, LayerNorm<D>,
                          Linear<D, Vocab>>,
-                 Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>, Element<T>,
-                 std::conditional_t<AllToAll, ContextAllToAll, ContextAllGather>>;
+                 Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>, Element<T>, Exchange>;
 
-template <int N, bool AllToAll, class World>
+constexpr const char* exchange_name(context_mode m) {
+  return m == context_mode::all_to_all ? "all-to-all" : m == context_mode::ring ? "ring" : "all-gather";
+}
+
+template <int N, class Exchange, class World>
 int run(World& world, int steps) {
   using M = float;
-  using P = GPT<N, AllToAll, M>;
+  using P = GPT<N, Exchange, M>;
   const bool leader = world.rank() == 0;
   {  // the plan against one device, in float64
-    using Check = GPT<N, AllToAll, double>;
+    using Check = GPT<N, Exchange, double>;
     const auto r = verify::against_one_device<Check>(world, Adam{.lr = 1e-3}, 2, verify::random_data<Check>());
     if (leader) std::printf("%s", r.text().c_str());
     if (!r.ok()) return 1;
@@ -55,7 +57,7 @@ int run(World& world, int steps) {
     std::printf("strata long-context GPT: %d blocks, D %d, %d heads, context %d; %d processes = Context<%d> (%s) x DP "
                 "%d; each holds %d positions of every window\n",
                 Blocks, D, Heads, Seq, world.size(), P::context,
-                P::context_exchange == context_mode::all_to_all ? "all-to-all" : "all-gather", dp, Seq / P::context);
+                exchange_name(P::context_exchange), dp, Seq / P::context);
   const std::size_t per_replica = std::size_t(P::replica_batch);
   const auto t0 = std::chrono::steady_clock::now();
   double window_loss = 0;
@@ -90,8 +92,10 @@ int run(World& world, int steps) {
 }
 
 template <int N, class World>
-int run_exchange(World& world, int steps, bool all_to_all) {
-  return all_to_all ? run<N, true>(world, steps) : run<N, false>(world, steps);
+int run_exchange(World& world, int steps, const std::string& mode) {
+  if (mode == "--all-to-all") return run<N, ContextAllToAll>(world, steps);
+  if (mode == "--ring") return run<N, ContextRing>(world, steps);
+  return run<N, ContextAllGather>(world, steps);
 }
 
 }  // namespace
@@ -100,17 +104,18 @@ int main(int argc, char** argv) {
   auto world = strata::init<strata::Host>(argc, argv);
   try {
     int steps = 200;
-    bool all_to_all = false;
+    std::string mode;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--all-to-all") all_to_all = true;
+      if (a == "--all-to-all" || a == "--ring") mode = a;
       else if (i == 1) steps = examples::positive_int("steps", a);
-      else throw agreed_error("unknown argument '" + a + "' (usage: long_context_train [steps] [--all-to-all])");
+      else
+        throw agreed_error("unknown argument '" + a + "' (usage: long_context_train [steps] [--all-to-all | --ring])");
     }
     switch (world.size()) {
-      case 1: return run_exchange<1>(world, steps, false);
-      case 2: return run_exchange<2>(world, steps, all_to_all);
-      case 4: return run_exchange<4>(world, steps, all_to_all);
+      case 1: return run_exchange<1>(world, steps, "");
+      case 2: return run_exchange<2>(world, steps, mode);
+      case 4: return run_exchange<4>(world, steps, mode);
       default: throw agreed_error("long_context_train runs on 1, 2 or 4 processes, not " + std::to_string(world.size()));
     }
   } catch (const std::exception& e) {

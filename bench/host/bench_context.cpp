@@ -3,15 +3,17 @@
 //
 //  1. Memory per device, from the lowered plan (constexpr, no run): the activation arena,
 //     the stash of one micro-batch and the peak, at Seq 2k, 8k and 32k under Context<1, 2,
-//     4, 8> — the stash shrinks N-fold, the arena less (attention's scratch holds the whole
-//     sequence's k and v).
+//     4, 8>, attention exchanging by all-gather or around the ring (ContextRing) — the stash
+//     shrinks N-fold under both; the all-gather's arena less (attention's scratch holds the
+//     whole sequence's k and v), the ring's N-fold too.
 //  2. A training step at Seq 2048, two sequences per step (MicroBatch<1> × 2), float32, AdamW,
 //     on however many processes mpiexec starts (1, 2 or 4: Context<world>), each with
-//     `threads` threads, attention exchanging by all-gather (or all-to-all: ContextAllToAll):
+//     `threads` threads, attention exchanging by all-gather (or all-to-all: ContextAllToAll; or
+//     around the ring: ContextRing):
 //     the mean step time after warm-up and tokens/s. Compare runs that use the same cores:
 //     `-n 1` with 2 threads against `-n 2` with 1 thread each.
 //
-//   mpiexec -n N bench_host_context <threads> [steps] [all-to-all]     (bench/host/run_context.sh)
+//   mpiexec -n N bench_host_context <threads> [steps] [all-to-all|ring]     (bench/host/run_context.sh)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,10 +40,16 @@ using GPT = Plan<Context<N, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<Blo
 
 double mib(long long b) { return double(b) / (1024.0 * 1024.0); }
 
-template <int S, int... N>
+template <class Exchange>
+constexpr const char* exchange_name() {
+  return std::is_same_v<Exchange, ContextAllToAll> ? "all-to-all" : std::is_same_v<Exchange, ContextRing> ? "ring"
+                                                                                                         : "all-gather";
+}
+template <int S, class Exchange, int... N>
 void memory_rows() {
-  (std::printf("| %6d | %2d | %9.1f | %9.1f | %9.1f |\n", S, N, mib(GPT<S, N>::activation_arena_bytes(0)),
-               mib(GPT<S, N>::stash_bytes(0)), mib(GPT<S, N>::peak_memory_bytes(0))),
+  (std::printf("| %6d | %2d | %-10s | %9.1f | %9.1f | %9.1f |\n", S, N, N == 1 ? "-" : exchange_name<Exchange>(),
+               mib(GPT<S, N, Exchange>::activation_arena_bytes(0)), mib(GPT<S, N, Exchange>::stash_bytes(0)),
+               mib(GPT<S, N, Exchange>::peak_memory_bytes(0))),
    ...);
 }
 
@@ -64,10 +72,16 @@ int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   for (int i = 0; i < steps; ++i) loss = train.step(batch).loss;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   if (w.rank() == 0)
-    std::printf("| %d | %d | %s | %u | %.3f | %.0f | %.4f |\n", S, N,
-                std::is_same_v<Exchange, ContextAllToAll> ? "all-to-all" : "all-gather", threads, s * 1e3,
+    std::printf("| %d | %d | %s | %u | %.3f | %.0f | %.4f |\n", S, N, exchange_name<Exchange>(), threads, s * 1e3,
                 double(S) * B / s, loss);
   return 0;
+}
+
+template <int N>
+int run_mode(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps, const std::string& mode) {
+  if (mode == "all-to-all") return run<N, ContextAllToAll>(w, threads, steps);
+  if (mode == "ring") return run<N, ContextRing>(w, threads, steps);
+  return run<N, ContextAllGather>(w, threads, steps);
 }
 
 }  // namespace
@@ -76,22 +90,25 @@ int main(int argc, char** argv) {
   auto w = strata::init<Host>(argc, argv);
   const unsigned threads = argc > 1 ? unsigned(std::atoi(argv[1])) : 1;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 5;
-  const bool all_to_all = argc > 3 && std::string(argv[3]) == "all-to-all";
+  const std::string mode = argc > 3 ? argv[3] : "all-gather";
   try {
     if (w.rank() == 0) {
       std::printf("Memory per device (MiB, float32, one micro-batch of 1 sequence), from the lowered plan:\n\n");
-      std::printf("| Seq | CP | arena | stash | peak |\n|---:|---:|---:|---:|---:|\n");
-      memory_rows<2048, 1, 2, 4, 8>();
-      memory_rows<8192, 1, 2, 4, 8>();
-      memory_rows<32768, 1, 2, 4, 8>();
+      std::printf("| Seq | CP | exchange | arena | stash | peak |\n|---:|---:|---|---:|---:|---:|\n");
+      memory_rows<2048, ContextAllGather, 1, 2, 4, 8>();
+      memory_rows<2048, ContextRing, 2, 4, 8>();
+      memory_rows<8192, ContextAllGather, 1, 2, 4, 8>();
+      memory_rows<8192, ContextRing, 2, 4, 8>();
+      memory_rows<32768, ContextAllGather, 1, 2, 4, 8>();
+      memory_rows<32768, ContextRing, 2, 4, 8>();
       std::printf("\nTraining step (2 sequences per step, AdamW, float32):\n\n");
       std::printf("| Seq | CP | attention exchange | threads/process | ms/step | tokens/s | loss |\n"
                   "|---:|---:|---|---:|---:|---:|---:|\n");
     }
     switch (w.size()) {
       case 1: return run<1, ContextAllGather>(w, threads, steps);
-      case 2: return all_to_all ? run<2, ContextAllToAll>(w, threads, steps) : run<2, ContextAllGather>(w, threads, steps);
-      case 4: return all_to_all ? run<4, ContextAllToAll>(w, threads, steps) : run<4, ContextAllGather>(w, threads, steps);
+      case 2: return run_mode<2>(w, threads, steps, mode);
+      case 4: return run_mode<4>(w, threads, steps, mode);
       default:
         if (w.rank() == 0) std::fprintf(stderr, "bench_host_context: run it on 1, 2 or 4 processes\n");
         return 2;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Context parallelism on this machine (bench/host/bench_context.cpp): memory per device at
-# Seq 2k-32k under Context<1, 2, 4, 8>, and a GPT step at Seq 2048 on the same cores as one
+# Seq 2k-32k under Context<1, 2, 4, 8> (all-gather and ring attention), and a GPT step at Seq 2048 on the same cores as one
 # process with 2 threads (and with 1), as Context<2> on 2 processes of 1 thread, and
 # (oversubscribed on a 2-core machine) as Context<4> on 4 processes of 1 thread. The report goes to stdout and to
 # bench/results/context_<date>_<cpu>.md.
@@ -20,7 +20,9 @@ run=$(cd /tmp && "${mpi[@]}" -n 1 "$bin" 2 "$steps"
       "${mpi[@]}" -n 1 "$bin" 1 "$steps" | tail -1
       "${mpi[@]}" -n 2 "$bin" 1 "$steps" | tail -1
       "${mpi[@]}" -n 2 "$bin" 1 "$steps" all-to-all | tail -1
+      "${mpi[@]}" -n 2 "$bin" 1 "$steps" ring | tail -1
       "${mpi[@]}" -n 4 "$bin" 1 "$steps" | tail -1
-      "${mpi[@]}" -n 4 "$bin" 1 "$steps" all-to-all | tail -1)
+      "${mpi[@]}" -n 4 "$bin" 1 "$steps" all-to-all | tail -1
+      "${mpi[@]}" -n 4 "$bin" 1 "$steps" ring | tail -1)
 write_report context "Context parallelism on the host: memory per device and step time" \
   "bash bench/host/run_context.sh $steps" "$run"

@@ -7,6 +7,7 @@
 // item (grouped-query attention: dk and dv summed over the group); the backward against
 // finite differences. Attention dropout (flash_shape::drop) against the same naive attention
 // with each probability's mask written again from core/random.hpp at its coordinates.
+// attention_merge: two key blocks' attentions merged against the attention over both.
 #include "kernel_suite_common.hpp"
 #include "strata/core/random.hpp"
 
@@ -226,6 +227,75 @@ TEST_CASE_TEMPLATE("kernels: flash attention with dropout against naive float64 
   // the mask drops about a fifth of the probabilities the queries see
   INFO("dropped " << dropped << " of " << seen);
   CHECK(std::abs(double(dropped) / double(seen) - 0.2) < 0.02);
+}
+
+// attention_merge: a key sequence cut in two blocks (keys [0, cut) and [cut, k_len), the second
+// at k0 + cut), each block's flash attention alone, merged, against the naive attention over
+// every key — what a ring of context-parallel attention computes step by step.
+template <class T>
+std::vector<T> key_rows(const std::vector<T>& x, const flash_case& c, std::size_t from, std::size_t to) {
+  std::vector<T> out;
+  for (std::size_t k = 0; k < c.kv_items(); ++k)
+    out.insert(out.end(), x.begin() + long((k * c.k_len + from) * c.dh), x.begin() + long((k * c.k_len + to) * c.dh));
+  return out;
+}
+TEST_CASE_TEMPLATE("kernels: attention_merge of two key blocks equals attention over both (naive float64)", T, float,
+                   double, bf16, f16) {
+  using L = strata::stat_t<T>;
+  queue_t q;
+  rng g(760);
+  int merged = 0;
+  for (const flash_case& c : kFlashCases) {
+    // a causal query block must see a key of each block: the second starts at or before q0
+    if (c.k_len < 2 || (c.causal && c.q0 <= c.k0)) continue;
+    const std::size_t cut = c.causal ? std::min<std::size_t>(std::size_t(c.q0 - c.k0), c.k_len - 1) : c.k_len / 2;
+    const auto qv = g.uniform<T>(c.items * c.q_len * c.dh, -2, 2);
+    const auto kv = g.uniform<T>(c.kv_items() * c.k_len * c.dh, -2, 2);
+    const auto vv = g.uniform<T>(c.kv_items() * c.k_len * c.dh);
+    const flash_ref ref = ref_flash_forward(c, widen(qv), widen(kv), widen(vv));
+    flash_case a = c, b = c;
+    a.k_len = cut;
+    b.k_len = c.k_len - cut;
+    b.k0 = c.k0 + static_cast<long long>(cut);
+    auto dq = to_dev(q, qv);
+    auto ka = to_dev(q, key_rows(kv, c, 0, cut)), va = to_dev(q, key_rows(vv, c, 0, cut));
+    auto kb = to_dev(q, key_rows(kv, c, cut, c.k_len)), vb = to_dev(q, key_rows(vv, c, cut, c.k_len));
+    auto o = poisoned<T>(q, ref.o.size()), ob = poisoned<T>(q, ref.o.size());
+    auto lse = poisoned<L>(q, ref.lse.size()), lseb = poisoned<L>(q, ref.lse.size());
+    flash_attention_forward(q, a.shape(), static_cast<const T*>(dq.data()), static_cast<const T*>(ka.data()),
+                            static_cast<const T*>(va.data()), o.data(), lse.data());
+    flash_attention_forward(q, b.shape(), static_cast<const T*>(dq.data()), static_cast<const T*>(kb.data()),
+                            static_cast<const T*>(vb.data()), ob.data(), lseb.data());
+    const auto oa_h = widen(to_host(q, o.data(), ref.o.size())), ob_h = widen(to_host(q, ob.data(), ref.o.size()));
+    attention_merge(q, c.items * c.q_len, c.dh, o.data(), lse.data(), static_cast<const T*>(ob.data()),
+                    static_cast<const L*>(lseb.data()));
+    if constexpr (sizeof(T) == 2) {
+      // 16-bit partials are rounded to T before the merge: each element within two roundings
+      // of each partial (weights <= 1) and of the result (u = 2^-8 bf16, 2^-11 f16)
+      const double u = std::is_same_v<T, bf16> ? 0x1p-8 : 0x1p-11;
+      check_each(
+          to_host(q, o.data(), ref.o.size()), ref.o,
+          [&](std::size_t i, double got, double r) {
+            return std::abs(got - r) <= 2 * u * (std::abs(oa_h[i]) + std::abs(ob_h[i]) + std::abs(r)) + 1e-4;
+          },
+          "merged o " + c.name());
+    } else {
+      check_act(to_host(q, o.data(), ref.o.size()), ref.o, 1e-5, "merged o " + c.name());
+    }
+    check_stat<T>(to_host(q, lse.data(), ref.lse.size()), ref.lse, 1e-5, "merged lse " + c.name());
+    ++merged;
+  }
+  CHECK(merged >= 8);
+  // a row that has seen no key yet (lse −inf, o 0) takes the other side exactly
+  const std::size_t rows = 3, dh = 5;
+  const auto other = g.uniform<T>(rows * dh, -2, 2);
+  auto o = to_dev(q, std::vector<T>(rows * dh, T(0.0f))), ob = to_dev(q, other);
+  auto lse = to_dev(q, std::vector<L>(rows, -std::numeric_limits<L>::infinity()));
+  auto lseb = to_dev(q, std::vector<L>{L(0.5), L(-3), L(12)});
+  attention_merge(q, rows, dh, o.data(), lse.data(), static_cast<const T*>(ob.data()),
+                  static_cast<const L*>(lseb.data()));
+  CHECK(widen(to_host(q, o.data(), rows * dh)) == widen(other));
+  CHECK(widen(to_host(q, lse.data(), rows)) == std::vector<double>{0.5, -3, 12});
 }
 
 TEST_CASE("kernels: flash attention's backward matches finite differences (double), with and without dropout") {

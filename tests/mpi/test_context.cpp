@@ -1,5 +1,6 @@
 // Context parallelism (Context<N>: every sample's positions split over N devices, attention
-// gathering the whole sequence's keys and values): GPT and Llama plans train to the same
+// gathering the whole sequence's keys and values, trading heads for positions, or passing
+// key/value blocks around a ring): GPT and Llama plans train to the same
 // losses and parameters as one device (strata::verify::against_one_device: float64 within
 // 1e-9, bytes per collective against the plan, replicas bit for bit), alone and with data
 // parallelism, pipelines, ZeRO and recomputation. Positions are global: the learned position
@@ -56,6 +57,15 @@ using A2A_CP4 = gpt<Context, 4, Attn, ContextAllToAll>;
 using A2A_CP2_FULL_RC = gpt<Context, 2, FullAttn, ContextAllToAll, GradientCheckpoint<checkpoint_mode::automatic>>;
 using A2A_CP2_PP2 = gpt_pp2<Context, 2, ContextAllToAll>;
 using L_A2A_CP2 = llama<Context, 2, ContextAllToAll>;
+// ContextRing (ring attention): k and v blocks around the part's ring, partials merged by lse
+using R_CP2 = gpt<Context, 2, Attn, ContextRing>;
+using R_CP4 = gpt<Context, 4, Attn, ContextRing>;
+using R_CP2_FULL = gpt<Context, 2, FullAttn, ContextRing>;
+using R_CP4_FULL_RC = gpt<Context, 4, FullAttn, ContextRing, GradientCheckpoint<checkpoint_mode::automatic>>;
+using R_CP2_Z2 = gpt<Context, 2, Attn, ContextRing, Zero<2>>;
+using R_CP2_PP2 = gpt_pp2<Context, 2, ContextRing>;
+using L_R_CP2 = llama<Context, 2, ContextRing>;
+using L_R_CP4 = llama<Context, 4, ContextRing>;
 
 // The plan: every layer holds 1/N of the rows, attention brings three collectives over the
 // part (k and v gathered forward and backward, their gradients reduce-scattered)
@@ -64,6 +74,12 @@ static_assert(cp_attn.desc.name == "CausalSelfAttention" && cp_attn.context == 2
               cp_attn.sig == signature::data_parallel && cp_attn.in_layout == sbp::split_batch);
 static_assert(cp_attn.num_comms - cp_attn.num_conversion_comms == 3);
 static_assert(A2A_CP2::layer_plans[4].num_comms == 4 && A2A_CP2::layer_plans[4].exchange == context_mode::all_to_all);
+// ContextRing: three send/recv lists — k and v on N − 1 times forward and backward, their
+// gradients N times — each a device's share, micro-batch 2 × 16/N positions × 2 × 16 features
+static_assert(R_CP4::layer_plans[4].num_comms == 3 && R_CP4::layer_plans[4].exchange == context_mode::ring);
+static_assert(R_CP4::layer_plans[4].comms[0].kind == collective::send_recv &&
+              R_CP4::layer_plans[4].comms[0].elems == 2 * 16 / 4 * 2 * 16 && R_CP4::layer_plans[4].comms[0].calls == 3 &&
+              R_CP4::layer_plans[4].comms[2].calls == 4);
 static_assert(CP2::context == 2 && CP2::devices_per_replica == 2 && CP2_PP2::devices_per_replica == 4);
 static_assert(gpt<Replicate, 2, Attn>::context == 1 && gpt<Replicate, 2, Attn>::layer_plans[4].context == 1);
 
@@ -104,6 +120,18 @@ constexpr long long attn_stash() {
 static_assert(attn_stash<long_attn<4096, Replicate, 1>>() == 4 * attn_stash<long_attn<1024, Replicate, 1>>());
 static_assert(attn_stash<long_attn<16384, Replicate, 1>>() == 4 * attn_stash<long_attn<4096, Replicate, 1>>());
 static_assert(4 * attn_stash<long_attn<16384, Context, 4>>() == attn_stash<long_attn<16384, Replicate, 1>>());
+// ... and the ring's scratch is the device's share too: linear in Seq at a given N, and a
+// quarter of the sequence's under CP4 where the all-gather holds the whole sequence's k and v
+template <int Seq, int N, class... Mode>
+using cp_attn_plan = Plan<Context<N, Embedding<V, 64>, CausalSelfAttention<64, 4, Seq>, Linear<64, V>>, Input<Seq>, CE,
+                          MicroBatch<1>, Mode...>;
+template <class P>
+constexpr long long attn_scratch() {
+  return strata::lower::lowered<P>::tables.calls[1].needs.scratch_values;
+}
+static_assert(attn_scratch<cp_attn_plan<16384, 4, ContextRing>>() == 4 * attn_scratch<cp_attn_plan<4096, 4, ContextRing>>());
+static_assert(attn_scratch<cp_attn_plan<16384, 8, ContextRing>>() * 2 == attn_scratch<cp_attn_plan<16384, 4, ContextRing>>());
+static_assert(attn_scratch<cp_attn_plan<16384, 4>>() > 2 * attn_scratch<cp_attn_plan<16384, 4, ContextRing>>());
 
 template <class P>
 void check(const char* name, optimizer opt = Adam{.lr = 1e-2}, double tol = 1e-9) {
@@ -140,6 +168,21 @@ TEST_CASE("Context<N> with ContextAllToAll (Ulysses): sequence and heads trade p
   }
 }
 
+TEST_CASE("Context<N> with ContextRing (ring attention): k and v around the ring, equal to one device") {
+  if (world_is(2)) {
+    check<R_CP2>("GPT: CP2 ring, causal");
+    check<R_CP2_FULL>("GPT: CP2 ring, not causal");
+    check<L_R_CP2>("Llama: CP2 ring (2 kv heads, attention dropout)");
+  }
+  if (world_is(4)) {
+    check<R_CP4>("GPT: CP4 ring, causal");
+    check<R_CP4_FULL_RC>("GPT: CP4 ring, not causal, recompute");
+    check<L_R_CP4>("Llama: CP4 ring");
+    check<R_CP2_Z2>("GPT: CP2 ring x DP2 ZeRO-2");
+    check<R_CP2_PP2>("GPT: PP2 x CP2 ring 1F1B");
+  }
+}
+
 TEST_CASE("Context<N>: bf16 against float64 on one device") {
   // SGD: bf16's rounding noise in zero gradients would be scaled to lr-sized steps by Adam
   const SGD sgd{.lr = 0.1, .momentum = 0.9};
@@ -148,6 +191,8 @@ TEST_CASE("Context<N>: bf16 against float64 on one device") {
     mpi_test::check_one_device<L_A2A_CP2, bf16, double>("context", "Llama: bf16 CP2 all-to-all against float64", sgd,
                                                         3e-2, 6);
   }
+  if (world_is(4))  // the ring's partial outputs and travelling gradients are bf16: three merges, four sums
+    mpi_test::check_one_device<L_R_CP4, bf16, double>("context", "Llama: bf16 CP4 ring against float64", sgd, 3e-2, 6);
 }
 
 // An evaluation whose last samples are padding: each device counts its chunk of the valid
@@ -176,6 +221,7 @@ void check_padded_evaluation() {
 TEST_CASE("Context<N>: a padded evaluation counts the valid samples' positions on every device") {
   check_padded_evaluation<CP2>();
   check_padded_evaluation<A2A_CP4>();
+  check_padded_evaluation<R_CP4>();
 }
 
 TEST_CASE("Context<N>: a Llama (rotary GQA, both dropouts, tied) with its sequence split equals one device") {

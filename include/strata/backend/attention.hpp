@@ -145,6 +145,20 @@ void flash_attention_backward(Q& q, const flash_shape& f, const T* qh, const T* 
   impl::attention_kernels<Q>::flash_attention_backward(q, f, qh, kh, vh, o, dout, lse, dq, dk, dv);
 }
 
+// Merges a partial attention over other keys into (o, lse), row by row (a ring's steps of
+// context-parallel attention): for each of `rows` rows of dh values,
+//   lse ← log(e^lse + e^lse_b),   o ← e^(lse_old − lse)·o + e^(lse_b − lse)·o_b
+// (core/math.hpp's lse_merge, in compute_t<T> or L if wider, o rounded once). A side whose
+// lse is −inf (no key seen) weighs 0: its o must be finite (0, say).
+template <class T, class L, kernel_queue Q>
+void attention_merge(Q& q, std::size_t rows, std::size_t dh, T* o, L* lse, const T* o_b, const L* lse_b) {
+  static_assert(detail::is_elem_v<T> && std::is_floating_point_v<L>);
+  if (rows == 0) return;
+  detail::need(dh > 0, "attention_merge", "dh must be positive");
+  detail::need(o && lse && o_b && lse_b, "attention_merge", "null pointer");
+  impl::attention_kernels<Q>::attention_merge(q, rows, dh, o, lse, o_b, lse_b);
+}
+
 }  // namespace kernels
 
 }  // namespace strata::backend

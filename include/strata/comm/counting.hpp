@@ -89,15 +89,37 @@ class counting {
     inner_.sendrecv(send, send_count, dest, recv, recv_count, source, tag);
   }
   void group(std::span<const p2p_op> ops) {
-    for (const p2p_op& op : ops)
-      if (op.what == p2p_op::kind::send && op.peer != no_peer)
-        books_->add(collective::send_recv, static_cast<long long>(op.count * dtype_size(op.type)));
+    count_sends(ops);
     inner_.group(ops);
+  }
+  // Posted groups where the inner communicator has them (core/posted_group.hpp): counted when posted.
+  auto post_group(std::span<const p2p_op> ops)
+    requires requires(C& c) { c.post_group(ops); }
+  {
+    count_sends(ops);
+    return inner_.post_group(ops);
+  }
+  template <class G>
+  void progress(G& g)
+    requires requires(C& c) { c.progress(g); }
+  {
+    inner_.progress(g);
+  }
+  template <class G>
+  void complete(G& g)
+    requires requires(C& c) { c.complete(g); }
+  {
+    inner_.complete(g);
   }
   counting split(int color, int key) { return counting(inner_.split(color, key), books_); }
   counting group_of(std::span<const int> ranks) { return counting(inner_.group_of(ranks), books_); }
 
  private:
+  void count_sends(std::span<const p2p_op> ops) {
+    for (const p2p_op& op : ops)
+      if (op.what == p2p_op::kind::send && op.peer != no_peer)
+        books_->add(collective::send_recv, static_cast<long long>(op.count * dtype_size(op.type)));
+  }
   template <class T>
   static long long bytes(std::size_t n) {
     return static_cast<long long>(n * sizeof(T));

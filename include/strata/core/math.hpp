@@ -50,6 +50,25 @@ STRATA_HD inline float sqrt_of(float x) { return ::sqrtf(x); }
 STRATA_HD inline double sqrt_of(double x) { return ::sqrt(x); }
 STRATA_HD inline float exp_of(float x) { return ::expf(x); }
 STRATA_HD inline double exp_of(double x) { return ::exp(x); }
+STRATA_HD inline float log_of(float x) { return ::logf(x); }
+STRATA_HD inline double log_of(double x) { return ::log(x); }
+
+// Two softmax partials of one query row over disjoint key sets, merged (a ring's steps of
+// context-parallel attention): with log-sum-exps a and b, lse = log(e^a + e^b) and the merged
+// output is wa·o_a + wb·o_b with wa = e^(a − lse), wb = e^(b − lse). A side that saw no key
+// (−inf) weighs 0; if neither did, lse stays −inf and both weigh 0.
+template <class C>
+STRATA_HD inline C lse_merge(C a, C b, C& wa, C& wb) {
+  const C m = a > b ? a : b;
+  if (!(m > -C(INFINITY))) {
+    wa = wb = C(0);
+    return m;
+  }
+  const C ea = exp_of(a - m), eb = exp_of(b - m), sum = ea + eb;
+  wa = ea / sum;
+  wb = eb / sum;
+  return m + log_of(sum);
+}
 
 // Dropout's element (forward and backward alike): kept ones scaled by 1/(1 − rate), dropped
 // ones zero (a select, not a multiply by the mask: a dropped Inf or NaN is no gradient).

@@ -131,18 +131,19 @@ struct comm_desc {
   bool stats = false;  // elements of the statistics type (stat_t<T>), not of T
 };
 
-// How attention exchanges under Context<N> (strategy/options.hpp's ContextAllGather and
-// ContextAllToAll): every device gathers the whole sequence's keys and values, or the
-// sequence and the heads trade places by all-to-all (DeepSpeed-Ulysses).
-enum class context_mode : unsigned char { all_gather, all_to_all };
+// How attention exchanges under Context<N> (strategy/options.hpp's ContextAllGather,
+// ContextAllToAll and ContextRing): every device gathers the whole sequence's keys and
+// values, or the sequence and the heads trade places by all-to-all (DeepSpeed-Ulysses), or
+// the key/value blocks travel around the part's ring (ring attention).
+enum class context_mode : unsigned char { all_gather, all_to_all, ring };
 
-// The pieces of a sequence each of Context<N>'s devices holds. All-gather: two, device k
+// The pieces of a sequence each of Context<N>'s devices holds. All-gather and ring: two, device k
 // pieces k and 2N − 1 − k of 2N (Megatron's and torchtitan's causal load balancing: under a
 // causal mask every device then attends its queries to the same number of keys); local rows
 // [piece][sample][Seq/2N]. All-to-all: one, positions [k·Seq/N, (k+1)·Seq/N) (the heads
 // split attends whole sequences, balanced already).
 constexpr int context_segments(int context, context_mode m) {
-  return context > 1 && m == context_mode::all_gather ? 2 : 1;
+  return context > 1 && m != context_mode::all_to_all ? 2 : 1;
 }
 
 // What one device holds of a layer's tensors for one micro-batch, as the planner's

@@ -78,9 +78,9 @@ struct layer_ctx {
   std::uint64_t sample0 = 0;           // the micro-batch's first sample in the step's global batch
   std::size_t sample_rows = 1;         // local rows per sample: local row r is sample sample0 + (row0 + r) /
                                        // sample_rows at position pos0 + (row0 + r) % sample_rows (one piece;
-                                       // two pieces under ContextAllGather: pieces() below)
+                                       // two pieces under ContextAllGather, ContextRing: pieces() below)
   std::size_t pos0 = 0;                // Context<N>: the first position this device holds of each sample
-  std::size_t pos1 = 0;                // ContextAllGather: its second piece's first position (local rows
+  std::size_t pos1 = 0;                // ContextAllGather, ContextRing: its second piece's first position (local rows
                                        // [piece][sample][sample_rows / 2]: pieces() below)
   // The groups of the layer's own collectives, in the order the planner lists them
   // (plan/sharding.hpp): a vocabulary-parallel loss's part; 2D/2.5D/3D mesh rows, columns
@@ -90,7 +90,7 @@ struct layer_ctx {
   int context = 1;                     // Context<N>: N (the part's devices split every sample's positions)
   context_mode exchange = context_mode::all_gather;  // Context<N>: how attention exchanges
 
-  // The pieces of every sample the local rows hold (2 under ContextAllGather, else 1): piece
+  // The pieces of every sample the local rows hold (2 under ContextAllGather and ContextRing, else 1): piece
   // h is rows [h·rows/pieces, (h+1)·rows/pieces), sample_rows/pieces rows per sample from
   // position piece_pos0(h) on.
   int pieces() const { return context_segments(context, exchange); }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "strata/core/communicator.hpp"
+#include "strata/core/posted_group.hpp"
 #include "strata/core/precision.hpp"
 #include "strata/core/random.hpp"
 #include "strata/exec/arena.hpp"
@@ -27,7 +28,6 @@
 #include "strata/exec/groups.hpp"
 #include "strata/exec/layer_state.hpp"
 #include "strata/exec/optimizer.hpp"
-#include "strata/exec/posted_group.hpp"
 #include "strata/exec/program_position.hpp"
 #include "strata/exec/reductions.hpp"
 #include "strata/exec/store.hpp"
@@ -504,7 +504,7 @@ class executor {
   std::vector<comm::p2p_op> group_;
   bool timing_ = false;
   compute_clock clock_{};
-  posted_group<Comm> posted_;  // a group the W's after it overlap
+  comm::posted_group<Comm> posted_;  // a group the W's after it overlap
 };
 
 }  // namespace strata::exec

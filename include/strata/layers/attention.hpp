@@ -40,6 +40,7 @@
 
 #include "strata/core/rules.hpp"
 #include "strata/layers/context_exchange.hpp"
+#include "strata/layers/context_ring.hpp"
 #include "strata/layers/layer.hpp"
 #include "strata/layers/linear_mesh.hpp"
 
@@ -107,8 +108,17 @@ struct MultiHeadAttention {
   // of the micro-batch, in one call per piece.
   // ContextAllToAll (DeepSpeed-Ulysses): q, k and v trade the sequence split for a head split
   // by one all-to-all, the context trades back by another; the backward runs the two duals.
+  // ContextRing: each device's k and v (both pieces) sent on N − 1 times forward, and again
+  // in the backward, and their gradients N times (layers/context_ring.hpp).
   static constexpr shard_choice context_shard(const shard_query& q) {
     shard_choice c;
+    if (q.exchange == context_mode::ring) {
+      const long long block = q.n > 0 ? q.micro_batch * Seq / q.n * 2LL * KVHeads * head_dim : 0;
+      c.add(collective::send_recv, group_axis::part, pass::forward, block, q.n - 1);
+      c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n - 1);
+      c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n);
+      return c;
+    }
     if (q.exchange == context_mode::all_to_all) {
       if (Heads % q.n != 0) c.violate(rule_id::context_heads, Heads);
       if (KVHeads % q.n != 0) c.violate(rule_id::context_heads, KVHeads);
@@ -157,7 +167,8 @@ struct MultiHeadAttention {
   // (backward): all linear in the tokens. Context<N>: the whole sequence's k and v after those,
   // four times (the gathered blocks, k and v in head-major order, and their gradients from
   // each of the device's two pieces);
-  // with ContextAllToAll three blocks of q, k and v instead (sent, received, rearranged).
+  // with ContextAllToAll three blocks of q, k and v instead (sent, received, rearranged);
+  // with ContextRing the ring's few blocks of the device's own size (context_ring.hpp).
   // 2D/2.5D/3D: each projection's own stash after those, and the larger of their scratch
   // after the attention's.
   static constexpr buffer_needs memory(const local_dims& d) {
@@ -167,7 +178,10 @@ struct MultiHeadAttention {
                    .scratch_values = 4 * qw + 4 * kvw, .weight_pass = d.q == 0,
                    .weight_keep = d.q == 0 ? qw + 2 * kvw : 0};
     if (d.context > 1 && d.exchange == context_mode::all_to_all) b.scratch_values += 3 * (qw + 2 * kvw);
-    else if (d.context > 1)  // the gathered blocks, whole k and v, and their gradients per piece
+    else if (d.context > 1 && d.exchange == context_mode::ring) {
+      b.scratch_values += strata::detail::ring_scratch_values(qw / 2, kvw / 2);
+      b.scratch_stats = strata::detail::ring_scratch_stats(rows / 2 * (Heads / split));
+    } else if (d.context > 1)  // the gathered blocks, whole k and v, and their gradients per piece
       b.scratch_values += (2 + context_segments(d.context, d.exchange)) * 2 * kvw * d.context;
     if (d.q > 0) {
       const buffer_needs in = projection_memory(d, qkv_features), out = projection_memory(d, D);
@@ -211,11 +225,16 @@ struct MultiHeadAttention {
     }
     for (std::size_t h = 0; h < s.pieces; ++h)  // q and k at their tokens' positions (the stash keeps them rotated)
       rotate(c, s, q_h + h * s.piece_heads, false, h);
-    const T* kv = s.chunks > 1 && !s.swaps ? gather_kv(c, s) : q_h + s.qw;  // [k | v] of the whole sequences
-    const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
-    for (std::size_t h = 0; h < s.pieces; ++h)
-      flash_attention_forward(c.q, flash(c, s, h), static_cast<const T*>(q_h + h * s.piece_heads), kv, kv + kv_size,
-                              ctx_h + h * s.piece_q, c.stash_stats + h * s.piece_lse);
+    if (s.ring) {
+      strata::detail::ring_attention_forward(c, ring_of(c, s), context_blocks(c, s), c.scratch_stats,
+                                             [&](int h) { return flash(c, s, std::size_t(h)); });
+    } else {
+      const T* kv = s.chunks > 1 && !s.swaps ? gather_kv(c, s) : q_h + s.qw;  // [k | v] of the whole sequences
+      const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
+      for (std::size_t h = 0; h < s.pieces; ++h)
+        flash_attention_forward(c.q, flash(c, s, h), static_cast<const T*>(q_h + h * s.piece_heads), kv,
+                                kv + kv_size, ctx_h + h * s.piece_q, c.stash_stats + h * s.piece_lse);
+    }
     const T* own_ctx = ctx_h;
     if (s.swaps) {  // the context back at this device's positions, every head
       T* own = context_blocks(c, s) + 2 * s.heads_size;
@@ -273,13 +292,14 @@ struct MultiHeadAttention {
   struct shapes {
     std::size_t heads, kv_heads, w, qkv_w, seqs, items, kv_items;
     std::size_t len, chunks;          // positions per sequence piece here; Context<N>: N chunks, else 1
-    // ContextAllGather: two pieces of every sequence ([piece][sequence] rows, exec/context.hpp), the
+    // ContextAllGather, ContextRing: two pieces of every sequence ([piece][sequence] rows, exec/context.hpp), the
     // attention core called per piece; the sizes below are the call's, piece_* one piece's
     std::size_t pieces, piece_rows, piece_heads, piece_q, piece_lse;
     // The attention core's view: its heads and kv heads per sequence (ContextAllToAll: a group of
     // them, whole sequences), its query rows per item and their first position.
     std::size_t core_heads, core_kv_heads, q_len;
     bool swaps;  // ContextAllToAll
+    bool ring;   // ContextRing
     std::size_t qw, kvw, heads_size;  // elements of q (or the context), of k (or v), of q k v
   };
   // The backward's scratch: [dctx | dctx_h | dq_h dk_h dv_h | dqkv rows].
@@ -337,24 +357,31 @@ struct MultiHeadAttention {
                                  s.len, dh, blocks, blocks + s.heads_size, blocks + 2 * s.heads_size);
       dctx_h = blocks + 2 * s.heads_size;
     }
-    // ContextAllGather: the whole sequences' k and v again, and their gradients in the last
-    // blocks (one per piece: flash writes dk and dv, the pieces' are summed)
-    const bool gathers = s.chunks > 1 && !s.swaps;
-    const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
-    const T* kv = gathers ? gather_kv(c, s) : q_h + s.qw;
-    T* dkv = gathers ? blocks + 4 * s.kvw * s.chunks : g.dq_h + s.qw;
     const T* ctx_h = q_h + s.heads_size + s.qw;
-    for (std::size_t h = 0; h < s.pieces; ++h) {
-      T* dkv_h = dkv + h * 2 * kv_size;
-      flash_attention_backward(c.q, flash(c, s, h), q_h + h * s.piece_heads, kv, kv + kv_size, ctx_h + h * s.piece_q,
-                               dctx_h + h * s.piece_q,
-                               static_cast<const typename C::stat_type*>(c.stash_stats) + h * s.piece_lse,
-                               g.dq_h + h * s.piece_heads, dkv_h, dkv_h + kv_size);
+    if (s.ring) {  // dq, and each piece's dk and dv after it, home from the ring
+      strata::detail::ring_attention_backward(
+          c, ring_of(c, s), {dctx_h, dctx_h + s.piece_q}, {g.dq_h, g.dq_h + s.piece_heads},
+          {g.dq_h + s.piece_q, g.dq_h + s.piece_heads + s.piece_q}, blocks,
+          [&](int h) { return flash(c, s, std::size_t(h)); });
+    } else {
+      // ContextAllGather: the whole sequences' k and v again, and their gradients in the last
+      // blocks (one per piece: flash writes dk and dv, the pieces' are summed)
+      const bool gathers = s.chunks > 1 && !s.swaps;
+      const std::size_t kv_size = s.kv_items * std::size_t(Seq) * dh;
+      const T* kv = gathers ? gather_kv(c, s) : q_h + s.qw;
+      T* dkv = gathers ? blocks + 4 * s.kvw * s.chunks : g.dq_h + s.qw;
+      for (std::size_t h = 0; h < s.pieces; ++h) {
+        T* dkv_h = dkv + h * 2 * kv_size;
+        flash_attention_backward(c.q, flash(c, s, h), q_h + h * s.piece_heads, kv, kv + kv_size,
+                                 ctx_h + h * s.piece_q, dctx_h + h * s.piece_q,
+                                 static_cast<const typename C::stat_type*>(c.stash_stats) + h * s.piece_lse,
+                                 g.dq_h + h * s.piece_heads, dkv_h, dkv_h + kv_size);
+      }
+      if (s.pieces > 1) axpy(c.q, 2 * kv_size, 1.0, static_cast<const T*>(dkv + 2 * kv_size), dkv);
+      if (gathers)  // each device's pieces of the gradients (each [dk | dv] after its dq), summed over every device's queries
+        detail::scatter_balanced(c, dkv, 2 * s.kv_items, s.len, dh, blocks, g.dq_h + s.piece_q,
+                                 g.dq_h + s.piece_heads + s.piece_q);
     }
-    if (s.pieces > 1) axpy(c.q, 2 * kv_size, 1.0, static_cast<const T*>(dkv + 2 * kv_size), dkv);
-    if (gathers)  // each device's pieces of the gradients (each [dk | dv] after its dq), summed over every device's queries
-      detail::scatter_balanced(c, dkv, 2 * s.kv_items, s.len, dh, blocks, g.dq_h + s.piece_q,
-                               g.dq_h + s.piece_heads + s.piece_q);
     for (std::size_t h = 0; h < s.pieces; ++h)  // back through the rotation: its transpose
       rotate(c, s, g.dq_h + h * s.piece_heads, true, h);
     const T* own = g.dq_h;
@@ -389,7 +416,7 @@ struct MultiHeadAttention {
   static double scale() { return 1.0 / std::sqrt(double(head_dim)); }
   // Rotary positions on the head-major q and k at `qk` (k follows q): each item is one
   // (sequence, head) or (sequence, kv head), its rows at positions q0 .. q0 + q_len − 1
-  // (0 .. Seq − 1 unless ContextAllGather split the sequence).
+  // (0 .. Seq − 1 unless ContextAllGather or ContextRing split the sequence).
   template <class C>
   static void rotate(C& c, const shapes& s, typename C::value_type* qk, bool inverse, std::size_t piece) {
     if constexpr (RopeBase > 0)
@@ -420,6 +447,28 @@ struct MultiHeadAttention {
     detail::gather_balanced(c, mine, mine + s.piece_heads, 2 * s.kv_items, s.len, std::size_t(head_dim), staging,
                             whole);
     return whole;
+  }
+  // ContextRing: the device's two pieces of q, k, v (the stash), of the context and of the
+  // log-sum-exps, for layers/context_ring.hpp.
+  template <class C>
+  static strata::detail::ring_share<typename C::value_type, typename C::stat_type> ring_of(const C& c,
+                                                                                          const shapes& s) {
+    using T = typename C::value_type;
+    T* q_h = c.stash_values;
+    T* ctx_h = q_h + s.heads_size + s.qw;
+    strata::detail::ring_share<T, typename C::stat_type> r;
+    for (std::size_t h = 0; h < 2; ++h) {
+      r.q[h] = q_h + h * s.piece_heads;
+      r.kv[h] = q_h + h * s.piece_heads + s.piece_q;
+      r.o[h] = ctx_h + h * s.piece_q;
+      r.lse[h] = c.stash_stats + h * s.piece_lse;
+    }
+    r.q_size = s.piece_q;
+    r.kv_size = s.kvw / 2;
+    r.rows = s.piece_lse;
+    r.dh = std::size_t(head_dim);
+    r.len = s.len;
+    return r;
   }
   // One flash-attention call over every (sequence, head) item of the share; query item
   // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives. In
@@ -472,6 +521,7 @@ struct MultiHeadAttention {
     s.piece_rows = c.rows / s.pieces;
     s.seqs = s.piece_rows / s.len;
     s.swaps = s.chunks > 1 && c.exchange == context_mode::all_to_all;
+    s.ring = s.chunks > 1 && c.exchange == context_mode::ring;
     s.core_heads = s.swaps ? s.heads / s.chunks : s.heads;
     s.core_kv_heads = s.swaps ? s.kv_heads / s.chunks : s.kv_heads;
     s.q_len = s.swaps ? std::size_t(Seq) : s.len;

@@ -37,7 +37,7 @@ struct Dropout {
   static constexpr buffer_needs memory(const local_dims&) { return {.view = Rate == 0}; }
 
   // Piece h of this call's rows at its global coordinates (exec/context.hpp: one piece but
-  // under ContextAllGather).
+  // under ContextAllGather and ContextRing).
   template <class C>
   static backend::dropout_args mask(const C& c, int h) {
     return {.key = c.step_key, .site = c.site, .sample0 = c.sample0, .row0 = c.row0,

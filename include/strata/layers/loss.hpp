@@ -15,7 +15,7 @@ namespace strata::layers {
 // A loss call's rows into the step's books (c.loss->acc: Σ loss, correct rows, counted rows)
 // from each row's loss, target score and maximum (correct: target ≥ maximum): the rows of
 // the valid samples (an evaluation's padding left out), labels of ignore_label skipped. The
-// valid rows lead each piece of the local rows (two under ContextAllGather, [piece][sample]).
+// valid rows lead each piece of the local rows (two under ContextAllGather and ContextRing, [piece][sample]).
 template <class C, class S>
 void book_loss_rows(C& c, const S* loss, const S* target, const S* row_max) {
   const auto& l = *c.loss;

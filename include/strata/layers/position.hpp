@@ -51,7 +51,7 @@ struct PositionEmbedding {
 
  private:
   // Under Context<N> the device holds the positions of its pieces of every sample (one of
-  // Seq/N from pos0; two of Seq/2N from pos0 and pos1 under ContextAllGather): for each, the
+  // Seq/N from pos0; two of Seq/2N from pos0 and pos1 under ContextAllGather, ContextRing): for each, the
   // table's rows from its first position on; else all Seq from 0.
   template <class C>
   static std::size_t positions(const C& c) {

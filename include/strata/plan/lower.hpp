@@ -59,7 +59,7 @@ struct lowering {
   static constexpr long long input_stride = P::micro_batch * input_elems;
   static constexpr long long label_stride = P::micro_batch * labels_per_sample;
   // Context<N>: when a batch lands the executor arranges each micro-batch device-major. Cut
-  // into `pieces` pieces (2N under ContextAllGather, N under ContextAllToAll: core/sbp.hpp's
+  // into `pieces` pieces (2N under ContextAllGather and ContextRing, N under ContextAllToAll: core/sbp.hpp's
   // context_segments), sample b's piece j moves from place b·pieces + j to
   // (k·segments + h)·B + b, device k holding it as its piece h — pieces k and 2N − 1 − k
   // under all-gather, piece k under all-to-all — so that device k's rows, [piece][sample], lie

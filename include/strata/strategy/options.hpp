@@ -157,6 +157,7 @@ struct NoSequenceParallel {  // the default (not an option)
 // all-gather context parallelism). ContextAllToAll (DeepSpeed-Ulysses): an all-to-all trades
 // the sequence split for a head split, each device attends whole sequences with Heads/N
 // heads, and a second all-to-all trades back; it needs Heads and KVHeads divisible by N.
+// ContextRing below.
 struct ContextAllGather {
   static constexpr option_kind option = option_kind::context_exchange;
   static constexpr context_mode value = context_mode::all_gather;
@@ -164,6 +165,17 @@ struct ContextAllGather {
 struct ContextAllToAll {
   static constexpr option_kind option = option_kind::context_exchange;
   static constexpr context_mode value = context_mode::all_to_all;
+};
+// ContextRing (ring attention; Li et al.'s sequence parallelism, Megatron's p2p context
+// parallelism): each device keeps its own queries and the key/value blocks travel around
+// the part's ring, one neighbour exchange per step posted before that step's attention so
+// that the transfer overlaps it; the partial outputs merge by their log-sum-exps. No device
+// ever holds more than two blocks of keys and values (memory O(Seq/N), the all-gather's
+// O(Seq)); in the backward the blocks travel again with their gradients, which arrive home
+// after N steps. Load-balanced under a causal mask as ContextAllGather is.
+struct ContextRing {
+  static constexpr option_kind option = option_kind::context_exchange;
+  static constexpr context_mode value = context_mode::ring;
 };
 
 // Activation recomputation (EPL's gradient_checkpoint): which layers' activations are

@@ -6,7 +6,8 @@
 // One kernel each, plainly written: the permutations are one thread per element (a
 // grid-stride loop over the output, so writes are coalesced); the softmaxes are one
 // thread group per score row (launch.cuh's with_row_threads), maxima in compute_t<T>,
-// sums in double through the deterministic group reductions of device.cuh. Flash
+// sums in double through the deterministic group reductions of device.cuh; the merge of
+// partial attentions one thread per element. Flash
 // attention is three fused tile kernels (forward; backward dQ; backward dK and dV),
 // described in flash.cuh and flash_backward.cuh, launched here.
 #include <cuda_runtime.h>
@@ -18,6 +19,7 @@
 #include "strata/backend/attention.hpp"
 #include "strata/backend/cuda/device.cuh"
 #include "strata/backend/cuda/flash_backward.cuh"
+#include "strata/core/math.hpp"
 
 namespace strata::backend::cuda {
 
@@ -143,6 +145,30 @@ __global__ void k_rotary(std::size_t rows, std::size_t seq, std::size_t dh, long
   }
 }
 
+// attention_merge in two passes, so that no thread reads a row's lse another has written:
+// one thread per element merges o with the weights of its row; then one per row, the lse.
+template <class T, class L>
+__global__ void k_attention_merge_o(std::size_t rows, std::size_t dh, T* o, const L* lse, const T* o_b,
+                                    const L* lse_b) {
+  using W = std::common_type_t<compute_t<T>, L>;
+  const std::size_t n = rows * dh;
+  for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < n;
+       e += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = e / dh;
+    W wa, wb;
+    math::lse_merge(W(lse[r]), W(lse_b[r]), wa, wb);
+    o[e] = T(compute_t<T>(wa * W(compute_t<T>(o[e])) + wb * W(compute_t<T>(o_b[e]))));
+  }
+}
+template <class L>
+__global__ void k_attention_merge_lse(std::size_t rows, L* lse, const L* lse_b) {
+  for (std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; r < rows;
+       r += std::size_t(gridDim.x) * blockDim.x) {
+    L wa, wb;
+    lse[r] = math::lse_merge(lse[r], lse_b[r], wa, wb);
+  }
+}
+
 }  // namespace detail
 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
@@ -209,6 +235,18 @@ struct attention_kernels {
       });
     });
     STRATA_CUDA_CHECK_LAUNCH("k_flash_forward");
+  }
+
+  template <class T, class L>
+  static void attention_merge(queue& q, std::size_t rows, std::size_t dh, T* o, L* lse, const T* o_b,
+                              const L* lse_b) {
+    const std::size_t n = rows * dh;
+    detail::k_attention_merge_o<T, L>
+        <<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(rows, dh, o, lse, o_b, lse_b);
+    STRATA_CUDA_CHECK_LAUNCH("k_attention_merge_o");
+    detail::k_attention_merge_lse<L>
+        <<<detail::flat_grid(q, rows), detail::flat_threads, 0, q.stream()>>>(rows, lse, lse_b);
+    STRATA_CUDA_CHECK_LAUNCH("k_attention_merge_lse");
   }
 
   template <class T>

@@ -150,6 +150,19 @@ struct attention_kernels {
     });
   }
 
+  template <class T, class L>
+  static void attention_merge(queue& q, std::size_t rows, std::size_t dh, T* o, L* lse, const T* o_b,
+                              const L* lse_b) {
+    using W = std::common_type_t<detail::compute_t<T>, L>;
+    detail::for_rows(q, rows, dh, [&](std::size_t r) {
+      W wa, wb;
+      lse[r] = L(math::lse_merge(W(lse[r]), W(lse_b[r]), wa, wb));
+      T* x = o + r * dh;
+      const T* y = o_b + r * dh;
+      for (std::size_t d = 0; d < dh; ++d) x[d] = T(detail::compute_t<T>(wa * W(x[d]) + wb * W(y[d])));
+    });
+  }
+
   // ---- flash attention ------------------------------------------------------------------
   // Tiles of queries x keys; their products are single-threaded BLAS calls inside the pool's
   // tasks (gemm.hpp's convention), the softmax between them loops over contiguous columns.

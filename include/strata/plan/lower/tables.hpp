@@ -138,7 +138,7 @@ struct call_origin {
   // of the micro-batch at position pos0 + (sample_row0 + r) % R, R the local rows per sample
   // (layer_call::sample_rows). Without Context<N>, sample_row0 = row0 and pos0 = 0; with it,
   // the device holds positions [pos0, pos0 + R) of every sample: sample_row0 = 0. Under
-  // ContextAllGather the rows are two pieces of R/2 rows ([piece][sample][R/2], core/sbp.hpp's
+  // ContextAllGather and ContextRing the rows are two pieces of R/2 rows ([piece][sample][R/2], core/sbp.hpp's
   // context_segments): pieces from pos0 and from pos1. (The first layer reading [Seq] token
   // ids has one row of Seq/N columns per sample instead.)
   long long sample_row0 = 0, pos0 = 0, pos1 = 0;

@@ -10,8 +10,10 @@
 //     on however many processes mpiexec starts (1, 2 or 4: Context<world>), each with
 //     `threads` threads, attention exchanging by all-gather (or all-to-all: ContextAllToAll; or
 //     around the ring: ContextRing):
-//     the mean step time after warm-up and tokens/s. Compare runs that use the same cores:
-//     `-n 1` with 2 threads against `-n 2` with 1 thread each.
+//     the mean step time after warm-up and tokens/s, beside the cost model's prediction for the
+//     plan (plan/predict.hpp) on this machine's description measured first by every process
+//     at once (runtime/calibrate.hpp: GEMM rate, copy bandwidth, neighbour link; printed).
+//     Compare runs that use the same cores: `-n 1` with 2 threads against `-n 2` with 1 thread each.
 //
 //   mpiexec -n N bench_host_context <threads> [steps] [all-to-all|ring]     (bench/host/run_context.sh)
 #include <chrono>
@@ -22,6 +24,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <strata/plan/predict.hpp>
+#include <strata/runtime/calibrate.hpp>
 #include <strata/runtime/trainer.hpp>
 #include <strata/strata.hpp>
 
@@ -58,6 +62,8 @@ int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   constexpr int S = 2048;
   using P = GPT<S, N, Exchange>;
   w.queue().set_threads(threads);
+  const hardware hw = calibrate(w);
+  const double predicted = cost::predict<P>(hw).step_s;
   auto train = make_trainer<P>(w, AdamW{.lr = 1e-3, .weight_decay = 0.01});
   std::mt19937 g(1);
   constexpr int B = 2;  // the replica's step: two sequences
@@ -72,8 +78,9 @@ int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   for (int i = 0; i < steps; ++i) loss = train.step(batch).loss;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   if (w.rank() == 0)
-    std::printf("| %d | %d | %s | %u | %.3f | %.0f | %.4f |\n", S, N, exchange_name<Exchange>(), threads, s * 1e3,
-                double(S) * B / s, loss);
+    std::printf("| %d | %d | %s | %u | %.3f | %.3f | %.2f | %.0f | %.4f | %.1f / %.1f / %.2f |\n", S, N,
+                exchange_name<Exchange>(), threads, s * 1e3, predicted * 1e3, s / predicted, double(S) * B / s, loss,
+                hw.flops_fp32 * 1e-9, hw.hbm_bytes_per_s * 1e-9, hw.intra_bytes_per_s * 1e-9);
   return 0;
 }
 
@@ -102,8 +109,9 @@ int main(int argc, char** argv) {
       memory_rows<32768, ContextAllGather, 1, 2, 4, 8>();
       memory_rows<32768, ContextRing, 2, 4, 8>();
       std::printf("\nTraining step (2 sequences per step, AdamW, float32):\n\n");
-      std::printf("| Seq | CP | attention exchange | threads/process | ms/step | tokens/s | loss |\n"
-                  "|---:|---:|---|---:|---:|---:|---:|\n");
+      std::printf("| Seq | CP | attention exchange | threads/process | ms/step | predicted ms | measured/predicted | "
+                  "tokens/s | loss | calibrated fp32 GFLOP/s / copy GB/s / link GB/s |\n"
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
     }
     switch (w.size()) {
       case 1: return run<1, ContextAllGather>(w, threads, steps);

@@ -56,14 +56,14 @@ STRATA_HD inline double log_of(double x) { return ::log(x); }
 // Two softmax partials of one query row over disjoint key sets, merged (a ring's steps of
 // context-parallel attention): with log-sum-exps a and b, lse = log(e^a + e^b) and the merged
 // output is wa·o_a + wb·o_b with wa = e^(a − lse), wb = e^(b − lse). A side that saw no key
-// (−inf) weighs 0; if neither did, lse stays −inf and both weigh 0.
+// (−inf) weighs 0; if neither did, lse stays −inf and both weigh 0. A NaN propagates.
 template <class C>
 STRATA_HD inline C lse_merge(C a, C b, C& wa, C& wb) {
-  const C m = a > b ? a : b;
-  if (!(m > -C(INFINITY))) {
+  if (a == -C(INFINITY) && b == -C(INFINITY)) {
     wa = wb = C(0);
-    return m;
+    return a;
   }
+  const C m = a > b ? a : b;
   const C ea = exp_of(a - m), eb = exp_of(b - m), sum = ea + eb;
   wa = ea / sum;
   wb = eb / sum;

@@ -36,7 +36,7 @@ class posted_group {
     }
     c.group(ops);
   }
-  // Moves the group's messages along (between the W's layers).
+  // Moves the group's messages along (between the W's layers, between a ring's tiles).
   void drive(Comm& c) {
     if constexpr (requires { c.progress(*pending_); })
       if (pending_) c.progress(*pending_);

@@ -145,6 +145,11 @@ enum class context_mode : unsigned char { all_gather, all_to_all, ring };
 constexpr int context_segments(int context, context_mode m) {
   return context > 1 && m != context_mode::all_to_all ? 2 : 1;
 }
+// The first position of piece h (< segments) of device k, pieces of `len` positions: k·len,
+// or under two segments (2N − 1 − k)·len for the second.
+constexpr long long context_piece_pos0(int context, int k, int h, long long len) {
+  return static_cast<long long>(h == 0 ? k : 2 * context - 1 - k) * len;
+}
 
 // What one device holds of a layer's tensors for one micro-batch, as the planner's
 // sharding decided (local rows of the input and output, local columns).

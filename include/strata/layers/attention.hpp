@@ -35,6 +35,7 @@
 // its feature block on a mesh) plus the local one, a grouped query head's own. So every
 // plan drops what one device drops; the backward recomputes the mask, nothing is kept.
 // Rule [attention-dropout].
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -187,7 +188,7 @@ struct MultiHeadAttention {
       const buffer_needs in = projection_memory(d, qkv_features), out = projection_memory(d, D);
       b.stash_values += in.stash_values + out.stash_values;
       b.scratch_values += in.scratch_values > out.scratch_values ? in.scratch_values : out.scratch_values;
-      b.scratch_stats = in.scratch_stats > out.scratch_stats ? in.scratch_stats : out.scratch_stats;
+      b.scratch_stats = std::max({b.scratch_stats, in.scratch_stats, out.scratch_stats});
     }
     return b;
   }
@@ -428,10 +429,11 @@ struct MultiHeadAttention {
   static long long q0(const C& c, const shapes& s, std::size_t piece) {
     return s.swaps ? 0 : static_cast<long long>(c.piece_pos0(int(piece)));
   }
-  // Context<N>: three blocks after the attention's scratch (memory() sizes them). All-gather:
-  // of the whole sequences' k and v — the part's gathered chunks (then the gradients' chunks to
-  // reduce-scatter), k and v in head-major order, and their gradients. All-to-all: of q, k and
-  // v — sent, received, and the rearranged side.
+  // Context<N>: the exchange's blocks after the attention's scratch (memory() sizes them).
+  // All-gather: three of the whole sequences' k and v — the part's gathered chunks (then the
+  // gradients' chunks to reduce-scatter), k and v in head-major order, and their gradients.
+  // All-to-all: three of q, k and v — sent, received, and the rearranged side. Ring: the
+  // ring's own (context_ring.hpp's ring_scratch_values).
   template <class C>
   static typename C::value_type* context_blocks(const C& c, const shapes& s) {
     return c.scratch_values + 4 * s.qw + 4 * s.kvw;
@@ -451,24 +453,9 @@ struct MultiHeadAttention {
   // ContextRing: the device's two pieces of q, k, v (the stash), of the context and of the
   // log-sum-exps, for layers/context_ring.hpp.
   template <class C>
-  static strata::detail::ring_share<typename C::value_type, typename C::stat_type> ring_of(const C& c,
-                                                                                          const shapes& s) {
-    using T = typename C::value_type;
-    T* q_h = c.stash_values;
-    T* ctx_h = q_h + s.heads_size + s.qw;
-    strata::detail::ring_share<T, typename C::stat_type> r;
-    for (std::size_t h = 0; h < 2; ++h) {
-      r.q[h] = q_h + h * s.piece_heads;
-      r.kv[h] = q_h + h * s.piece_heads + s.piece_q;
-      r.o[h] = ctx_h + h * s.piece_q;
-      r.lse[h] = c.stash_stats + h * s.piece_lse;
-    }
-    r.q_size = s.piece_q;
-    r.kv_size = s.kvw / 2;
-    r.rows = s.piece_lse;
-    r.dh = std::size_t(head_dim);
-    r.len = s.len;
-    return r;
+  static auto ring_of(const C& c, const shapes& s) {
+    return strata::detail::ring_share_of(c.stash_values, c.stash_values + s.heads_size + s.qw, c.stash_stats,
+                                         s.piece_heads, s.piece_q, s.kvw / 2, s.piece_lse, std::size_t(head_dim), s.len);
   }
   // One flash-attention call over every (sequence, head) item of the share; query item
   // p·kv_items + k (group member p) reads kv item k, the order heads_from_rows gives. In

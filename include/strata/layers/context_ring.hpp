@@ -5,7 +5,9 @@
 // key/value blocks — both pieces of a device — travel around the ring, k sending to k + 1
 // and receiving from k − 1. At step s device k attends its queries to the block of device
 // j = (k − s) mod N; the exchange that brings step s + 1's block is posted before step s's
-// tiles (core/posted_group.hpp), so that it overlaps them, into the other of two buffers.
+// tiles (core/posted_group.hpp) into the other of two buffers, so that it overlaps them where
+// the communicator can wait for a posted group later (MPI; a group on NCCL runs in stream
+// order with the tiles).
 //
 // Forward: each (query piece, key piece) pair is one flash attention call (backend/
 // attention.hpp) at the key piece's global positions (k0). Under a causal mask a key piece
@@ -26,12 +28,13 @@
 // whatever N is: O(Seq/N), where the all-gather holds the whole sequence.
 #include <array>
 #include <cstddef>
+#include <stdexcept>
 #include <type_traits>
 
-#include "strata/backend/attention.hpp"
-#include "strata/backend/elementwise.hpp"
 #include "strata/core/communicator.hpp"
+#include "strata/core/kernel_args.hpp"
 #include "strata/core/posted_group.hpp"
+#include "strata/core/sbp.hpp"
 
 namespace strata::detail {
 
@@ -46,16 +49,28 @@ struct ring_share {
   std::size_t q_size = 0, kv_size = 0, rows = 0, dh = 0, len = 0;
 };
 
+// Piece h of every sequence of a device's rows lies in its stash, head-major, as [q | k | v]
+// (piece_heads elements: q_size of q, kv_size of k and of v), the context after all of q,
+// k, v of both pieces ([ctx_0 | ctx_1] from `context`), the log-sum-exps per piece (rows
+// each) from `lse`.
+template <class T, class L>
+ring_share<T, L> ring_share_of(T* stash, T* context, L* lse, std::size_t piece_heads, std::size_t q_size,
+                               std::size_t kv_size, std::size_t rows, std::size_t dh, std::size_t len) {
+  ring_share<T, L> r{.q_size = q_size, .kv_size = kv_size, .rows = rows, .dh = dh, .len = len};
+  for (std::size_t h = 0; h < 2; ++h) {
+    r.q[h] = stash + h * piece_heads;
+    r.kv[h] = stash + h * piece_heads + q_size;
+    r.o[h] = context + h * q_size;
+    r.lse[h] = lse + h * rows;
+  }
+  return r;
+}
+
 // Scratch of the ring, in values and in statistics: two blocks and two travelling gradient
 // blocks of 4·kv_size, a step's own share of a gradient block (4·kv_size), one pair's
 // partial o or dq (q_size) and dk, dv (2·kv_size); one partial lse.
 constexpr long long ring_scratch_values(long long q_size, long long kv_size) { return 22 * kv_size + q_size; }
 constexpr long long ring_scratch_stats(long long rows) { return rows; }
-
-// The first position of piece g (0, 1) of device j's block.
-inline long long ring_piece_pos0(int n, int j, int g, std::size_t len) {
-  return static_cast<long long>(g == 0 ? j : 2 * n - 1 - j) * static_cast<long long>(len);
-}
 
 // The ring's neighbour exchange: two pieces of `each` elements from `from` to the next
 // device, into `into` from the previous one.
@@ -86,7 +101,7 @@ template <class Flash>
 bool ring_call(Flash& flash_of, int n, int j, int h, int g, std::size_t len, backend::flash_shape& f) {
   f = flash_of(h);
   f.k_len = len;
-  f.k0 = ring_piece_pos0(n, j, g, len);
+  f.k0 = context_piece_pos0(n, j, g, static_cast<long long>(len));  // the layout's (plan/lower/parts.hpp)
   return !(f.causal && f.k0 > f.q0);
 }
 
@@ -165,6 +180,8 @@ void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<c
         kv_msgs.drive(c.part);
         grad_msgs.drive(c.part);
       }
+    // step 0 sees both key pieces of its own block (their diagonals): `mine` is whole
+    if (s == 0 && !(d_seen[0] && d_seen[1])) throw std::logic_error("ring attention: a key piece unseen at step 0");
     // the block's gradient: the devices' before (arrived in grads[s % 2]) plus this step's
     std::array<T*, 2> sum = mine;
     if (s > 0) {

@@ -62,7 +62,7 @@ struct lowering {
   // into `pieces` pieces (2N under ContextAllGather and ContextRing, N under ContextAllToAll: core/sbp.hpp's
   // context_segments), sample b's piece j moves from place b·pieces + j to
   // (k·segments + h)·B + b, device k holding it as its piece h — pieces k and 2N − 1 − k
-  // under all-gather, piece k under all-to-all — so that device k's rows, [piece][sample], lie
+  // under all-gather and ring, piece k under all-to-all — so that device k's rows, [piece][sample], lie
   // together as a row split reads them. No moves without it.
   static constexpr int context = P::context;
   static constexpr int segments = context_segments(P::context, P::context_exchange);

@@ -262,8 +262,56 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
   static_assert(rule::search_fits<found, Devices, BudgetMiB>::value);
   static constexpr candidate best = ranked[0];
 
-  // ---- a candidate's plan, as a type ----------------------------------------------------
+  // A configuration priced as the search prices it, on another hardware description (one
+  // measured at run time: runtime/calibrate.hpp): its probe's profile on `hw`, the same cut
+  // (the cut balances memory, which does not depend on the hardware).
+  static constexpr cost::step_estimate reprice(const candidate& c, const hardware& hw) {
+    cost::step_estimate e{};
+    ((c.tensor == T ? (void)(e = reprice_tensor<T>(c, hw)) : void()), ...);
+    return e;
+  }
+
  private:
+  template <int t>
+  static constexpr cost::step_estimate reprice_tensor(const candidate& c, const hardware& hw) {
+    if constexpr (Devices % t == 0 && t <= Hw::value.devices_per_node) {
+      if (c.sequence_parallel) return c.recompute ? reprice_probe<t, true, true>(c, hw) : reprice_probe<t, true, false>(c, hw);
+      return c.recompute ? reprice_probe<t, false, true>(c, hw) : reprice_probe<t, false, false>(c, hw);
+    } else {
+      return {};
+    }
+  }
+  template <int t, bool SP, bool RC>
+  static constexpr cost::step_estimate reprice_probe(const candidate& c, const hardware& hw) {
+    if constexpr (SP && t == 1) {
+      return {};
+    } else {
+      using pr = probe<t, SP, RC>;
+      const auto profile = cost::profile_of<typename pr::probe, pr::NU>(pr::first, hw);
+      const cost::parallel_config pc{.tensor = t, .pipeline = c.pipeline, .data = c.data, .micro_batch = c.micro_batch,
+                                     .micro_batches = c.micro_batches,
+                                     .schedule = schedules::price[static_cast<std::size_t>(c.schedule)], .zero = c.zero};
+      cost::step_estimate e{};
+      reprice_cut<pr>(c.chunks * c.pipeline, profile, pc, hw, e,
+                      std::make_index_sequence<static_cast<std::size_t>(detail::search_max_log2_pipeline + 2)>{});
+      return e;
+    }
+  }
+  // the parts (V·P, a power of two) as a compile-time count
+  template <class Pr, class Profile, std::size_t... L>
+  static constexpr void reprice_cut(int parts, const Profile& profile, const cost::parallel_config& pc,
+                                    const hardware& hw, cost::step_estimate& e, std::index_sequence<L...>) {
+    (
+        [&] {
+          constexpr int K = 1 << L;
+          if constexpr (K <= Pr::num_units)
+            if (parts == K)
+              e = cost::estimate<Pr::NU, static_cast<std::size_t>(K)>(profile, Pr::template cut<K>, pc, hw);
+        }(),
+        ...);
+  }
+
+  // ---- a candidate's plan, as a type ----------------------------------------------------
   // all.rows[I] (any configuration tried, fitting or not), or I = -1 the best
   template <int I>
   struct plan_builder {

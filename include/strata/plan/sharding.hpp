@@ -307,7 +307,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           // input of one row per sample has no sequence to split (1 position: refused for N > 1)
           const bool token_ids = li == 0 && d.reads_ids && lp.in.rows() == 1;
           const long long positions = token_ids ? lp.in.last() : lp.in.rows();
-          const int pieces = n * context_segments(n, ctx.exchange);  // two per device under all-gather
+          const int pieces = n * context_segments(n, ctx.exchange);  // two per device under all-gather and ring
           if (positions % pieces != 0) fail({rule_id::context_seq, li, static_cast<int>(positions), pieces});
           const shard_choice own = d.context_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
                                                                next_is_loss, ctx.sequence_parallel, ctx.exchange});

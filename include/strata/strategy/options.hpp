@@ -168,11 +168,12 @@ struct ContextAllToAll {
 };
 // ContextRing (ring attention; Li et al.'s sequence parallelism, Megatron's p2p context
 // parallelism): each device keeps its own queries and the key/value blocks travel around
-// the part's ring, one neighbour exchange per step posted before that step's attention so
-// that the transfer overlaps it; the partial outputs merge by their log-sum-exps. No device
-// ever holds more than two blocks of keys and values (memory O(Seq/N), the all-gather's
-// O(Seq)); in the backward the blocks travel again with their gradients, which arrive home
-// after N steps. Load-balanced under a causal mask as ContextAllGather is.
+// the part's ring, one neighbour exchange per step posted before that step's attention (so
+// that, with a communicator that can wait for a posted group later — MPI —, the transfer
+// overlaps it); the partial outputs merge by their log-sum-exps. Besides its own, a device
+// holds two blocks of keys and values in flight and, in the backward, two of their
+// gradients (memory O(Seq/N), the all-gather's O(Seq)); the gradients travel with the blocks
+// and arrive home after N steps. Load-balanced under a causal mask as ContextAllGather is.
 struct ContextRing {
   static constexpr option_kind option = option_kind::context_exchange;
   static constexpr context_mode value = context_mode::ring;

@@ -92,8 +92,8 @@ constexpr void describe_calls(Tables& t) {
       o.sample_row0 = L.context > 1 ? 0 : o.row0;
       const int segments = context_segments(L.context, L.exchange);
       const long long piece = c.sample_rows / segments;  // device d: pieces d and 2N − 1 − d of 2N
-      o.pos0 = L.context > 1 ? d * piece : 0;
-      o.pos1 = segments > 1 ? (2 * L.context - 1 - d) * piece : 0;
+      o.pos0 = L.context > 1 ? context_piece_pos0(L.context, d, 0, piece) : 0;
+      o.pos1 = segments > 1 ? context_piece_pos0(L.context, d, 1, piece) : 0;
       // one device books rows that several devices of the part hold (S(0,-1): the one with
       // the first feature block)
       o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : d == 0);

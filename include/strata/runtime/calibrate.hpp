@@ -1,0 +1,117 @@
+#pragma once
+// A hardware description (plan/hardware.hpp) of the machine a world runs on, measured, so
+// that the cost model's step times (plan/predict.hpp, the search's estimates re-priced)
+// are this machine's rather than a data sheet's. Every rank measures at the same time, as
+// a training step would run them side by side (so processes sharing cores measure their
+// share), and the world agrees on the mean of each rate:
+//  * peak FLOP/s per element type: the queue's GEMM (cuBLAS, OpenBLAS on the rank's
+//    threads) on m = n = k = `gemm_size` matrices, the best of `repeats` (bf16 and f16
+//    alike: the host computes both in float);
+//  * memory bandwidth: a copy of `copy_bytes` (bytes read + written per second);
+//  * the link between neighbouring ranks (k and k xor 1): a sendrecv of `link_bytes` each
+//    way for the rate (per direction), of one double for the latency (both directions at
+//    once: one one-way trip).
+// Efficiencies are 1 (the rates are sustained ones already), one "SM" with 1 × 1 tiles (no
+// tile quantization on a CPU), and the world is one node (intra = inter).
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "strata/backend/elementwise.hpp"
+#include "strata/backend/gemm.hpp"
+#include "strata/core/bf16.hpp"
+#include "strata/core/communicator.hpp"
+#include "strata/core/precision.hpp"
+#include "strata/exec/world.hpp"
+#include "strata/plan/hardware.hpp"
+
+namespace strata {
+
+struct calibration_options {
+  std::size_t gemm_size = 512;
+  std::size_t copy_bytes = std::size_t(64) << 20;
+  std::size_t link_bytes = std::size_t(4) << 20;
+  int repeats = 5;
+};
+
+namespace detail {
+// Seconds per call of f, `repeats` calls after one to warm up, every rank of `c` starting
+// together: processes that share cores measure their share, as they run a step.
+template <class Comm, class F>
+double seconds_each(Comm& c, int repeats, F&& f) {
+  f();
+  c.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeats; ++r) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / repeats;
+}
+template <class T, class Backend, class Comm>
+double gemm_rate(typename Backend::queue& q, Comm& c, std::size_t n, int repeats) {
+  auto a = Backend::template allocate<T>(n * n), b = Backend::template allocate<T>(n * n),
+       out = Backend::template allocate<T>(n * n);
+  const std::vector<T> halves(n * n, T(0.5f));
+  Backend::upload(q, halves.data(), n * n, a.data());
+  Backend::upload(q, halves.data(), n * n, b.data());
+  using S = gemm_scalar_t<T>;
+  return 2.0 * double(n) * double(n) * double(n) / seconds_each(c, repeats, [&] {
+           backend::gemm(q, backend::trans::N, backend::trans::N, n, n, n, S(1), static_cast<const T*>(a.data()), n,
+                         static_cast<const T*>(b.data()), n, S(0), out.data(), n);
+           Backend::synchronize(q);
+         });
+}
+}  // namespace detail
+
+template <class Backend, class Comm>
+hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
+  auto& q = w.queue();
+  auto& link = w.comm();
+  // rates: fp32, fp64, bf16, memory, link; latency
+  std::array<double, 6> m{};
+  m[0] = detail::gemm_rate<float, Backend>(q, link, o.gemm_size, o.repeats);
+  m[1] = detail::gemm_rate<double, Backend>(q, link, o.gemm_size, o.repeats);
+  m[2] = detail::gemm_rate<bf16, Backend>(q, link, o.gemm_size, o.repeats);
+  {
+    const std::size_t n = o.copy_bytes / sizeof(float);
+    auto x = Backend::template allocate<float>(n), y = Backend::template allocate<float>(n);
+    const std::vector<float> zeros(n, 0.0f);
+    Backend::upload(q, zeros.data(), n, x.data());
+    m[3] = 2.0 * double(n * sizeof(float)) / detail::seconds_each(link, o.repeats, [&] {
+             backend::copy(q, n, static_cast<const float*>(x.data()), y.data());
+             Backend::synchronize(q);
+           });
+  }
+  // the link: pairs (k, k xor 1) exchanging at once; an odd world's last rank has no partner
+  // and sits the barriers out alone (a split of its own)
+  const int peer = w.rank() ^ 1;
+  auto pair = link.split(peer < w.size() ? w.rank() / 2 : w.size(), w.rank());
+  if (w.size() > 1 && peer < w.size()) {
+    const std::size_t n = o.link_bytes / sizeof(float);
+    auto x = Backend::template allocate<float>(n), y = Backend::template allocate<float>(n);
+    auto big = [&] { link.sendrecv(static_cast<const float*>(x.data()), n, peer, y.data(), n, peer, 7); };
+    auto one = Backend::template allocate<double>(2);
+    auto tiny = [&] { link.sendrecv(static_cast<const double*>(one.data()), 1, peer, one.data() + 1, 1, peer, 8); };
+    m[4] = double(n * sizeof(float)) / detail::seconds_each(pair, o.repeats, big);
+    m[5] = detail::seconds_each(pair, o.repeats * 20, tiny);
+  }
+  // the world's mean of each (ranks without a partner count the others' link figures)
+  std::array<double, 8> sum{m[0], m[1], m[2], m[3], m[4], m[5], m[4] > 0 ? 1.0 : 0.0, 1.0};
+  link.all_reduce(sum.data(), sum.size(), comm::reduce_op::sum);
+  const double ranks = sum[7], linked = sum[6] > 0 ? sum[6] : 1;
+  hardware hw{};
+  hw.name = "calibrated";
+  hw.flops_fp32 = sum[0] / ranks;
+  hw.flops_fp64 = sum[1] / ranks;
+  hw.flops_bf16 = hw.flops_fp16 = sum[2] / ranks;
+  hw.gemm_efficiency = 1.0;
+  hw.sm_count = 1;
+  hw.gemm_tiles = {{{1, 1}, {1, 1}, {1, 1}}};
+  hw.hbm_bytes_per_s = sum[3] / ranks;
+  hw.hbm_efficiency = 1.0;
+  hw.devices_per_node = w.size();
+  hw.intra_bytes_per_s = hw.inter_bytes_per_s = sum[4] / linked;
+  hw.intra_latency_s = hw.inter_latency_s = sum[5] / linked;
+  return hw;
+}
+
+}  // namespace strata

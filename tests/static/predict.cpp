@@ -1,0 +1,101 @@
+// The cost model's step time for a plan as written (cost::predict, plan/predict.hpp): a
+// hand-cut pipeline equals the model's estimate of the same cut from a one-stage probe, and
+// a context-parallel plan's messages are priced by their closed forms — the ring's sends
+// (N − 1 blocks forward and backward, N gradient blocks), the all-gather's collectives; and
+// the search's estimates re-priced on its own description come back unchanged.
+#include <array>
+#include <cstdio>
+
+#include <strata/plan/predict.hpp>
+#include <strata/plan/search.hpp>
+#include <strata/strata.hpp>
+
+using namespace strata;
+
+namespace {
+
+constexpr hardware A100 = hw::A100_80GB::value;
+constexpr bool near(double a, double b) { return a - b <= 1e-9 * (b > 0 ? b : -b) + 1e-15 && b - a <= 1e-9 * (b > 0 ? b : -b) + 1e-15; }
+
+// ---- a pipeline as written against the same cut of a one-stage probe ----------------------
+using Lin = Linear<1024, 1024>;
+using CE = Loss<SoftmaxCrossEntropy>;
+using Probe = Plan<Replicate<1, Repeat<4, Lin>>, Input<512, 1024>, CE, MicroBatch<1>, Element<bf16>>;
+constexpr auto probe_profile = cost::profile_of<Probe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100);
+template <class Sched>
+using PP2 = Plan<Pipeline<Replicate<1, Lin, Lin>, Replicate<1, Lin, Lin>>, Input<512, 1024>, CE, MicroBatch<1>,
+                 NumMicroBatch<8>, Element<bf16>, Schedule<Sched>>;
+template <class Sched>
+constexpr cost::step_estimate by_hand(int data) {
+  const cost::parallel_config c{.tensor = 1, .pipeline = 2, .data = data, .micro_batch = 1, .micro_batches = 8,
+                                .schedule = cost::price_of<Sched>};
+  return cost::estimate<4, 2>(probe_profile, std::array<int, 3>{0, 2, 4}, c, A100);
+}
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100).step_s, by_hand<PreferBackward>(1).step_s));
+static_assert(near(cost::predict<PP2<ZeroBubbleH1>>(A100).step_s, by_hand<ZeroBubbleH1>(1).step_s));
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100, 4).step_s, by_hand<PreferBackward>(4).step_s));
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100, 4).data_comm_s, by_hand<PreferBackward>(4).data_comm_s));
+static_assert(cost::predict<PP2<PreferBackward>>(A100).bubble_s > 0);
+
+// ---- context parallelism: attention's messages, closed form ----------------------------
+// One causal attention layer of D = 64 (4 heads of 16) over Seq = 256, float, one sequence
+// per micro-batch, 4 micro-batches, on Context<N>: the only collectives are attention's.
+constexpr int V = 32, S = 256, D = 64;
+template <int N, class... Mode>
+using CP = Plan<Context<N, Embedding<V, D>, CausalSelfAttention<D, 4, S>, Linear<D, V>>, Input<S>, CE, MicroBatch<1>,
+                NumMicroBatch<4>, Mode...>;
+constexpr double link = 200e9, lat = 5e-6;  // the A100's NVLink as the model sustains it, one ring step
+// ring: each device's k and v (S/N positions × 2 × 64 floats) sent N − 1 times forward, N − 1
+// backward, and their gradients N times, per micro-batch
+template <int N>
+constexpr double ring_s = 4 * (3 * N - 2) * ((double(S) / N * 2 * D * 4) / link + lat);
+static_assert(near(cost::predict<CP<2, ContextRing>>(A100).tensor_comm_s, ring_s<2>));
+static_assert(near(cost::predict<CP<4, ContextRing>>(A100).tensor_comm_s, ring_s<4>));
+// all-gather: the whole sequence's k and v gathered forward and backward and their gradients
+// reduce-scattered, each in two calls of half of it: (N − 1)/N of the bytes and N − 1 steps each
+template <int N>
+constexpr double gather_s = 4 * 3 * 2 * ((N - 1.0) / N * (double(S) * 2 * D * 4 / 2) / link + (N - 1) * lat);
+static_assert(near(cost::predict<CP<2>>(A100).tensor_comm_s, gather_s<2>));
+static_assert(near(cost::predict<CP<4>>(A100).tensor_comm_s, gather_s<4>));
+// the same attention work split N ways: compute shrinks with N
+static_assert(cost::predict<CP<4, ContextRing>>(A100).compute_s < cost::predict<CP<2, ContextRing>>(A100).compute_s);
+
+// ---- the search's estimates, re-priced ----------------------------------------------------
+// Search::reprice prices a configuration as the search does on another description; on the
+// search's own it gives back every estimate the search made, and a configuration's plan as
+// written (micro-batch 1: the probe's own size, so nothing is scaled) predicts the same step.
+using Small = Model<Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Residual<LayerNorm<D>, CausalSelfAttention<D, 4, S>>,
+                                                               Residual<LayerNorm<D>, Linear<D, 4 * D>, GeLU, Linear<4 * D, D>>>,
+                    LayerNorm<D>, Linear<D, V>>;
+using Found = Search<Small, 4, 4096, 8, hw::A100_80GB, TensorDegrees<1, 2>, Input<S>, CE>;
+constexpr int first_mb1_pipelined = [] {
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    if (c.micro_batch == 1 && c.pipeline == 2 && c.tensor == 2 && c.zero == 0) return i;
+  }
+  return -1;
+}();
+static_assert(first_mb1_pipelined >= 0);
+constexpr candidate mb1 = Found::all.rows[static_cast<std::size_t>(first_mb1_pipelined)];
+static_assert(near(cost::predict<Found::plan_of_candidate<first_mb1_pipelined>>(A100, mb1.data).step_s,
+                   mb1.estimate.step_s));
+
+}  // namespace
+
+int main() {
+  int bad = 0;
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    const double again = Found::reprice(c, A100).step_s;
+    if (!near(again, c.estimate.step_s)) {
+      std::printf("configuration %d: re-priced %.9g s, the search's %.9g s\n", i, again, c.estimate.step_s);
+      ++bad;
+    }
+  }
+  std::printf("%d configurations re-priced, %d differ\n", Found::all.size, bad);
+  if (bad > 0 || Found::all.size < 50) return 1;
+  const auto e = cost::predict<CP<4, ContextRing>>(A100);
+  std::printf("CP4 ring on the A100 description: step %.3f us, attention messages %.3f us\n", e.step_s * 1e6,
+              e.tensor_comm_s * 1e6);
+  return 0;
+}

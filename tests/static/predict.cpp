@@ -36,6 +36,24 @@ static_assert(near(cost::predict<PP2<ZeroBubbleH1>>(A100).step_s, by_hand<ZeroBu
 static_assert(near(cost::predict<PP2<PreferBackward>>(A100, 4).step_s, by_hand<PreferBackward>(4).step_s));
 static_assert(near(cost::predict<PP2<PreferBackward>>(A100, 4).data_comm_s, by_hand<PreferBackward>(4).data_comm_s));
 static_assert(cost::predict<PP2<PreferBackward>>(A100).bubble_s > 0);
+// Devices that share compute (hardware::shared_compute: more processes than cores): no
+// bubble, and the stages' mean compute — M · (the whole model's time per micro-batch) / p;
+// one stage prices alike either way
+constexpr hardware A100_shared = [] {
+  hardware h = A100;
+  h.shared_compute = true;
+  return h;
+}();
+constexpr double model_s = [] {
+  double t = 0;
+  for (const auto& u : probe_profile.units) t += u.forward_s + u.backward_s;
+  return t;
+}();
+constexpr cost::step_estimate shared = cost::predict<PP2<PreferBackward>>(A100_shared);
+static_assert(shared.bubble_s == 0 && near(shared.compute_s, 8 * model_s / 2));
+static_assert(near(shared.step_s, shared.compute_s + shared.pipeline_comm_s + shared.optimizer_s));
+static_assert(shared.step_s < cost::predict<PP2<PreferBackward>>(A100).step_s);
+static_assert(near(cost::predict<Probe>(A100_shared).step_s, cost::predict<Probe>(A100).step_s));
 
 // ---- context parallelism: attention's messages, closed form ----------------------------
 // One causal attention layer of D = 64 (4 heads of 16) over Seq = 256, float, one sequence
@@ -57,6 +75,12 @@ template <int N>
 constexpr double gather_s = 4 * 3 * 2 * ((N - 1.0) / N * (double(S) * 2 * D * 4 / 2) / link + (N - 1) * lat);
 static_assert(near(cost::predict<CP<2>>(A100).tensor_comm_s, gather_s<2>));
 static_assert(near(cost::predict<CP<4>>(A100).tensor_comm_s, gather_s<4>));
+// a Context<N> part holds the whole model on each device: its gradients are all-reduced over
+// the N devices (and the replicas): Embedding 32·64, attention 64·192 + 192 + 64·64 + 64, head
+// 64·32 + 32 parameters in fp32
+constexpr double cp_grads = (32.0 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 32 + 32) * 4;
+static_assert(near(cost::predict<CP<2, ContextRing>>(A100).data_comm_s, 2 * 0.5 * cp_grads / link + 2 * lat));
+static_assert(near(cost::predict<CP<2, ContextRing>>(A100, 2).data_comm_s, 2 * 0.75 * cp_grads / link + 2 * 3 * lat));
 // the same attention work split N ways: compute shrinks with N
 static_assert(cost::predict<CP<4, ContextRing>>(A100).compute_s < cost::predict<CP<2, ContextRing>>(A100).compute_s);
 
@@ -79,6 +103,18 @@ static_assert(first_mb1_pipelined >= 0);
 constexpr candidate mb1 = Found::all.rows[static_cast<std::size_t>(first_mb1_pipelined)];
 static_assert(near(cost::predict<Found::plan_of_candidate<first_mb1_pipelined>>(A100, mb1.data).step_s,
                    mb1.estimate.step_s));
+// ... and its memory, with every block recomputed (a region's kept input, its buffers)
+constexpr int first_mb1_recomputed = [] {
+  for (int i = 0; i < Found::all.size; ++i) {
+    const candidate& c = Found::all.rows[static_cast<std::size_t>(i)];
+    if (c.micro_batch == 1 && c.pipeline == 2 && c.recompute && c.zero == 0 && c.schedule == 0) return i;
+  }
+  return -1;
+}();
+static_assert(first_mb1_recomputed >= 0);
+constexpr candidate rc1 = Found::all.rows[static_cast<std::size_t>(first_mb1_recomputed)];
+constexpr cost::step_estimate rc1_plan = cost::predict<Found::plan_of_candidate<first_mb1_recomputed>>(A100, rc1.data);
+static_assert(rc1_plan.memory_bytes == rc1.estimate.memory_bytes && near(rc1_plan.step_s, rc1.estimate.step_s));
 
 }  // namespace
 

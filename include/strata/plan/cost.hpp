@@ -257,8 +257,12 @@ struct parallel_config {
   // ZeRO level: 1 and 2 divide the optimizer state (and 2 the gradients) by `data`; 3 the
   // masters too, each unit a TaskGraph of its own whose weights are gathered per pass
   int zero = 0;
+  // Devices of a part that hold the same parameters and reduce their gradients with the
+  // replicas' (a Replicate<N> or Context<N> part: plan/predict.hpp); 1 for a Split part
+  int part_reduce = 1;
   constexpr int devices() const { return tensor * pipeline * data; }
-  constexpr bool shards_weights() const { return zero >= 3 && data > 1; }  // ZeRO-3 over a real group
+  constexpr int reduce_group() const { return data * part_reduce; }
+  constexpr bool shards_weights() const { return zero >= 3 && reduce_group() > 1; }  // ZeRO-3 over a real group
 };
 
 struct step_estimate {
@@ -295,14 +299,14 @@ constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_c
     if (c.shards_weights()) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
       // moments; the staging and gradient slots are per stage (estimate)
-      u.state[k] = static_cast<long long>(pr.units[k].local_params * 4 * pr.master_bytes / c.data);
-    } else if (c.zero >= 1 && c.data > 1) {  // Adam's moments: this device's chunk
+      u.state[k] = static_cast<long long>(pr.units[k].local_params * 4 * pr.master_bytes / c.reduce_group());
+    } else if (c.zero >= 1 && c.reduce_group() > 1) {  // Adam's moments: this device's chunk
       const double n = pr.units[k].local_params, mb = pr.master_bytes;
-      u.state[k] -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / c.data));
+      u.state[k] -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / c.reduce_group()));
       // ZeRO-2 (exec/zero.hpp): the gradient chunk plus a slot the backward writes the
       // TaskGraph's gradients into before they are reduce-scattered; a stage here is one
       // TaskGraph, so the slot is the stage's whole gradient
-      if (c.zero >= 2) u.state[k] += static_cast<long long>(n * mb / c.data);
+      if (c.zero >= 2) u.state[k] += static_cast<long long>(n * mb / c.reduce_group());
     }
   }
   return u;
@@ -322,6 +326,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const double pp_bw = pp_intra ? intra_rate(hw) : inter_rate(hw);
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
+  double sum_compute = 0, sum_tp = 0, sum_pp = 0, sum_acc = 0;  // over the stages (hardware::shared_compute)
   const detail::unit_costs<N> mem = memory_at(pr, c);
   const bool dp_intra = c.devices() <= hw.devices_per_node;
   // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
@@ -369,11 +374,12 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     // again before its backward (a recomputed forward reuses the backward's slot), inside
     // every micro-batch; two compute-type staging slots, one master slot in mixed precision
     // and the gradient slots (two when more than one unit has parameters)
-    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.data, dbw, dlat) : 0;
+    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.reduce_group(), dbw, dlat) : 0;
     if (zero3)
       bytes += static_cast<long long>(largest * (2 * pr.element_bytes + (pr.mixed ? pr.master_bytes : 0) +
                                                  (with_params > 1 ? 2 : 1) * pr.master_bytes));
     const double total = compute + tp + pp + gather;
+    sum_compute += compute, sum_tp += tp, sum_pp += pp, sum_acc += acc;
     if (total > slowest) {
       slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight, slow_acc = acc;
       slow_gather = gather;
@@ -388,17 +394,25 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
   e.bubble_s = c.schedule.bubble(p, slowest, slow_weight);
+  if (hw.shared_compute) {  // the stages' mean, no bubble: a waiting device lends its share
+    e.compute_s = m * sum_compute / p;
+    e.accumulate_s = m * sum_acc / p;
+    e.tensor_comm_s = m * sum_tp / p;
+    e.pipeline_comm_s = m * sum_pp / p;
+    e.bubble_s = 0;
+  }
   // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
   // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
   // reduce-scatter after every micro-batch's backward (plan/communication.hpp); under
   // ZeRO-3 that too, and no final all-gather
   const double grads = most_params * pr.master_bytes;
-  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) + slow_gather)
-                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, c.data, dbw, dlat) +
-                                      collective_s(collective::all_gather, grads, c.data, dbw, dlat)
-                                : collective_s(collective::all_reduce, grads, c.data, dbw, dlat);
+  const int g = c.reduce_group();
+  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dbw, dlat) + slow_gather)
+                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dbw, dlat) +
+                                      collective_s(collective::all_gather, grads, g, dbw, dlat)
+                                : collective_s(collective::all_reduce, grads, g, dbw, dlat);
   // Adam: masters, two moments read and written, the gradient read, the weights written
-  const double updated = c.zero >= 1 && c.data > 1 ? most_params / c.data : most_params;
+  const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
   e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
   double flops = 0;

@@ -47,6 +47,11 @@ struct hardware {
   // pass (Megatron-LM's DDP hook: main_grad.add_(grad), fp32 under bf16): per parameter a
   // read and a write of the accumulator and a read of the new gradient, every micro-batch.
   bool separate_grad_accumulation = false;
+  // Devices that share compute (more processes than cores on a CPU machine: the rates above
+  // are each one's share when all run): a device that waits lends its share to the others,
+  // so a pipeline's bubble and the stages' imbalance cost nothing — the step computes as
+  // the stages' mean (plan/cost.hpp's estimate).
+  bool shared_compute = false;
 
   // Peak FLOP/s for activations of element type T (bf16/f16 on tensor cores).
   template <class T>

@@ -264,7 +264,8 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
 
   // A configuration priced as the search prices it, on another hardware description (one
   // measured at run time: runtime/calibrate.hpp): its probe's profile on `hw`, the same cut
-  // (the cut balances memory, which does not depend on the hardware).
+  // (balanced by the probe's FLOPs, which do not depend on the hardware). A candidate the
+  // search did not try gives an empty estimate.
   static constexpr cost::step_estimate reprice(const candidate& c, const hardware& hw) {
     cost::step_estimate e{};
     ((c.tensor == T ? (void)(e = reprice_tensor<T>(c, hw)) : void()), ...);

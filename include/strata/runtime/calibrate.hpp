@@ -5,17 +5,22 @@
 // a training step would run them side by side (so processes sharing cores measure their
 // share), and the world agrees on the mean of each rate:
 //  * peak FLOP/s per element type: the queue's GEMM (cuBLAS, OpenBLAS on the rank's
-//    threads) on m = n = k = `gemm_size` matrices, the best of `repeats` (bf16 and f16
-//    alike: the host computes both in float);
+//    threads) on m = n = k = `gemm_size` matrices (pick the model's size: small products run
+//    below a large one's rate), the mean of `repeats` after one (bf16 and f16 alike: the
+//    host computes both in float);
 //  * memory bandwidth: a copy of `copy_bytes` (bytes read + written per second);
 //  * the link between neighbouring ranks (k and k xor 1): a sendrecv of `link_bytes` each
 //    way for the rate (per direction), of one double for the latency (both directions at
 //    once: one one-way trip).
 // Efficiencies are 1 (the rates are sustained ones already), one "SM" with 1 × 1 tiles (no
-// tile quantization on a CPU), and the world is one node (intra = inter).
+// tile quantization: right for a CPU, an approximation for a GPU), and the world is one node
+// (intra = inter); when its processes' threads outnumber the cores, their compute is shared
+// (hardware::shared_compute). A world of one measures no link: its link rate is 0, which the
+// cost model reads as collectives that cost nothing — calibrate the world the plan runs on.
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <thread>
 #include <vector>
 
 #include "strata/backend/elementwise.hpp"
@@ -29,6 +34,8 @@
 namespace strata {
 
 struct calibration_options {
+  // the cores of the machine (one node): more processes × threads than this share them
+  unsigned cores = std::thread::hardware_concurrency();
   std::size_t gemm_size = 512;
   std::size_t copy_bytes = std::size_t(64) << 20;
   std::size_t link_bytes = std::size_t(4) << 20;
@@ -88,15 +95,30 @@ hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
   if (w.size() > 1 && peer < w.size()) {
     const std::size_t n = o.link_bytes / sizeof(float);
     auto x = Backend::template allocate<float>(n), y = Backend::template allocate<float>(n);
-    auto big = [&] { link.sendrecv(static_cast<const float*>(x.data()), n, peer, y.data(), n, peer, 7); };
+    // synchronize: a communicator on a stream (NCCL) returns once the transfer is queued
+    auto big = [&] {
+      link.sendrecv(static_cast<const float*>(x.data()), n, peer, y.data(), n, peer, 7);
+      link.synchronize();
+    };
     auto one = Backend::template allocate<double>(2);
-    auto tiny = [&] { link.sendrecv(static_cast<const double*>(one.data()), 1, peer, one.data() + 1, 1, peer, 8); };
+    auto tiny = [&] {
+      link.sendrecv(static_cast<const double*>(one.data()), 1, peer, one.data() + 1, 1, peer, 8);
+      link.synchronize();
+    };
     m[4] = double(n * sizeof(float)) / detail::seconds_each(pair, o.repeats, big);
     m[5] = detail::seconds_each(pair, o.repeats * 20, tiny);
   }
   // the world's mean of each (ranks without a partner count the others' link figures)
   std::array<double, 8> sum{m[0], m[1], m[2], m[3], m[4], m[5], m[4] > 0 ? 1.0 : 0.0, 1.0};
-  link.all_reduce(sum.data(), sum.size(), comm::reduce_op::sum);
+  {  // through backend memory: a device's communicator reduces device buffers
+    auto b = Backend::template allocate<double>(sum.size());
+    Backend::upload(q, sum.data(), sum.size(), b.data());
+    Backend::synchronize(q);
+    link.all_reduce(b.data(), sum.size(), comm::reduce_op::sum);
+    link.synchronize();
+    Backend::download(q, static_cast<const double*>(b.data()), sum.size(), sum.data());
+    Backend::synchronize(q);
+  }
   const double ranks = sum[7], linked = sum[6] > 0 ? sum[6] : 1;
   hardware hw{};
   hw.name = "calibrated";
@@ -109,6 +131,8 @@ hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
   hw.hbm_bytes_per_s = sum[3] / ranks;
   hw.hbm_efficiency = 1.0;
   hw.devices_per_node = w.size();
+  if constexpr (requires { q.threads(); })  // host queues: their threads on the machine's cores
+    hw.shared_compute = o.cores > 0 && static_cast<unsigned>(w.size()) * q.threads() > o.cores;
   hw.intra_bytes_per_s = hw.inter_bytes_per_s = sum[4] / linked;
   hw.intra_latency_s = hw.inter_latency_s = sum[5] / linked;
   return hw;

@@ -62,7 +62,7 @@ int run(world<Host, comm::mpi_communicator>& w, unsigned threads, int steps) {
   constexpr int S = 2048;
   using P = GPT<S, N, Exchange>;
   w.queue().set_threads(threads);
-  const hardware hw = calibrate(w);
+  const hardware hw = calibrate(w, {.gemm_size = 256, .repeats = 10});
   const double predicted = cost::predict<P>(hw).step_s;
   auto train = make_trainer<P>(w, AdamW{.lr = 1e-3, .weight_decay = 0.01});
   std::mt19937 g(1);

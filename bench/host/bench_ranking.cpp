@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     if (w.size() != Devices) throw agreed_error("bench_host_ranking: run it on " + std::to_string(Devices) + " processes");
     w.queue().set_threads(1);
     // products of the model's size: rows of a micro-batch (2 · 64) by its features
-    const hardware hw = calibrate(w, {.gemm_size = 128});
+    const hardware hw = calibrate(w, {.gemm_size = 128, .repeats = 10});
     const auto rows = run_all(w, hw, steps, std::make_index_sequence<static_cast<std::size_t>(selected.n)>{});
     if (w.rank() != 0) return 0;
     std::printf("Calibrated on %d processes of 1 thread: fp32 GEMM %.2f GFLOP/s, copy %.2f GB/s, link %.3f GB/s "

@@ -6,8 +6,8 @@
 // share), and the world agrees on the mean of each rate:
 //  * peak FLOP/s per element type: the queue's GEMM (cuBLAS, OpenBLAS on the rank's
 //    threads) on m = n = k = `gemm_size` matrices (pick the model's size: small products run
-//    below a large one's rate), the mean of `repeats` after one (bf16 and f16 alike: the
-//    host computes both in float);
+//    below a large one's rate), the mean over at least `repeats` calls and `min_seconds`
+//    after one (bf16 and f16 alike: the host computes both in float);
 //  * memory bandwidth: a copy of `copy_bytes` (bytes read + written per second);
 //  * the link between neighbouring ranks (k and k xor 1): a sendrecv of `link_bytes` each
 //    way for the rate (per direction), of one double for the latency (both directions at
@@ -40,28 +40,39 @@ struct calibration_options {
   std::size_t copy_bytes = std::size_t(64) << 20;
   std::size_t link_bytes = std::size_t(4) << 20;
   int repeats = 5;
+  // a rate is taken over at least this long: processes sharing a core take turns in slices
+  // of milliseconds, and a shorter window would catch one running alone
+  double min_seconds = 0.2;
 };
 
 namespace detail {
-// Seconds per call of f, `repeats` calls after one to warm up, every rank of `c` starting
-// together: processes that share cores measure their share, as they run a step.
+// Seconds per call of f after one to warm up, every rank of `c` starting together: at
+// least `repeats` calls and, where each rank calls f on its own (min_seconds > 0), at least
+// min_seconds, so that processes sharing cores measure their share, as they run a step. A
+// call that pairs ranks (a sendrecv) must run a fixed count on both: min_seconds = 0.
 template <class Comm, class F>
-double seconds_each(Comm& c, int repeats, F&& f) {
+double seconds_each(Comm& c, int repeats, double min_seconds, F&& f) {
   f();
   c.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < repeats; ++r) f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / repeats;
+  double s = 0;
+  int n = 0;
+  while (n < repeats || s < min_seconds) {
+    f();
+    ++n;
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return s / n;
 }
 template <class T, class Backend, class Comm>
-double gemm_rate(typename Backend::queue& q, Comm& c, std::size_t n, int repeats) {
+double gemm_rate(typename Backend::queue& q, Comm& c, std::size_t n, int repeats, double min_seconds) {
   auto a = Backend::template allocate<T>(n * n), b = Backend::template allocate<T>(n * n),
        out = Backend::template allocate<T>(n * n);
   const std::vector<T> halves(n * n, T(0.5f));
   Backend::upload(q, halves.data(), n * n, a.data());
   Backend::upload(q, halves.data(), n * n, b.data());
   using S = gemm_scalar_t<T>;
-  return 2.0 * double(n) * double(n) * double(n) / seconds_each(c, repeats, [&] {
+  return 2.0 * double(n) * double(n) * double(n) / seconds_each(c, repeats, min_seconds, [&] {
            backend::gemm(q, backend::trans::N, backend::trans::N, n, n, n, S(1), static_cast<const T*>(a.data()), n,
                          static_cast<const T*>(b.data()), n, S(0), out.data(), n);
            Backend::synchronize(q);
@@ -75,15 +86,15 @@ hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
   auto& link = w.comm();
   // rates: fp32, fp64, bf16, memory, link; latency
   std::array<double, 6> m{};
-  m[0] = detail::gemm_rate<float, Backend>(q, link, o.gemm_size, o.repeats);
-  m[1] = detail::gemm_rate<double, Backend>(q, link, o.gemm_size, o.repeats);
-  m[2] = detail::gemm_rate<bf16, Backend>(q, link, o.gemm_size, o.repeats);
+  m[0] = detail::gemm_rate<float, Backend>(q, link, o.gemm_size, o.repeats, o.min_seconds);
+  m[1] = detail::gemm_rate<double, Backend>(q, link, o.gemm_size, o.repeats, o.min_seconds);
+  m[2] = detail::gemm_rate<bf16, Backend>(q, link, o.gemm_size, o.repeats, o.min_seconds);
   {
     const std::size_t n = o.copy_bytes / sizeof(float);
     auto x = Backend::template allocate<float>(n), y = Backend::template allocate<float>(n);
     const std::vector<float> zeros(n, 0.0f);
     Backend::upload(q, zeros.data(), n, x.data());
-    m[3] = 2.0 * double(n * sizeof(float)) / detail::seconds_each(link, o.repeats, [&] {
+    m[3] = 2.0 * double(n * sizeof(float)) / detail::seconds_each(link, o.repeats, o.min_seconds, [&] {
              backend::copy(q, n, static_cast<const float*>(x.data()), y.data());
              Backend::synchronize(q);
            });
@@ -105,8 +116,8 @@ hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
       link.sendrecv(static_cast<const double*>(one.data()), 1, peer, one.data() + 1, 1, peer, 8);
       link.synchronize();
     };
-    m[4] = double(n * sizeof(float)) / detail::seconds_each(pair, o.repeats, big);
-    m[5] = detail::seconds_each(pair, o.repeats * 20, tiny);
+    m[4] = double(n * sizeof(float)) / detail::seconds_each(pair, o.repeats * 4, 0.0, big);
+    m[5] = detail::seconds_each(pair, o.repeats * 20, 0.0, tiny);
   }
   // the world's mean of each (ranks without a partner count the others' link figures)
   std::array<double, 8> sum{m[0], m[1], m[2], m[3], m[4], m[5], m[4] > 0 ? 1.0 : 0.0, 1.0};

@@ -31,10 +31,6 @@ using GPT = Plan<Context<N, Embedding<Vocab, D>, PositionEmbedding<Seq, D>, Repe
                          Linear<D, Vocab>>,
                  Input<Seq>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>, NumMicroBatch<2>, Element<T>, Exchange>;
 
-constexpr const char* exchange_name(context_mode m) {
-  return m == context_mode::all_to_all ? "all-to-all" : m == context_mode::ring ? "ring" : "all-gather";
-}
-
 template <int N, class Exchange, class World>
 int run(World& world, int steps) {
   using M = float;
@@ -57,7 +53,7 @@ int run(World& world, int steps) {
     std::printf("strata long-context GPT: %d blocks, D %d, %d heads, context %d; %d processes = Context<%d> (%s) x DP "
                 "%d; each holds %d positions of every window\n",
                 Blocks, D, Heads, Seq, world.size(), P::context,
-                exchange_name(P::context_exchange), dp, Seq / P::context);
+                to_string(P::context_exchange).data(), dp, Seq / P::context);
   const std::size_t per_replica = std::size_t(P::replica_batch);
   const auto t0 = std::chrono::steady_clock::now();
   double window_loss = 0;

@@ -52,37 +52,34 @@ struct selection {
   std::array<int, max_runs> rows{};
   int n = 0;
 };
+constexpr const candidate& row(int i) { return Found::all.rows[static_cast<std::size_t>(i)]; }
+constexpr bool same_kind(const candidate& a, const candidate& b) {
+  return a.tensor == b.tensor && a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute &&
+         a.pipeline == b.pipeline && a.schedule == b.schedule;
+}
+// The first configuration of c's kind at micro-batch 2 and ZeRO level z (-1: not tried).
+constexpr int row_of(const candidate& c, int z) {
+  for (int j = 0; j < Found::all.size; ++j)
+    if (same_kind(row(j), c) && row(j).micro_batch == 2 && row(j).zero == z) return j;
+  return -1;
+}
 constexpr selection selected = [] {
   selection s;
   int cycle = 0;
-  const auto& all = Found::all;
-  auto same_kind = [](const candidate& a, const candidate& b) {
-    return a.tensor == b.tensor && a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute &&
-           a.pipeline == b.pipeline && a.schedule == b.schedule;
-  };
-  for (int i = 0; i < all.size && s.n < max_runs; ++i) {
-    const candidate& c = all.rows[static_cast<std::size_t>(i)];
+  for (int i = 0; i < Found::all.size && s.n < max_runs; ++i) {
+    const candidate& c = row(i);
     if (c.micro_batch != 2) continue;
     bool seen = false;
-    for (int k = 0; k < s.n; ++k) seen = seen || same_kind(all.rows[static_cast<std::size_t>(s.rows[static_cast<std::size_t>(k)])], c);
+    for (int k = 0; k < s.n; ++k) seen = seen || same_kind(row(s.rows[static_cast<std::size_t>(k)]), c);
     if (seen) continue;
     // the ZeRO level this kind gets: the next of the cycle that the search tried for it
     int pick = i;
-    if (c.data > 1) {
-      for (int tries = 0; tries < 4; ++tries) {
-        const int want = (cycle + tries) % 4;
-        int found = -1;
-        for (int j = 0; j < all.size && found < 0; ++j) {
-          const candidate& o = all.rows[static_cast<std::size_t>(j)];
-          if (same_kind(o, c) && o.micro_batch == 2 && o.zero == want) found = j;
-        }
-        if (found >= 0) {
-          pick = found;
-          cycle = want + 1;
-          break;
-        }
+    for (int t = 0; c.data > 1 && t < 4; ++t)
+      if (const int j = row_of(c, (cycle + t) % 4); j >= 0) {
+        pick = j;
+        cycle = (cycle + t) % 4 + 1;
+        break;
       }
-    }
     s.rows[static_cast<std::size_t>(s.n++)] = pick;
   }
   return s;

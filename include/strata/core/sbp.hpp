@@ -136,6 +136,14 @@ struct comm_desc {
 // values, or the sequence and the heads trade places by all-to-all (DeepSpeed-Ulysses), or
 // the key/value blocks travel around the part's ring (ring attention).
 enum class context_mode : unsigned char { all_gather, all_to_all, ring };
+constexpr std::string_view to_string(context_mode m) {
+  switch (m) {
+    case context_mode::all_gather: return "all-gather";
+    case context_mode::all_to_all: return "all-to-all";
+    case context_mode::ring: return "ring";
+  }
+  return "?";
+}
 
 // The pieces of a sequence each of Context<N>'s devices holds. All-gather and ring: two, device k
 // pieces k and 2N − 1 − k of 2N (Megatron's and torchtitan's causal load balancing: under a

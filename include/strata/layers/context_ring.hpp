@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 
 #include "strata/core/communicator.hpp"
 #include "strata/core/kernel_args.hpp"
@@ -72,10 +73,14 @@ ring_share<T, L> ring_share_of(T* stash, T* context, L* lse, std::size_t piece_h
 constexpr long long ring_scratch_values(long long q_size, long long kv_size) { return 22 * kv_size + q_size; }
 constexpr long long ring_scratch_stats(long long rows) { return rows; }
 
+// The ring's messages in flight, on the part's communicator.
+template <class C>
+using ring_messages = comm::posted_group<std::remove_reference_t<decltype(std::declval<C&>().part)>>;
+
 // The ring's neighbour exchange: two pieces of `each` elements from `from` to the next
 // device, into `into` from the previous one.
 template <class C, class T>
-void ring_post(C& c, comm::posted_group<std::remove_reference_t<decltype(c.part)>>& msgs,
+void ring_post(C& c, ring_messages<C>& msgs,
                const std::array<const T*, 2>& from, const std::array<T*, 2>& into, std::size_t each, int tag) {
   const int next = (c.index + 1) % c.n, prev = (c.index + c.n - 1) % c.n;
   const std::array<comm::p2p_op, 4> ops{comm::send_op(from[0], each, next, tag), comm::send_op(from[1], each, next, tag),
@@ -87,7 +92,7 @@ inline constexpr int ring_tag_kv = 30, ring_tag_grads = 31;
 // Step s's block (device j's, at `cur`) on to the next device while the previous one's
 // arrives in buffer s mod 2 of `blocks` (none after the last step): where it arrives.
 template <class C, class T>
-std::array<const T*, 2> ring_pass_block(C& c, comm::posted_group<std::remove_reference_t<decltype(c.part)>>& msgs,
+std::array<const T*, 2> ring_pass_block(C& c, ring_messages<C>& msgs,
                                         int s, const std::array<const T*, 2>& cur, T* blocks, std::size_t block) {
   if (s + 1 >= c.n) return {};
   T* b = blocks + std::size_t(s % 2) * 2 * block;
@@ -112,7 +117,7 @@ void ring_attention_forward(C& c, const ring_share<T, L>& r, T* scratch, L* lse_
   const int n = c.n, k = c.index;
   const std::size_t block = 2 * r.kv_size;  // one piece's [k | v]
   T* o_tmp = scratch + 16 * r.kv_size;
-  comm::posted_group<std::remove_reference_t<decltype(c.part)>> msgs;
+  ring_messages<C> msgs;
   std::array<const T*, 2> cur = r.kv;
   std::array<bool, 2> seen{};
   for (int s = 0; s < n; ++s) {
@@ -147,7 +152,6 @@ template <class C, class T, class L, class Flash>
 void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<const T*, 2>& dout,
                              const std::array<T*, 2>& dq, const std::array<T*, 2>& dkv_home, T* scratch,
                              Flash flash_of) {
-  using Comm = std::remove_reference_t<decltype(c.part)>;
   const int n = c.n, k = c.index;
   const std::size_t block = 2 * r.kv_size;
   T* grads = scratch + 8 * r.kv_size;  // two travelling gradient blocks after the two blocks
@@ -155,7 +159,7 @@ void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<c
   T* dq_tmp = local + 2 * block;
   T* dkv_tmp = dq_tmp + r.q_size;
   const auto at = [&](T* base) { return std::array<T*, 2>{base, base + block}; };
-  comm::posted_group<Comm> kv_msgs, grad_msgs;
+  ring_messages<C> kv_msgs, grad_msgs;
   std::array<const T*, 2> cur = r.kv;
   std::array<bool, 2> dq_seen{};
   for (int s = 0; s < n; ++s) {

@@ -6,9 +6,9 @@
 //    position) come back;
 //  * resharding: a checkpoint written by one plan loads into another, and the run that
 //    continues there equals the original continuing (relative 1e-9): DP4 -> PP2 x TP2,
-//    TP2 x DP2 -> TP4, ZeRO-1 -> plain, offloaded -> TP, with the reading map from the writer's plan type
-//    (load_checkpoint_from<From>) and from the index; with Dropout too (its masks follow the
-//    step and do not depend on the plan);
+//    TP2 x DP2 -> TP4, ZeRO-1 -> plain, offloaded -> TP, CP2 x TP2 <-> TP2 x DP2, with the
+//    reading map from the writer's plan type (load_checkpoint_from<From>) and from the index;
+//    with Dropout too (its masks follow the step and do not depend on the plan);
 //  * failures: a truncated file, a flipped byte, a missing index, another model, another
 //    optimizer, a checkpoint of another plan than From, numbers out of range, pieces whose
 //    boxes overlap, leave a gap or disagree with the files, the old format, files of two
@@ -65,6 +65,11 @@ using DP4_Z2 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<2>, Buckets<3
 using DP4_Z3 = small_gpt::graphs<Replicate, 1, MicroBatch<2>, Zero<3>, Buckets<3>>;
 using TP2_Z3 = small_gpt::graphs<Split, 2, MicroBatch<4>, SequenceParallel, Zero<3>>;
 using Other = small_gpt::on<Replicate, 1, 1, MicroBatch<2>>;  // one block fewer
+// context parallelism over tensor parallelism: shards on the tensor index, copies on the context index
+using CP2_TP2 = Plan<Context<2, Split<2, Embedding<small_gpt::V, small_gpt::D>, PositionEmbedding<small_gpt::S, small_gpt::D>,
+                                      Repeat<2, small_gpt::Attn, small_gpt::MLP>, LayerNorm<small_gpt::D>,
+                                      Linear<small_gpt::D, small_gpt::V>>>,
+                     Input<small_gpt::S>, small_gpt::CE, MicroBatch<4>, NumMicroBatch<2>>;
 // 2D tensor parallelism (q = 2) of GPT blocks on token features (embeddings are not mode
 // layers), and the same layers as TP4 and DP4: checkpoint pieces cut on two axes
 template <template <int, class...> class Strategy, int N, class... Extra>
@@ -261,6 +266,8 @@ TEST_CASE("a checkpoint of one plan continues in another") {
   reshard<DP4_OFF, TP2, true>("DP4 ZeRO-1 offloaded -> TP2 x DP2");
   reshard<DROP_TP2, DROP_DP4, false>("dropout: TP2 + SP x DP2 -> DP4 (same masks)");
   reshard<DP4_Z3, DP4, false>("DP4 ZeRO-3 -> DP4");
+  reshard<CP2_TP2, TP2, true>("CP2 x TP2 -> TP2 x DP2");
+  reshard<TP2, CP2_TP2, false>("TP2 x DP2 -> CP2 x TP2");
   reshard<DP4, DP4_Z3, true>("DP4 -> DP4 ZeRO-3");
   reshard<TP2_Z3, PP2_TP2, true>("TP2 + SP x DP2 ZeRO-3 -> PP2 x TP2 + SP");
   reshard<T2D, T1D, true>("2D q=2 -> TP4 (GPT blocks)");

@@ -1,6 +1,7 @@
 // Context parallelism (Context<N>: every sample's positions split over N devices, attention
 // gathering the whole sequence's keys and values, trading heads for positions, or passing
-// key/value blocks around a ring): GPT and Llama plans train to the same
+// key/value blocks around a ring), alone or over tensor parallelism (Context<N, Split<T>>): GPT
+// and Llama plans train to the same
 // losses and parameters as one device (strata::verify::against_one_device: float64 within
 // 1e-9, bytes per collective against the plan, replicas bit for bit), alone and with data
 // parallelism, pipelines, ZeRO and recomputation. Positions are global: the learned position
@@ -67,6 +68,17 @@ using R_CP2_PP2 = gpt_pp2<Context, 2, ContextRing>;
 using L_R_CP2 = llama<Context, 2, ContextRing>;
 using L_R_CP4 = llama<Context, 4, ContextRing>;
 
+// Context<N, Split<T>> (CP × TP): two context groups of two tensor-parallel devices, device
+// c·T + t; every layer sharded as under Split<T>, every layout holding 1/N of the rows
+template <class... Extra>
+using gpt_cp2_tp2 = Plan<Context<2, Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>,
+                                          Linear<D, V>>>,
+                         Input<S>, CE, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+template <class... Extra>
+using llama_cp2_tp2 = Plan<Context<2, Split<2, Embedding<V, D>, Repeat<2, LlamaAttn, LlamaMlp>, RMSNorm<D>, TiedHead<V, D>>>,
+                           Input<S>, CE, MicroBatch<2>, NumMicroBatch<2>, Extra...>;
+using CT = gpt_cp2_tp2<>;
+
 // The plan: every layer holds 1/N of the rows, attention brings three collectives over the
 // part (k and v gathered forward and backward, their gradients reduce-scattered)
 constexpr auto& cp_attn = CP2::layer_plans[4];
@@ -81,6 +93,29 @@ static_assert(R_CP4::layer_plans[4].comms[0].kind == collective::send_recv &&
               R_CP4::layer_plans[4].comms[0].elems == 2 * 16 / 4 * 2 * 16 && R_CP4::layer_plans[4].comms[0].calls == 3 &&
               R_CP4::layer_plans[4].comms[2].calls == 4);
 static_assert(CP2::context == 2 && CP2::devices_per_replica == 2 && CP2_PP2::devices_per_replica == 4);
+// CP × TP: attention head-parallel on the tensor group, its k and v gathered over the context
+// group at its own heads' width (micro-batch 2 × 16 positions × k, v × 2 of 4 heads × 4 / 2
+// pieces), its partial output all-reduced over the tensor group; its shards' gradients summed
+// over the context group (× replicas)
+constexpr auto& ct_attn = CT::layer_plans[4];
+static_assert(CT::context == 2 && CT::context_tensor == 2 && CT::part_devices == 4 && CT::layout_devices == 2);
+static_assert(ct_attn.sig == signature::head_parallel && ct_attn.context == 2 && ct_attn.in_layout == sbp::broadcast &&
+              ct_attn.out_layout == sbp::partial);
+static_assert(ct_attn.num_comms - ct_attn.num_conversion_comms == 3 &&
+              ct_attn.comms[std::size_t(ct_attn.num_conversion_comms)].group == group_axis::context &&
+              ct_attn.comms[std::size_t(ct_attn.num_conversion_comms)].elems == 2 * 16 * 2 * 2 * 4 / 2);
+static_assert(CT::layer_plans[5].comms[0].kind == collective::all_reduce &&
+              CT::layer_plans[5].comms[0].group == group_axis::tensor && CT::layer_plans[5].comms[0].elems == 2 * 16 / 2 * 16);
+static_assert(ct_attn.grad_group[0] == group_axis::context_data && CT::reduction_devices(group_axis::context_data) == 2);
+static_assert(CT::coord(1).cp == 0 && CT::coord(1).tp == 1 && CT::coord(2).cp == 1 && CT::coord(2).tp == 0);
+static_assert(CT::same_group(group_axis::tensor, 0, 1, 4) && !CT::same_group(group_axis::tensor, 0, 2, 4) &&
+              CT::same_group(group_axis::context, 1, 3, 4) && !CT::same_group(group_axis::context, 0, 1, 4));
+// each device: 16/2 positions of both samples (pieces c and 3 − c of 4), its tensor index's heads
+constexpr auto& ct_origins = strata::lower::lowered<CT>::tables.origins[4];
+static_assert(strata::lower::lowered<CT>::tables.calls[4].dims.rows == 2 * 16 / 2 &&
+              strata::lower::lowered<CT>::tables.calls[4].dims.n == 2);
+static_assert(ct_origins[1].pos0 == 0 && ct_origins[1].pos1 == 12 && ct_origins[2].pos0 == 4 && ct_origins[3].pos1 == 8 &&
+              ct_origins[3].index == 1 && ct_origins[3].context_index == 1);
 static_assert(gpt<Replicate, 2, Attn>::context == 1 && gpt<Replicate, 2, Attn>::layer_plans[4].context == 1);
 
 // Causal load balance (ContextAllGather): each sequence cut into 2N pieces, device k holding
@@ -99,14 +134,14 @@ constexpr bool causal_work_balanced() {
   long long first = -1;
   for (int k = 0; k < P::context; ++k) {
     long long keys = 0;
-    for (long long p : {origins[std::size_t(k)].pos0, origins[std::size_t(k)].pos1})
+    for (long long p : {origins[std::size_t(k * P::context_tensor)].pos0, origins[std::size_t(k * P::context_tensor)].pos1})
       for (long long i = 0; i < len; ++i) keys += p + i + 1;
     if (first < 0) first = keys;
     if (keys != first) return false;
   }
   return true;
 }
-static_assert(causal_work_balanced<CP2>() && causal_work_balanced<CP4>());
+static_assert(causal_work_balanced<CP2>() && causal_work_balanced<CP4>() && causal_work_balanced<CT>());
 
 // Attention's stash is linear in the sequence, and Context<N> divides it by N: the per-layer
 // stash at Seq 1k, 4k and 16k grows 4x per 4x, and CP4 holds a quarter of one device's
@@ -183,6 +218,21 @@ TEST_CASE("Context<N> with ContextRing (ring attention): k and v around the ring
   }
 }
 
+TEST_CASE("Context<N, Split<T>> (CP x TP): sequence and tensor split in one plan, equal to one device") {
+  if (!world_is(4)) return;
+  check<CT>("GPT: CP2 x TP2, all-gather");
+  check<gpt_cp2_tp2<ContextAllToAll>>("GPT: CP2 x TP2, all-to-all");
+  check<gpt_cp2_tp2<ContextRing, GradientCheckpoint<checkpoint_mode::automatic>>>("GPT: CP2 x TP2, ring, recompute");
+  check<gpt_cp2_tp2<Zero<2>>>("GPT: CP2 x TP2, ZeRO-2 over the context group");
+  check<llama_cp2_tp2<>>("Llama: CP2 x TP2 (1 kv head per device)");
+  check<llama_cp2_tp2<ContextRing>>("Llama: CP2 x TP2, ring");
+  // SequenceParallel: each tensor-parallel device holds one of its group's two pieces (or half
+  // of the one piece under all-to-all) between the partial sums and the next gathers
+  check<gpt_cp2_tp2<SequenceParallel>>("GPT: CP2 x TP2 + SP");
+  check<gpt_cp2_tp2<ContextAllToAll, SequenceParallel>>("GPT: CP2 x TP2 + SP, all-to-all");
+  check<llama_cp2_tp2<ContextRing, SequenceParallel>>("Llama: CP2 x TP2 + SP, ring (dropout on pieces)");
+}
+
 TEST_CASE("Context<N>: bf16 against float64 on one device") {
   // SGD: bf16's rounding noise in zero gradients would be scaled to lr-sized steps by Adam
   const SGD sgd{.lr = 0.1, .momentum = 0.9};
@@ -191,8 +241,11 @@ TEST_CASE("Context<N>: bf16 against float64 on one device") {
     mpi_test::check_one_device<L_A2A_CP2, bf16, double>("context", "Llama: bf16 CP2 all-to-all against float64", sgd,
                                                         3e-2, 6);
   }
-  if (world_is(4))  // the ring's partial outputs and travelling gradients are bf16: three merges, four sums
+  if (world_is(4)) {  // the ring's partial outputs and travelling gradients are bf16: three merges, four sums
     mpi_test::check_one_device<L_R_CP4, bf16, double>("context", "Llama: bf16 CP4 ring against float64", sgd, 3e-2, 6);
+    mpi_test::check_one_device<llama_cp2_tp2<ContextRing>, bf16, double>(
+        "context", "Llama: bf16 CP2 x TP2 ring against float64", sgd, 3e-2, 6);
+  }
 }
 
 // An evaluation whose last samples are padding: each device counts its chunk of the valid

@@ -39,8 +39,12 @@ enum class group_axis : unsigned char {
   mesh_depth,
   depth_data,  // 2.5D: weights replicated over depth layers and replicas
   col_data,    // 2D/2.5D/3D biases: one mesh column (all rows and depths) × replicas
-  plane_data   // 3D biases whose features lie along the depth: one depth plane × replicas
+  plane_data,  // 3D biases whose features lie along the depth: one depth plane × replicas
+  tensor,       // Context<N, Split<T>>: the T devices of one context index (the layers' own collectives)
+  context,      // Context<N>: the N devices of one tensor index (attention's exchange)
+  context_data  // Context<N, Split<T>>: one tensor index's devices × replicas (its shards' gradients)
 };
+inline constexpr int num_group_axes = static_cast<int>(group_axis::context_data) + 1;
 
 enum class signature : unsigned char {
   replicated,       // whole tensors, whole parameters (one device, or redundant compute)
@@ -94,6 +98,9 @@ constexpr std::string_view to_string(group_axis g) {
     case group_axis::depth_data: return "depth×data";
     case group_axis::col_data: return "col×data";
     case group_axis::plane_data: return "plane×data";
+    case group_axis::tensor: return "tensor";
+    case group_axis::context: return "context";
+    case group_axis::context_data: return "context×data";
   }
   return "?";
 }
@@ -172,6 +179,10 @@ struct local_dims {
   int q = 0;               // 2D/2.5D/3D: the mesh side, features cut q ways (0: no mesh)
   int context = 1;         // Context<N>: the part's N devices each hold 1/N of every sample's rows
   context_mode exchange = context_mode::all_gather;  // Context<N>: attention's exchange
+  // Context<N>: the pieces of every sample the local rows hold, [piece][sample] (two under
+  // ContextAllGather and ContextRing; one under ContextAllToAll, and where SequenceParallel
+  // cuts a Context<N, Split<T>> group's rows: each device then holds part of one piece)
+  int pieces = 1;
 };
 
 // The memory a layer's execution needs, per device and micro-batch, in elements of
@@ -208,6 +219,7 @@ struct shard_query {
   bool next_is_loss = false; // a column-parallel layer feeding the loss is a vocabulary split
   bool sequence_parallel = false;  // SequenceParallel: row-wise layers take a partial sum as a row split
   context_mode exchange = context_mode::all_gather;  // Context<N>: attention's exchange
+  int tensor = 1;  // context_shard under Context<N, Split<T>>: T (each device holds 1/T of the heads)
 };
 
 // A layer's answer: its signature, the layout it needs and produces, how it cuts its

@@ -42,9 +42,9 @@ struct layer_ctx {
   using stat_type = stat_t<T>;         // per-row statistics
 
   typename Backend::queue& q;
-  Comm& part;                          // the devices of this pipeline part
+  Comm& part;                          // the devices of this pipeline part (Context<N, Split<T>>: its tensor group)
   signature sig = signature::replicated;
-  int index = 0, n = 1;                // this device's position in the part
+  int index = 0, n = 1;                // this device's position in `part`, and its size
   std::size_t rows = 0, in_cols = 0, out_cols = 0;
   shape_t in_shape{}, out_shape{};     // per-sample shapes of the input and output (an image's [H, W, C])
   const T* x = nullptr;                // forward: the input; backward: the kept input
@@ -88,12 +88,15 @@ struct layer_ctx {
   std::array<Comm*, 3> mesh{};
   int mesh_q = 1;                      // 2D/2.5D/3D: the mesh side
   int context = 1;                     // Context<N>: N (the part's devices split every sample's positions)
+  int context_index = 0;               // Context<N>: which of the N this device is (its pieces)
+  Comm* context_group = nullptr;       // Context<N>: the N devices attention exchanges with
+  int local_pieces = 1;                // Context<N>: the pieces of every sample the local rows hold (pieces())
   context_mode exchange = context_mode::all_gather;  // Context<N>: how attention exchanges
 
   // The pieces of every sample the local rows hold (2 under ContextAllGather and ContextRing, else 1): piece
   // h is rows [h·rows/pieces, (h+1)·rows/pieces), sample_rows/pieces rows per sample from
   // position piece_pos0(h) on.
-  int pieces() const { return context_segments(context, exchange); }
+  int pieces() const { return local_pieces; }
   std::size_t piece_pos0(int h) const { return h == 0 ? pos0 : pos1; }
 };
 

@@ -369,9 +369,10 @@ class executor {
 
   void convert(int c, int part, const slot_set& slots) {
     const lower::conversion& cv = L::tables.convs[idx(c)];
-    run_conversion(q_, groups_.part(), cv, arena_.values(cv.src, part, slots), arena_.values(cv.dst, part, slots),
-                   arena_.values(cv.staging, part, slots), L::part_devices, me_.index, L::input_block(cv.layer, me_.index),
-                   L::mesh);
+    const int at = L::layout_index(me_.index);
+    run_conversion(q_, groups_.axis(cv.group), cv, arena_.values(cv.src, part, slots),
+                   arena_.values(cv.dst, part, slots), arena_.values(cv.staging, part, slots), L::layout_devices, at,
+                   L::input_block(cv.layer, at), L::mesh);
   }
 
   // A layer call: its context from the lowered call, this device's origin, the store's
@@ -386,9 +387,9 @@ class executor {
     const lower::layer_call& c = L::tables.calls[idx(i)];
     const lower::call_origin& o = L::tables.origins[idx(i)][idx(me_.index)];
     const slot_set& sl = a.slots;
-    ctx_t ctx{q_, groups_.part()};
+    ctx_t ctx{q_, groups_.axis(c.own)};
     ctx.sig = c.dims.sig;
-    ctx.index = me_.index;
+    ctx.index = o.index;
     ctx.n = c.dims.n;
     ctx.rows = uz(c.dims.rows);
     ctx.in_cols = uz(c.dims.in_cols);
@@ -418,6 +419,9 @@ class executor {
     ctx.col0 = uz(o.col0);
     ctx.mesh_q = c.dims.q;
     ctx.context = c.dims.context;
+    ctx.context_index = o.context_index;
+    ctx.local_pieces = c.dims.pieces;
+    if (c.dims.context > 1) ctx.context_group = &groups_.axis(group_axis::context);
     ctx.exchange = c.dims.exchange;
     ctx.training = train;
     ctx.counts = books;

@@ -25,6 +25,15 @@ class device_groups {
     data_.emplace(comm::split_named(world, me.stage * n + me.index, me.data, base + ".data"));
     part_data_.emplace(comm::split_named(world, me.stage, world.rank(), base + ".part_data"));
     mesh_.form(world, base);
+    // Context<N, Split<T>>: its tensor groups (same context index), context groups (same
+    // tensor index) and their replicas (the sharded parameters' reduction group)
+    if constexpr (P::context_tensor > 1) {
+      const int T = P::context_tensor, cp = me.index / T, tp = me.index % T;
+      tensor_.emplace(comm::split_named(world, (me.data * P::stages + me.stage) * P::context + cp, tp, base + ".tensor"));
+      context_.emplace(comm::split_named(world, (me.data * P::stages + me.stage) * T + tp, cp, base + ".context"));
+      context_data_.emplace(
+          comm::split_named(world, me.stage * T + tp, me.data * P::context + cp, base + ".context_data"));
+    }
     // a tied tensor whose copies lie on two stages: the pair of devices at each place
     // (replica, device of the part) of those stages sums them; every other rank is alone
     if constexpr (P::tie.any()) {
@@ -42,7 +51,7 @@ class device_groups {
 
   Comm& part() { return *part_; }
   // The reduction group of parameter group g: 0 the data-parallel group, 1 part × data.
-  Comm& group(int g) { return g == 0 ? *data_ : *part_data_; }
+  Comm& group(int g) { return g == 0 ? axis(P::shard_axis) : *part_data_; }
   // The communicator of a planner group (plan/sharding.hpp's group_axis).
   Comm& axis(group_axis a) {
     switch (a) {
@@ -50,6 +59,14 @@ class device_groups {
       case group_axis::part_data: return *part_data_;
       case group_axis::part:
       case group_axis::pipeline: return *part_;
+      // Context<N> alone: its context group is the part
+      case group_axis::context: return context_ ? *context_ : *part_;
+      case group_axis::tensor:
+        if (tensor_) return *tensor_;
+        break;
+      case group_axis::context_data:
+        if (context_data_) return *context_data_;
+        break;
       default: break;
     }
     if (Comm* c = mesh_.of(a)) return *c;
@@ -61,11 +78,12 @@ class device_groups {
   void each_reduction_group(F&& f) {
     f(*data_);
     f(*part_data_);
+    if (context_data_) f(*context_data_);
     mesh_.each_reduction_group(f);
   }
 
  private:
-  std::optional<Comm> part_, data_, part_data_, tie_;
+  std::optional<Comm> part_, data_, part_data_, tie_, tensor_, context_, context_data_;
   mesh_groups<P, Comm> mesh_;
 };
 

@@ -38,6 +38,9 @@ struct tensor_range {
   long long offset = 0, size = 0;
   bool matrix = false;
   bool first = false;  // this device is the first of its part to hold this block (Plan::param_holder)
+  // ... the first among the devices its layouts are cut over (the part's; Context<N, Split<T>>:
+  // its tensor group, whose group-0 reduction spans the other context indices)
+  bool first_cut = false;
 };
 
 template <class P>
@@ -52,7 +55,10 @@ std::vector<tensor_range> tensors_of(int stage, int g, int index) {
       if (pl.group != g || pl.size == 0) continue;
       const shape_t whole = lp.desc.params[static_cast<std::size_t>(k)].shape;
       // a tied tensor's second copy is counted where its owner is
-      t.push_back({pl.offset, pl.size, whole.rank >= 2, P::param_holder(i, k, index) == index && !P::tie.is_user(i, k)});
+      const int at = P::layout_index(index);
+      const bool tied = P::tie.is_user(i, k);
+      t.push_back({pl.offset, pl.size, whole.rank >= 2, P::param_holder(i, k, index) == index && !tied,
+                   P::param_holder(i, k, at) == at && !tied});
     }
   }
   return t;  // ascending offsets: the lowering lays tensors out in layer order
@@ -91,7 +97,7 @@ std::vector<segment> segments(int stage, int g, rank_coord me, int R, int r) {
   const std::vector<detail::tensor_range> ts = detail::tensors_of<P>(stage, g, me.index);
   std::vector<segment> out;
   const long long total = L::tables.group_elems[static_cast<std::size_t>(stage)][static_cast<std::size_t>(g)];
-  const auto base = [&](const detail::tensor_range& t) { return g == 1 || t.first; };
+  const auto base = [&](const detail::tensor_range& t) { return g == 1 || t.first_cut; };
   if (!L::params.partitioned) {
     detail::add_piece(out, ts, 0, total, 0, false,
                       [&](const detail::tensor_range& t) { return me.data == 0 && t.first; });

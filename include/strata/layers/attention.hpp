@@ -111,27 +111,31 @@ struct MultiHeadAttention {
   // by one all-to-all, the context trades back by another; the backward runs the two duals.
   // ContextRing: each device's k and v (both pieces) sent on N − 1 times forward, and again
   // in the backward, and their gradients N times (layers/context_ring.hpp).
+  // Under Context<N, Split<T>> each device exchanges its own heads' (1/T of them), with the
+  // N devices of its tensor index.
   static constexpr shard_choice context_shard(const shard_query& q) {
     shard_choice c;
+    const int t = q.tensor > 0 ? q.tensor : 1;
+    const long long kv_heads = KVHeads / t, heads = Heads / t, qkv_local = qkv_features / t;
     if (q.exchange == context_mode::ring) {
-      const long long block = q.n > 0 ? q.micro_batch * Seq / q.n * 2LL * KVHeads * head_dim : 0;
+      const long long block = q.n > 0 ? q.micro_batch * Seq / q.n * 2LL * kv_heads * head_dim : 0;
       c.add(collective::send_recv, group_axis::part, pass::forward, block, q.n - 1);
       c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n - 1);
       c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n);
       return c;
     }
     if (q.exchange == context_mode::all_to_all) {
-      if (Heads % q.n != 0) c.violate(rule_id::context_heads, Heads);
-      if (KVHeads % q.n != 0) c.violate(rule_id::context_heads, KVHeads);
+      if (heads % q.n != 0) c.violate(rule_id::context_heads, int(heads));
+      if (kv_heads % q.n != 0) c.violate(rule_id::context_heads, int(kv_heads));
       const long long tokens = q.n > 0 ? q.micro_batch * Seq / q.n : 0;  // this device's
-      const long long qkv = tokens * qkv_features, out = tokens * D;
+      const long long qkv = tokens * qkv_local, out = tokens * D / t;
       c.add(collective::all_to_all, group_axis::part, pass::forward, qkv);
       c.add(collective::all_to_all, group_axis::part, pass::forward, out);
       c.add(collective::all_to_all, group_axis::part, pass::backward, out);
       c.add(collective::all_to_all, group_axis::part, pass::backward, qkv);
       return c;
     }
-    const long long kv = q.micro_batch * Seq * 2LL * KVHeads * head_dim;
+    const long long kv = q.micro_batch * Seq * 2LL * kv_heads * head_dim;
     c.add(collective::all_gather, group_axis::part, pass::forward, kv / 2, 2);
     c.add(collective::all_gather, group_axis::part, pass::backward, kv / 2, 2);
     c.add(collective::reduce_scatter, group_axis::part, pass::backward, kv / 2, 2);
@@ -487,8 +491,10 @@ struct MultiHeadAttention {
   };
   template <class C>
   static core_origin core_share(const C& c, const shapes& s) {
-    if (c.sig == signature::head_parallel) return {c.row0, std::size_t(c.index) * s.heads};
-    if (!on_mesh(c)) return {c.row0, s.swaps ? std::size_t(c.index) * s.core_heads : 0};  // Ulysses: a head group
+    // Ulysses: a head group of the device's heads (under a head split, its tensor index's)
+    const std::size_t group0 = s.swaps ? std::size_t(c.context_index) * s.core_heads : 0;
+    if (c.sig == signature::head_parallel) return {c.row0, std::size_t(c.index) * s.heads + group0};
+    if (!on_mesh(c)) return {c.row0, group0};
     const std::size_t q = std::size_t(c.mesh_q), in = c.col0 / (std::size_t(D) / q);  // the input's feature block
     if (c.sig != signature::cube_3d) return {c.row0, in * s.heads};
     const std::size_t d = std::size_t(c.index), i = d / q % q, j = d % q, k = d / (q * q);

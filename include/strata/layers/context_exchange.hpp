@@ -14,7 +14,8 @@
 //
 // The layout moves are heads_from_rows / rows_from_heads on blocks (backend/attention.hpp's
 // permutations: out[p][s, h, t, :] = rows[s, t, h, p, :]), found through the queue as every
-// layer finds its kernels; the collectives run on the part.
+// layer finds its kernels; the collectives run on the context group (the part under Context<N>
+// alone; under Context<N, Split<T>> the N devices of one tensor index).
 #include <cstddef>
 
 #include "strata/core/communicator.hpp"
@@ -27,9 +28,9 @@ namespace strata::detail {
 template <class C, class T>
 void gather_balanced(C& c, const T* first, const T* second, std::size_t blocks, std::size_t len, std::size_t dh,
                      T* staging, T* whole) {
-  const std::size_t n = std::size_t(c.n), chunk = blocks * len * dh;
-  c.part.all_gather(first, staging, chunk);
-  c.part.all_gather(second, whole, chunk);  // `whole` holds 2N chunks: scratch until the move
+  const std::size_t n = std::size_t(c.context), chunk = blocks * len * dh;
+  c.context_group->all_gather(first, staging, chunk);
+  c.context_group->all_gather(second, whole, chunk);  // `whole` holds 2N chunks: scratch until the move
   for (std::size_t j = 0; j < n; ++j) copy(c.q, chunk, static_cast<const T*>(whole + j * chunk), staging + (2 * n - 1 - j) * chunk);
   heads_from_rows(c.q, std::size_t(1), 2 * n, blocks, std::size_t(1), len * dh, static_cast<const T*>(staging), whole);
 }
@@ -39,11 +40,11 @@ void gather_balanced(C& c, const T* first, const T* second, std::size_t blocks, 
 template <class C, class T>
 void scatter_balanced(C& c, T* whole, std::size_t blocks, std::size_t len, std::size_t dh, T* staging, T* first,
                       T* second) {
-  const std::size_t n = std::size_t(c.n), chunk = blocks * len * dh;
+  const std::size_t n = std::size_t(c.context), chunk = blocks * len * dh;
   rows_from_heads(c.q, std::size_t(1), 2 * n, blocks, std::size_t(1), len * dh, static_cast<const T*>(whole), staging);
-  c.part.reduce_scatter(staging, first, chunk, comm::reduce_op::sum);
+  c.context_group->reduce_scatter(staging, first, chunk, comm::reduce_op::sum);
   for (std::size_t j = 0; j < n; ++j) copy(c.q, chunk, static_cast<const T*>(staging + (2 * n - 1 - j) * chunk), whole + j * chunk);
-  c.part.reduce_scatter(whole, second, chunk, comm::reduce_op::sum);
+  c.context_group->reduce_scatter(whole, second, chunk, comm::reduce_op::sum);
 }
 
 // [parts·seqs][n][h/n][L][dh] (all heads, own positions) → [parts·seqs·h/n][n·L][dh] (a
@@ -51,9 +52,9 @@ void scatter_balanced(C& c, T* whole, std::size_t blocks, std::size_t len, std::
 template <class C, class T>
 void to_whole_sequences(C& c, const T* own, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
                         T* send, T* recv, T* whole) {
-  const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
+  const std::size_t n = std::size_t(c.context), block = group_heads * len * dh;
   heads_from_rows(c.q, outer, std::size_t(1), std::size_t(1), n, block, own, send);  // [n][outer][block]
-  c.part.all_to_all(send, recv, outer * block);
+  c.context_group->all_to_all(send, recv, outer * block);
   heads_from_rows(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh,
                            static_cast<const T*>(recv), whole);
 }
@@ -62,9 +63,9 @@ void to_whole_sequences(C& c, const T* own, std::size_t outer, std::size_t group
 template <class C, class T>
 void to_own_positions(C& c, const T* whole, std::size_t outer, std::size_t group_heads, std::size_t len, std::size_t dh,
                       T* send, T* recv, T* own) {
-  const std::size_t n = std::size_t(c.n), block = group_heads * len * dh;
+  const std::size_t n = std::size_t(c.context), block = group_heads * len * dh;
   rows_from_heads(c.q, std::size_t(1), n, outer * group_heads, std::size_t(1), len * dh, whole, send);
-  c.part.all_to_all(send, recv, outer * block);
+  c.context_group->all_to_all(send, recv, outer * block);
   rows_from_heads(c.q, outer, std::size_t(1), std::size_t(1), n, block, static_cast<const T*>(recv), own);
 }
 

@@ -73,7 +73,7 @@ ring_share<T, L> ring_share_of(T* stash, T* context, L* lse, std::size_t piece_h
 constexpr long long ring_scratch_values(long long q_size, long long kv_size) { return 22 * kv_size + q_size; }
 constexpr long long ring_scratch_stats(long long rows) { return rows; }
 
-// The ring's messages in flight, on the part's communicator.
+// The ring's messages in flight, on the context group's communicator.
 template <class C>
 using ring_messages = comm::posted_group<std::remove_reference_t<decltype(std::declval<C&>().part)>>;
 
@@ -82,10 +82,10 @@ using ring_messages = comm::posted_group<std::remove_reference_t<decltype(std::d
 template <class C, class T>
 void ring_post(C& c, ring_messages<C>& msgs,
                const std::array<const T*, 2>& from, const std::array<T*, 2>& into, std::size_t each, int tag) {
-  const int next = (c.index + 1) % c.n, prev = (c.index + c.n - 1) % c.n;
+  const int next = (c.context_index + 1) % c.context, prev = (c.context_index + c.context - 1) % c.context;
   const std::array<comm::p2p_op, 4> ops{comm::send_op(from[0], each, next, tag), comm::send_op(from[1], each, next, tag),
                                         comm::recv_op(into[0], each, prev, tag), comm::recv_op(into[1], each, prev, tag)};
-  msgs.post(c.part, ops, true);
+  msgs.post(*c.context_group, ops, true);
 }
 inline constexpr int ring_tag_kv = 30, ring_tag_grads = 31;
 
@@ -94,7 +94,7 @@ inline constexpr int ring_tag_kv = 30, ring_tag_grads = 31;
 template <class C, class T>
 std::array<const T*, 2> ring_pass_block(C& c, ring_messages<C>& msgs,
                                         int s, const std::array<const T*, 2>& cur, T* blocks, std::size_t block) {
-  if (s + 1 >= c.n) return {};
+  if (s + 1 >= c.context) return {};
   T* b = blocks + std::size_t(s % 2) * 2 * block;
   ring_post(c, msgs, cur, std::array<T*, 2>{b, b + block}, block, ring_tag_kv);
   return {b, b + block};
@@ -114,7 +114,7 @@ bool ring_call(Flash& flash_of, int n, int j, int h, int g, std::size_t len, bac
 // ring sets each call's key piece (k0, k_len).
 template <class C, class T, class L, class Flash>
 void ring_attention_forward(C& c, const ring_share<T, L>& r, T* scratch, L* lse_tmp, Flash flash_of) {
-  const int n = c.n, k = c.index;
+  const int n = c.context, k = c.context_index;
   const std::size_t block = 2 * r.kv_size;  // one piece's [k | v]
   T* o_tmp = scratch + 16 * r.kv_size;
   ring_messages<C> msgs;
@@ -137,9 +137,9 @@ void ring_attention_forward(C& c, const ring_share<T, L>& r, T* scratch, L* lse_
           attention_merge(c.q, r.rows, r.dh, r.o[hh], r.lse[hh], static_cast<const T*>(o_tmp),
                           static_cast<const L*>(lse_tmp));
         }
-        msgs.drive(c.part);
+        msgs.drive(*c.context_group);
       }
-    msgs.finish(c.part);
+    msgs.finish(*c.context_group);
     cur = next;
   }
 }
@@ -152,7 +152,7 @@ template <class C, class T, class L, class Flash>
 void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<const T*, 2>& dout,
                              const std::array<T*, 2>& dq, const std::array<T*, 2>& dkv_home, T* scratch,
                              Flash flash_of) {
-  const int n = c.n, k = c.index;
+  const int n = c.context, k = c.context_index;
   const std::size_t block = 2 * r.kv_size;
   T* grads = scratch + 8 * r.kv_size;  // two travelling gradient blocks after the two blocks
   T* local = scratch + 16 * r.kv_size;  // this step's share of the block's gradient
@@ -181,15 +181,15 @@ void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<c
         if (dq_seen[hh]) axpy(c.q, r.q_size, 1.0, static_cast<const T*>(dq_tmp), dq[hh]);
         if (d_seen[gg]) axpy(c.q, block, 1.0, static_cast<const T*>(dkv_tmp), mine[gg]);
         dq_seen[hh] = d_seen[gg] = true;
-        kv_msgs.drive(c.part);
-        grad_msgs.drive(c.part);
+        kv_msgs.drive(*c.context_group);
+        grad_msgs.drive(*c.context_group);
       }
     // step 0 sees both key pieces of its own block (their diagonals): `mine` is whole
     if (s == 0 && !(d_seen[0] && d_seen[1])) throw std::logic_error("ring attention: a key piece unseen at step 0");
     // the block's gradient: the devices' before (arrived in grads[s % 2]) plus this step's
     std::array<T*, 2> sum = mine;
     if (s > 0) {
-      grad_msgs.finish(c.part);
+      grad_msgs.finish(*c.context_group);
       sum = at(grads + std::size_t(s % 2) * 2 * block);
       for (std::size_t g = 0; g < 2; ++g)
         if (d_seen[g]) axpy(c.q, block, 1.0, static_cast<const T*>(mine[g]), sum[g]);
@@ -198,10 +198,10 @@ void ring_attention_backward(C& c, const ring_share<T, L>& r, const std::array<c
     // last step's arrives home
     const std::array<T*, 2> into = s + 1 < n ? at(grads + std::size_t((s + 1) % 2) * 2 * block) : dkv_home;
     ring_post(c, grad_msgs, std::array<const T*, 2>{sum[0], sum[1]}, into, block, ring_tag_grads);
-    kv_msgs.finish(c.part);
+    kv_msgs.finish(*c.context_group);
     cur = next;
   }
-  grad_msgs.finish(c.part);
+  grad_msgs.finish(*c.context_group);
 }
 
 }  // namespace strata::detail

@@ -55,7 +55,7 @@ struct PositionEmbedding {
   // table's rows from its first position on; else all Seq from 0.
   template <class C>
   static std::size_t positions(const C& c) {
-    return std::size_t(Seq) / std::size_t(c.context * c.pieces());
+    return c.sample_rows / std::size_t(c.pieces());
   }
   template <class C, class T>
   static T* table(const C& c, T* rows, int piece) {

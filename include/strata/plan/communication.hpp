@@ -61,7 +61,7 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
       if (a.part != p) continue;
       if (a.kind == lower::act::convert) {
         const lower::conversion& c = T.convs[idx(a.index)];
-        if (c.coll != collective::none) add(comm_total{c.coll, group_axis::part, c.when, c.layer, p, c.comm_elems * t_bytes, 1});
+        if (c.coll != collective::none) add(comm_total{c.coll, c.group, c.when, c.layer, p, c.comm_elems * t_bytes, 1});
       }
     }
     for (int i = 0; i < n; ++i) {
@@ -88,8 +88,8 @@ constexpr void list_communication(Table& t, int stage, int dp, long long t_bytes
   // gradient and parameter collectives, per reduction axis: a bucket all-reduced, or as
   // ZeRO's chunks (reduce-scattered, all-gathered) and tail (all-reduced), in master
   // precision (fp16 under HalfGradientReduce); Zero<3>'s gathers of a TaskGraph's buckets
-  constexpr std::array<group_axis, 5> axes{group_axis::data, group_axis::part_data, group_axis::depth_data,
-                                           group_axis::col_data, group_axis::plane_data};
+  constexpr std::array<group_axis, 6> axes{group_axis::data,     group_axis::part_data,  group_axis::depth_data,
+                                           group_axis::col_data, group_axis::plane_data, group_axis::context_data};
   for (const group_axis axis : axes) {
     const int R = (dp > 0 ? dp : 2) * P::reduction_devices(axis);
     if (R == 1) continue;

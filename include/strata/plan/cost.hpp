@@ -207,7 +207,11 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       double comm_f = 0, comm_b = 0;
       for (int k = 0; k < lp.num_comms; ++k) {
         const comm_desc& x = lp.comms[static_cast<std::size_t>(k)];
-        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), n, bw, lat) * x.calls;
+        // Context<N, Split<T>>: over its tensor group (T) or its context group (N)
+        const int gn = x.group == group_axis::tensor    ? Probe::context_tensor
+                       : x.group == group_axis::context ? Probe::context
+                                                        : n;
+        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, bw, lat) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
       }
       const bool recomputed = Probe::recompute_region[y] >= 0;

@@ -46,6 +46,9 @@ struct lowering {
   static constexpr int rank_of(int data, int stage, int index) { return P::rank_of(data, stage, index); }
   static constexpr int chunks = P::chunks;
   static constexpr strata::detail::mesh_factors mesh = P::mesh;
+  // the devices layouts are cut over, and device `index`'s place among them
+  static constexpr int layout_devices = P::layout_devices;
+  static constexpr int layout_index(int index) { return P::layout_index(index); }
   // the block of layer `layer`'s input device `index` holds (S(0,-1))
   static constexpr strata::detail::act_block input_block(int layer, int index) { return P::input_block(layer, index); }
   using layers = typename P::layers;
@@ -111,7 +114,7 @@ struct lowering {
     detail::lay_out_parts<P>(t);
     const layer_plan& F = P::layer_plans[0];
     for (int d = 0; d < PD; ++d)
-      t.load_first[idx(d)] = F.arrives == sbp::split_batch ? d * t.parts[0].entry.elems : 0;
+      t.load_first[idx(d)] = (F.arrives == sbp::split_batch ? d : P::context_block(d)) * t.parts[0].entry.elems;
     detail::lay_out_params<P>(t);
     std::array<int, idx(NP)> fb{};  // each part's final backward in its stage's program
     for (int q = 0; q < NP; ++q) fb[idx(q)] = final_backward(P::stage_of_part(q), q);

@@ -33,7 +33,7 @@ constexpr long long optimizer_state_elems(int stage, int dp) {
   long long e = 0;
   for (int b = 0; b < t.num_buckets[static_cast<std::size_t>(stage)]; ++b) {
     const lower::bucket& bk = t.buckets[static_cast<std::size_t>(stage)][static_cast<std::size_t>(b)];
-    const long long R = (dp > 1 ? dp : 1) * (bk.group == 1 ? P::part_devices : 1);
+    const long long R = (dp > 1 ? dp : 1) * P::reduction_devices(bk.axis);
     e += bk.count / R + bk.count % R;
   }
   return e;

@@ -16,6 +16,7 @@ struct item_desc {
   strategy_kind kind = strategy_kind::replicate;
   int devices = 0;                          // N of Replicate<N>/Split<N>/Context<N>
   bool context = false;                     // Context<N>: the sequence split over the devices
+  int tensor = 1;                           // Context<N, Split<T>>: T (the tensor split inside it)
   int num_layers = 1;
   int part = 0;                             // pipeline part this item belongs to
   int nested_at = -1;                       // position of a strategy nested inside, or −1
@@ -39,6 +40,10 @@ template <int N, class... L>
 struct item_layers<Context<N, L...>> {
   using type = concat_t<expand_t<L>...>;
 };
+template <int N, int T, class... L>
+struct item_layers<Context<N, Split<T, L...>>> {
+  using type = concat_t<expand_t<L>...>;
+};
 
 // The recomputation marks of an item's flat layers (layers/residual.hpp).
 template <class T>
@@ -55,6 +60,11 @@ struct item_marks<Split<N, L...>> {
 };
 template <int N, class... L>
 struct item_marks<Context<N, L...>> {
+  static constexpr auto user = join_marks(marks<L>::user...);
+  static constexpr auto block = join_marks(marks<L>::block...);
+};
+template <int N, int T, class... L>
+struct item_marks<Context<N, Split<T, L...>>> {
   static constexpr auto user = join_marks(marks<L>::user...);
   static constexpr auto block = join_marks(marks<L>::block...);
 };
@@ -76,6 +86,7 @@ constexpr item_desc describe_item() {
     d.kind = T::kind;
     d.devices = T::devices;
     d.context = is_context_v<T>;
+    if constexpr (is_context_v<T>) d.tensor = T::tensor;
     d.num_layers = item_layers<T>::type::size;
     d.nested_at = first_annotation(typename item_layers<T>::type{});
   } else if constexpr (is_annotation_v<T>) {

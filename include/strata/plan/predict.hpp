@@ -52,7 +52,9 @@ constexpr step_estimate predict(const hardware& hw, int data = 1) {
   constexpr std::size_t K = static_cast<std::size_t>(P::num_parts);
   const profile<U> pr = profile_of<P, U>(strata::detail::predict_units<P>(), hw);
   // a tensor-parallel part (Split) holds shards; any other part its own copy of the parameters
+  // (Context<N, Split<T>>: each shard on its N context devices)
   constexpr bool sharded = P::taskgraphs[0].kind == strategy_kind::split;
+  constexpr int reduce = P::context_tensor > 1 ? P::context : sharded ? 1 : P::part_devices;
   const parallel_config c{.tensor = P::part_devices,
                           .pipeline = P::stages,
                           .data = data > 0 ? data : 1,
@@ -60,7 +62,7 @@ constexpr step_estimate predict(const hardware& hw, int data = 1) {
                           .micro_batches = P::num_micro_batch,
                           .schedule = price_of<typename P::schedule_t>,
                           .zero = P::zero,
-                          .part_reduce = sharded ? 1 : P::part_devices};
+                          .part_reduce = reduce};
   return estimate<U, K>(pr, strata::detail::predict_cuts<P>(), c, hw);
 }
 

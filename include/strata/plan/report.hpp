@@ -69,18 +69,24 @@ std::string report(int world = 0) {
           : P::recompute == checkpoint_mode::automatic ? "every residual block"
                                                        : "every TaskGraph");
 
-  o += "\nranks\n  rank  data  stage  index  row  col  depth\n";
+  // Context<N>: each rank's context index (its pieces) and tensor index (its shards)
+  constexpr bool cp = P::context > 1;
+  o += cp ? "\nranks\n  rank  data  stage  index  context  tensor\n" : "\nranks\n  rank  data  stage  index  row  col  depth\n";
   for (int r = 0; r < world && r < 64; ++r) {
     const rank_coord c = P::coord(r);
-    appendf(o, "  %4d  %4d  %5d  %5d  %3d  %3d  %5d\n", r, c.data, c.stage, c.index, c.row, c.col, c.depth);
+    if (cp) appendf(o, "  %4d  %4d  %5d  %5d  %7d  %6d\n", r, c.data, c.stage, c.index, c.cp, c.tp);
+    else appendf(o, "  %4d  %4d  %5d  %5d  %3d  %3d  %5d\n", r, c.data, c.stage, c.index, c.row, c.col, c.depth);
   }
   if (world > 64) appendf(o, "  ... %d more\n", world - 64);
 
-  o += "\nTaskGraphs\n  tg  strategy    devices  part  stage  chunk  layers\n";
+  o += "\nTaskGraphs\n  tg  strategy       devices  part  stage  chunk  layers\n";
   for (int t = 0; t < P::num_taskgraphs; ++t) {
     const auto& tg = P::taskgraphs[static_cast<std::size_t>(t)];
-    appendf(o, "  %2d  %-10s  %7d  %4d  %5d  %5d  %d..%d%s\n", t,
-            tg.context ? "Context" : tg.kind == strategy_kind::replicate ? "Replicate" : "Split", tg.devices, tg.part, P::stage_of_part(tg.part),
+    const char* kind = tg.context && tg.tensor > 1         ? "Context/Split"
+                       : tg.context                           ? "Context"
+                       : tg.kind == strategy_kind::replicate ? "Replicate"
+                                                              : "Split";
+    appendf(o, "  %2d  %-13s  %7d  %4d  %5d  %5d  %d..%d%s\n", t, kind, tg.devices, tg.part, P::stage_of_part(tg.part),
             P::chunk_of_part(tg.part), tg.first_layer, tg.first_layer + tg.num_layers - 1,
             tg.is_default ? "  (default strategy)" : "");
   }

@@ -20,6 +20,9 @@ struct taskgraph_desc {
   int num_layers = 0;
   bool is_default = false;
   bool context = false;  // Context<N>: the sequence split over the devices
+  int tensor = 1;        // Context<N, Split<T>>: T, the tensor split inside it (devices = N·T)
+  // Context<N, Split<T>>: N; Context<N>: the devices; else 1
+  constexpr int context_ways() const { return context ? (devices > 0 ? devices : 1) / (tensor > 0 ? tensor : 1) : 1; }
 };
 
 // A tied parameter: parameter user_param of layer `user` is parameter owner_param of
@@ -272,7 +275,13 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
   int prev_part = -1;
   for (std::size_t t = 0; t < NT; ++t) {
     const taskgraph_desc& tg = tgs[t];
-    const int n = tg.devices > 0 ? tg.devices : 1;  // N < 1 is rule [devices-positive]; avoid 0/0 below
+    // Context<N, Split<T>>: the layers shard T ways (over the tensor group) as under Split<T>,
+    // every layout holding 1/N of each sample's rows, attention exchanging over the context group
+    const bool context_split = tg.context && tg.tensor > 1;
+    const int cn = tg.context_ways();
+    const group_axis own_axis = context_split ? group_axis::tensor : group_axis::part;
+    // N < 1 is rule [devices-positive]; avoid 0/0 below
+    const int n = context_split ? tg.tensor : tg.devices > 0 ? tg.devices : 1;
     const bool split = tg.kind == strategy_kind::split && n > 1;
     const mesh_factors mesh = split ? mesh_of(ctx.mode, n, ctx.depth) : mesh_factors{n, 1, 1};
     const bool nd = split && ctx.mode != tensor_mode::d1;
@@ -290,6 +299,27 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       const bool next_is_loss = li + 1 < static_cast<int>(NL) &&
                                 r.layers[static_cast<std::size_t>(li + 1)].desc.role == layer_role::loss &&
                                 r.layers[static_cast<std::size_t>(li + 1)].taskgraph == static_cast<int>(t);
+      // Context<N>: every sample's rows cut N ways (exec: the batch arranged chunk-major); a
+      // layer that mixes positions (attention) brings its collectives over the context group.
+      // A sample's positions: its rows, or the [Seq] token ids the first layer reads; any other
+      // input of one row per sample has no sequence to split (1 position: refused for N > 1).
+      auto cut_context = [&](shard_choice& c) {
+        const bool token_ids = li == 0 && d.reads_ids && lp.in.rows() == 1;
+        const long long positions = token_ids ? lp.in.last() : lp.in.rows();
+        const int pieces = cn * context_segments(cn, ctx.exchange);  // two per device under all-gather and ring
+        if (positions % pieces != 0) fail({rule_id::context_seq, li, static_cast<int>(positions), pieces});
+        shard_query cq{cur, cn, lp.in, lp.out, d.split_extent, ctx.micro_batch, next_is_loss, ctx.sequence_parallel,
+                       ctx.exchange};
+        cq.tensor = context_split ? n : 1;
+        const shard_choice own = d.context_shard(cq);
+        if (own.violated != rule_id::ok) fail({own.violated, li, own.violated_value, cn});
+        for (int k = 0; k < own.num_comms; ++k) {
+          const comm_desc& x = own.comms[static_cast<std::size_t>(k)];
+          c.add(x.kind, group_axis::context, x.when, x.elems, x.calls, x.stats);
+        }
+        lp.context = cn;
+        lp.exchange = ctx.exchange;
+      };
       shard_choice c;
       mesh_choice m{};
       std::array<shape_t, max_layer_params> local{};
@@ -300,23 +330,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         c.sig = signature::data_parallel;
         c.need = c.out = sbp::split_batch;
         c.rows_div = c.flops_div = n;
-        if (tg.context) {
-          // Context<N>: the same rows split, cut through every sample (exec: the batch arranged
-          // chunk-major); a layer that mixes positions (attention) brings its collectives
-          // a sample's positions: its rows, or the [Seq] token ids the first layer reads; any other
-          // input of one row per sample has no sequence to split (1 position: refused for N > 1)
-          const bool token_ids = li == 0 && d.reads_ids && lp.in.rows() == 1;
-          const long long positions = token_ids ? lp.in.last() : lp.in.rows();
-          const int pieces = n * context_segments(n, ctx.exchange);  // two per device under all-gather and ring
-          if (positions % pieces != 0) fail({rule_id::context_seq, li, static_cast<int>(positions), pieces});
-          const shard_choice own = d.context_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
-                                                               next_is_loss, ctx.sequence_parallel, ctx.exchange});
-          if (own.violated != rule_id::ok) fail({own.violated, li, own.violated_value, n});
-          c.comms = own.comms;
-          c.num_comms = own.num_comms;
-          lp.context = n;
-          lp.exchange = ctx.exchange;
-        }
+        if (tg.context) cut_context(c);
         // a layer normalising over the micro-batch (batch normalisation) sums its statistics
         // over the part's shares of the samples
         const shard_choice data = d.data_shard(shard_query{cur, n, lp.in, lp.out, d.split_extent, ctx.micro_batch,
@@ -356,8 +370,21 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
           sharding::split_share(c, n);
         }
         if (c.violated != rule_id::ok) fail({c.violated, li, c.violated_value, n});
-        // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices
-        if (c.need == sbp::split_batch && (ctx.micro_batch * lp.in.rows()) % n != 0)
+        if (context_split) {  // the layer's collectives over its tensor group, on 1/N of the rows
+          for (int k = 0; k < c.num_comms; ++k) {
+            comm_desc& x = c.comms[static_cast<std::size_t>(k)];
+            if (x.group == group_axis::part) x.group = group_axis::tensor;
+            x.elems /= cn;
+          }
+          cut_context(c);
+        }
+        // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices;
+        // under Context<N, Split<T>> each piece's rows, over T/pieces devices
+        const int segs = context_segments(cn, ctx.exchange);
+        const long long piece_rows = ctx.micro_batch * lp.in.rows() / (cn * segs);
+        if (context_split && c.need == sbp::split_batch && (n % segs != 0 || piece_rows % (n / segs) != 0))
+          fail({rule_id::context_sequence_parallel, li, n, segs, static_cast<int>(piece_rows)});
+        else if (c.need == sbp::split_batch && (ctx.micro_batch * lp.in.rows()) % n != 0)
           fail({rule_id::split_rows, li, ctx.micro_batch * lp.in.rows(), n});
         for (int pi = 0; pi < d.num_params; ++pi)
           local[static_cast<std::size_t>(pi)] =
@@ -391,15 +418,15 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
       lp.partial_input_grad = c.partial_input_grad;
 
       // The whole tensor a conversion into this layer assembles, per micro-batch.
-      const long long edge = ctx.micro_batch * lp.in.numel();
+      const long long edge = ctx.micro_batch * lp.in.numel() / (context_split ? cn : 1);
       if (n > 1) {
         const collective fwd = convert(cur, c.need);
-        add_comm(lp, fwd, group_axis::part, pass::forward, conversion_elems(fwd, edge, n));
+        add_comm(lp, fwd, own_axis, pass::forward, conversion_elems(fwd, edge, n));
         // Backward: the gradient this layer produces for its input, back into the
         // layout its producer holds (only where the input gradient is computed).
         if (need_dx[static_cast<std::size_t>(li)]) {
           const collective bwd = convert(input_grad_layout(lp), grad_of(cur));
-          add_comm(lp, bwd, group_axis::part, pass::backward, conversion_elems(bwd, edge, n));
+          add_comm(lp, bwd, own_axis, pass::backward, conversion_elems(bwd, edge, n));
         }
       }
       lp.num_conversion_comms = lp.num_comms;
@@ -445,7 +472,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         lp.local_params[static_cast<std::size_t>(pi)] = sh;
         lp.local_param_elems += sh.numel();
         const bool whole = sh == prm.shape;
-        group_axis g = group_axis::data;
+        // Context<N, Split<T>>: the devices of one tensor index saw the other positions
+        group_axis g = context_split ? group_axis::context_data : group_axis::data;
         if (n > 1 && whole && c.need == sbp::split_batch) g = group_axis::part_data;  // same weights, other rows
         if (c.sig == signature::tesseract_2p5d && prm.role == param_role::weight) g = group_axis::depth_data;
         // N-D biases are cut by the output's feature blocks only: the devices of that block

@@ -35,6 +35,20 @@ struct Context {
   static constexpr strategy_kind kind = strategy_kind::replicate;
   static constexpr int devices = N;
   static constexpr bool context = true;
+  static constexpr int tensor = 1;
+  using layers = type_list<L...>;
+};
+
+// Context<N, Split<T, L...>>: context parallelism over tensor parallelism (Megatron's CP × TP):
+// a part of N·T devices, device c·T + t (tensor-parallel groups are consecutive devices), the
+// N groups of T each holding 1/N of every sample's positions and sharding the layers T ways
+// as Split<T> does; attention exchanges over the N devices of one tensor index.
+template <int N, int T, class... L>
+struct Context<N, Split<T, L...>> {
+  static constexpr strategy_kind kind = T > 1 ? strategy_kind::split : strategy_kind::replicate;  // T = 1: Context<N>
+  static constexpr int devices = N * T;
+  static constexpr bool context = true;
+  static constexpr int tensor = T;
   using layers = type_list<L...>;
 };
 

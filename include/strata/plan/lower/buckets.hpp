@@ -13,9 +13,9 @@
 namespace strata::lower::detail {
 
 // Group 0 axis by axis (in this order), then group 1; each layer by layer.
-inline constexpr std::array<group_axis, 5> reduction_axes{group_axis::data, group_axis::depth_data,
-                                                          group_axis::col_data, group_axis::plane_data,
-                                                          group_axis::part_data};
+inline constexpr std::array<group_axis, 6> reduction_axes{group_axis::data,       group_axis::depth_data,
+                                                          group_axis::col_data,   group_axis::plane_data,
+                                                          group_axis::context_data, group_axis::part_data};
 
 // The axis a gradient is reduced over; a whole tensor under Replicate (part_data) and
 // every tensor reduced only across replicas keep the two groups of 1D plans.
@@ -24,7 +24,8 @@ constexpr group_axis reduction_axis(group_axis g) {
     case group_axis::part_data:
     case group_axis::depth_data:
     case group_axis::col_data:
-    case group_axis::plane_data: return g;
+    case group_axis::plane_data:
+    case group_axis::context_data: return g;
     default: return group_axis::data;
   }
 }
@@ -98,7 +99,7 @@ constexpr void cut_buckets(Tables& t, const std::array<int, static_cast<std::siz
               range_of<P>(t, s, g, [&](int i, const tensor_place&) { return P::layer_plans[idx(i)].taskgraph == tg; });
           for (long long off = lo; off < hi;) {
             const long long stop = bucket_stop<P>(t, s, g, off, off + chunk < hi ? off + chunk : hi);
-            add(bucket{g, g == 1 ? group_axis::part_data : group_axis::data, off, stop - off, -1, tg});
+            add(bucket{g, g == 1 ? group_axis::part_data : P::shard_axis, off, stop - off, -1, tg});
             off = stop;
           }
         }

@@ -60,10 +60,10 @@ struct device_check_of {
   // A call that adds into its parameters' gradients (B of a split layer does not).
   static constexpr bool writes(const action& a) { return a.kind == act::backward || a.kind == act::backward_weights; }
   // Whether every member of a group along each axis runs the same stage (two replicas).
-  static constexpr std::array<bool, 10> local_axes = [] {
-    std::array<bool, 10> ok{};
+  static constexpr std::array<bool, num_group_axes> local_axes = [] {
+    std::array<bool, num_group_axes> ok{};
     const int world = 2 * P::devices_per_replica;
-    for (int g = 0; g < 10; ++g) {
+    for (int g = 0; g < num_group_axes; ++g) {
       ok[idx(g)] = true;
       for (int r = 0; r < world; ++r)
         for (int o = 0; o < world; ++o)
@@ -107,9 +107,9 @@ struct device_check_of {
     for (int i = 0; i < n; ++i) {
       const action& a = list.at(s, i);
       // collectives over groups within the stage
-      if (a.kind == act::convert && !stage_local(group_axis::part)) return bad(flaw::group, i);
+      if (a.kind == act::convert && !stage_local(T.convs[idx(a.index)].group)) return bad(flaw::group, i);
       if ((a.kind == act::reduce_bucket || a.kind == act::gather_weights) &&
-          !stage_local(a.kind == act::reduce_bucket ? T.buckets[idx(s)][idx(a.index)].axis : group_axis::data))
+          !stage_local(a.kind == act::reduce_bucket ? T.buckets[idx(s)][idx(a.index)].axis : P::shard_axis))
         return bad(flaw::group, i);
       if (is_layer_call(a.kind))
         for (int g = 0; g < T.calls[idx(a.index)].num_groups; ++g)

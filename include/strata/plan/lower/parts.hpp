@@ -18,17 +18,21 @@ constexpr long long batch_rows(long long mb, const shape_t& s) { return mb * s.r
 // A device's rows and columns of a micro-batch's tensor of per-sample shape s in layout l.
 // Context<N> cuts every sample's positions: the rows of a [Seq, ...] tensor, and the single
 // row of a [Seq] tensor of token ids by its columns (so any micro-batch divides).
+// Context<N, Split<T>>: every layout (cut over the T devices of a context group) holds the
+// group's 1/N of the rows.
 template <class P>
 constexpr bool cuts_columns(const shape_t& s, sbp l) {
-  return P::context > 1 && l == sbp::split_batch && s.rows() == 1;
+  return P::context > 1 && (l == sbp::split_batch || P::context_rows > 1) && s.rows() == 1;
 }
 template <class P>
 constexpr long long local_rows(const shape_t& s, sbp l) {
-  return cuts_columns<P>(s, l) ? P::micro_batch : layout_rows(batch_rows(P::micro_batch, s), l, P::part_devices, P::mesh);
+  return cuts_columns<P>(s, l)
+             ? P::micro_batch
+             : layout_rows(batch_rows(P::micro_batch, s), l, P::layout_devices, P::mesh) / P::context_rows;
 }
 template <class P>
 constexpr long long local_cols(const shape_t& s, sbp l) {
-  return cuts_columns<P>(s, l) ? s.last() / P::context : layout_cols(s.last(), l, P::part_devices, P::mesh);
+  return cuts_columns<P>(s, l) ? s.last() / P::context : layout_cols(s.last(), l, P::layout_devices, P::mesh);
 }
 
 // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |
@@ -67,36 +71,53 @@ constexpr void describe_calls(Tables& t) {
     c.dims.out_cols = loss ? 0 : local_cols<P>(L.out, L.out_layout);
     c.dims.in = L.in;
     c.dims.out = L.out;
-    c.dims.n = n;
+    c.dims.n = P::layout_devices;
     c.dims.sig = L.sig;
     c.dims.q = L.in_layout == sbp::block ? P::mesh.features : 0;
     c.dims.context = L.context;
     c.dims.exchange = L.exchange;
-    c.sample_rows = (cuts_columns<P>(L.in, L.in_layout) ? L.in.last() : L.in.rows()) / L.context;
+    const int segments = context_segments(L.context, L.exchange);
+    // SequenceParallel under Context<N, Split<T>>: each device holds a share of one piece
+    const bool cuts_pieces = P::context_rows > 1 && L.in_layout == sbp::split_batch;
+    c.dims.pieces = cuts_pieces ? 1 : segments;
+    c.sample_rows = (cuts_columns<P>(L.in, L.in_layout) ? L.in.last() : L.in.rows()) / L.context / segments *
+                    c.dims.pieces;
     c.needs = L.desc.memory(c.dims);
     c.num_params = L.desc.num_params;
     c.taskgraph = L.taskgraph;
     c.reads_ids = i == 0 && L.desc.reads_ids;
     c.loss = loss;
     c.aux_loss = L.desc.aux_loss_stats > 0;
+    c.own = P::layout_axis;
     for (int k = L.num_conversion_comms; k < L.num_comms && c.num_groups < 3; ++k)
       c.groups[idx(c.num_groups++)] = L.comms[idx(k)].group;
     for (int d = 0; d < n; ++d) {
       call_origin& o = t.origins[idx(i)][idx(d)];
-      const strata::detail::act_block b = P::input_block(i, d);
+      const int ld = P::layout_index(d), cd = P::context_index(d);
+      const strata::detail::act_block b = P::input_block(i, ld);
       const long long rows = c.dims.rows, cols = c.dims.in_cols;
-      if (L.in_layout == sbp::split_batch) o.row0 = d * rows;
-      if (L.in_layout == sbp::split_feature) o.col0 = d * cols;
+      o.index = ld;
+      o.context_index = cd;
+      if (L.in_layout == sbp::split_batch) o.row0 = ld * rows;
+      if (L.in_layout == sbp::split_feature) o.col0 = ld * cols;
       if (L.in_layout == sbp::block) o.row0 = b.row * rows, o.col0 = b.feature * cols;
-      o.batch_first = L.in_layout == sbp::split_batch ? d * rows * cols : 0;
+      o.batch_first = L.in_layout == sbp::split_batch ? ld * rows * cols : 0;
+      // Context<N, Split<T>>: the context group's rows of the micro-batch (arranged chunk-major)
+      const long long group_rows = cuts_pieces ? rows * P::layout_devices : rows;
+      o.row0 += P::context_block(d) * group_rows;
+      o.batch_first += P::context_block(d) * group_rows * cols;
       o.sample_row0 = L.context > 1 ? 0 : o.row0;
-      const int segments = context_segments(L.context, L.exchange);
-      const long long piece = c.sample_rows / segments;  // device d: pieces d and 2N − 1 − d of 2N
-      o.pos0 = L.context > 1 ? context_piece_pos0(L.context, d, 0, piece) : 0;
-      o.pos1 = segments > 1 ? context_piece_pos0(L.context, d, 1, piece) : 0;
+      const long long piece = c.sample_rows / c.dims.pieces;  // context index k: pieces k and 2N − 1 − k of 2N
+      o.pos0 = L.context > 1 ? context_piece_pos0(L.context, cd, 0, piece) : 0;
+      o.pos1 = c.dims.pieces > 1 ? context_piece_pos0(L.context, cd, 1, piece) : 0;
+      if (cuts_pieces) {  // the group's rows [piece][sample][len] cut T ways: T/segments devices per piece
+        const int per_piece = P::layout_devices / segments;
+        o.pos0 = context_piece_pos0(L.context, cd, ld / per_piece, piece);
+        o.sample_row0 = (ld % per_piece) * rows;
+      }
       // one device books rows that several devices of the part hold (S(0,-1): the one with
       // the first feature block)
-      o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : d == 0);
+      o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : ld == 0);
     }
   }
 }
@@ -105,7 +126,7 @@ constexpr void describe_calls(Tables& t) {
 template <class P, class Tables>
 constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast<std::size_t>(P::num_layers)>& need_dx) {
   const auto& lp = P::layer_plans;
-  const int n = P::part_devices;
+  const int n = P::layout_devices;
   part_plan& pp = t.parts[idx(p)];
   work_layout& w = t.work[idx(pp.stage)];
   auto rows_of = [&](const shape_t& s, sbp l) { return local_rows<P>(s, l); };
@@ -132,7 +153,8 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
     c.from = from;
     c.to = to;
     c.coll = strata::detail::convert(from, to);
-    c.rows = batch_rows(P::micro_batch, s);
+    c.rows = batch_rows(P::micro_batch, s) / P::context_rows;
+    c.group = P::layout_axis;
     c.cols = s.last();
     c.src = src;
     c.dst = dst;

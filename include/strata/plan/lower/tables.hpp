@@ -142,6 +142,9 @@ struct call_origin {
   // context_segments): pieces from pos0 and from pos1. (The first layer reading [Seq] token
   // ids has one row of Seq/N columns per sample instead.)
   long long sample_row0 = 0, pos0 = 0, pos1 = 0;
+  // The device's place among the devices its layouts are cut over (the part's; Context<N,
+  // Split<T>>: its tensor group's), and its context index (Context<N>: which pieces it holds).
+  int index = 0, context_index = 0;
 };
 
 // One layer's call, as the executor makes it.
@@ -166,6 +169,7 @@ struct layer_call {
   // the groups of the layer's own collectives, in the order the sharding pass lists them
   std::array<group_axis, 3> groups{};
   int num_groups = 0;
+  group_axis own = group_axis::part;  // the group its layouts are cut over (exec/context.hpp's `part`)
 };
 
 // One layout conversion of a whole tensor of rows × cols (before any split).
@@ -177,6 +181,7 @@ struct conversion {
   long long rows = 0, cols = 0;
   buf src, dst, staging;  // src == dst: in place (an all-reduce)
   long long comm_elems = 0;  // the collective's size, by comm_desc's rule
+  group_axis group = group_axis::part;  // over the part, or Context<N, Split<T>>'s tensor group
 };
 
 // A copy between two buffers of one call (a view at a part's edge, dy kept for W).

@@ -12,6 +12,9 @@ namespace strata {
 struct rank_coord {
   int data = 0, stage = 0, index = 0;
   int row = 0, col = 0, depth = 0;  // position in a 2D/2.5D/3D tensor mesh
+  // Context<N>: the context index (which pieces of every sample); the tensor index (which shard
+  // of a Split, or of Context<N, Split<T>>'s Split<T>). index = cp·T + tp.
+  int cp = 0, tp = 0;
 };
 
 namespace detail {
@@ -19,7 +22,7 @@ namespace detail {
 template <class S>
 struct placement_pass : S {
   using S::stages, S::v_shape, S::part_devices, S::devices_per_replica, S::mode, S::tensor_depth, S::fixed_world,
-      S::replica_batch;
+      S::replica_batch, S::context, S::context_tensor;
 
   static constexpr int stage_of_part(int part) { return sched::placed_stage(stages, v_shape, part); }
   static constexpr int chunk_of_part(int part) { return part / stages; }
@@ -31,9 +34,27 @@ struct placement_pass : S {
   // The data-parallel degree the analyses assume: World<N>'s, else 0 (unknown).
   static constexpr int default_dp = fixed_world > 0 ? fixed_world / devices_per_replica : 0;
 
+  // The devices a layer's layouts are cut over: the part's, or Context<N, Split<T>>'s T.
+  static constexpr int layout_devices = context_tensor > 1 ? context_tensor : part_devices;
+  // Context<N, Split<T>>: the rows every layout holds are 1/N of each sample's (1 otherwise:
+  // Context<N> alone cuts them by its S(0) layout).
+  static constexpr int context_rows = context_tensor > 1 ? context : 1;
   // Tensor-mesh factors of the Split TaskGraphs (1D: features split n ways).
-  static constexpr mesh_factors mesh = mesh_of(mode, part_devices, tensor_depth);
-  static constexpr int mesh_side = mode == tensor_mode::d1 ? part_devices : mesh.features;
+  static constexpr mesh_factors mesh = mesh_of(mode, layout_devices, tensor_depth);
+  static constexpr int mesh_side = mode == tensor_mode::d1 ? layout_devices : mesh.features;
+  // The tensor index and the context index of device `index` of a part.
+  static constexpr int tensor_index(int index) { return context > 1 ? index % context_tensor : index; }
+  static constexpr int context_index(int index) { return context > 1 ? index / context_tensor : 0; }
+  // Device `index`'s place among the layout_devices its layouts are cut over.
+  static constexpr int layout_index(int index) { return context_tensor > 1 ? index % context_tensor : index; }
+  // Context<N, Split<T>>: the block of every layout's rows device `index` holds (its context
+  // index); 0 otherwise.
+  static constexpr int context_block(int index) { return context_rows > 1 ? context_index(index) : 0; }
+  // The group a layer's own collectives and its layout conversions run over.
+  static constexpr group_axis layout_axis = context_tensor > 1 ? group_axis::tensor : group_axis::part;
+  // The reduction group of sharded parameters (group 0): the replicas, and under
+  // Context<N, Split<T>> the other context indices too.
+  static constexpr group_axis shard_axis = context_tensor > 1 ? group_axis::context_data : group_axis::data;
 
   // Rank layout: rank = data · devices_per_replica + stage · part_devices + index.
   static constexpr rank_coord coord(int rank) {
@@ -42,6 +63,8 @@ struct placement_pass : S {
     const int r = rank % devices_per_replica;
     c.stage = r / part_devices;
     c.index = r % part_devices;
+    c.tp = tensor_index(c.index);
+    c.cp = context_index(c.index);
     c.col = c.index % mesh_side;
     c.row = mode == tensor_mode::d1 ? 0 : (c.index / mesh_side) % mesh_side;
     c.depth = mode == tensor_mode::d1 ? 0 : c.index / (mesh_side * mesh_side);
@@ -65,6 +88,9 @@ struct placement_pass : S {
       case group_axis::depth_data: return a.stage == b.stage && a.row == b.row && a.col == b.col;
       case group_axis::col_data: return a.stage == b.stage && a.col == b.col;
       case group_axis::plane_data: return a.stage == b.stage && a.depth == b.depth;
+      case group_axis::tensor: return a.data == b.data && a.stage == b.stage && a.cp == b.cp;
+      case group_axis::context: return a.data == b.data && a.stage == b.stage && a.tp == b.tp;
+      case group_axis::context_data: return a.stage == b.stage && a.tp == b.tp;
     }
     return false;
   }
@@ -76,6 +102,7 @@ struct placement_pass : S {
       case group_axis::depth_data: return part_devices / (mesh_side * mesh_side);
       case group_axis::col_data:
       case group_axis::plane_data: return part_devices / mesh_side;
+      case group_axis::context_data: return context;
       default: return 1;
     }
   }

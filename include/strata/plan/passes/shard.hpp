@@ -131,7 +131,7 @@ struct shard_pass : S {
   // (exec::logical_index's numbering), and the first device of the part that holds the same
   // block: the one that writes it where one copy is wanted (checkpoints, gathers).
   static constexpr int param_block(int layer, int k, int index) {
-    return detail::param_block(layer_plans[idx(layer)], k, mode, mesh.features, index);
+    return detail::param_block(layer_plans[idx(layer)], k, mode, mesh.features, S::layout_index(index));
   }
   static constexpr int param_holder(int layer, int k, int index) {
     for (int d = 0; d < index; ++d)

@@ -94,7 +94,8 @@ template <std::size_t NT, std::size_t NI>
 constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_desc, NI>& items,
                                                           const std::array<int, NI>& part, bool explicit_parts,
                                                           strategy_kind default_kind, int default_devices,
-                                                          bool default_context, bool extra_loss_layer) {
+                                                          bool default_context, int default_tensor,
+                                                          bool extra_loss_layer) {
   std::array<taskgraph_desc, NT> tgs{};
   int t = -1, layer = 0;
   for (std::size_t i = 0; i < NI; ++i) {
@@ -107,6 +108,7 @@ constexpr std::array<taskgraph_desc, NT> build_taskgraphs(const std::array<item_
       tgs[idx(t)].first_layer = layer;
       tgs[idx(t)].is_default = items[i].bare;
       tgs[idx(t)].context = items[i].bare ? default_context : items[i].context;
+      tgs[idx(t)].tensor = items[i].bare ? default_tensor : items[i].tensor;
     }
     tgs[idx(t)].num_layers += items[i].num_layers;
     layer += items[i].num_layers;
@@ -217,6 +219,10 @@ struct structure_pass {
     else return strategy_kind::replicate;
   }();
   static constexpr bool default_context = is_context_v<default_strategy>;
+  static constexpr int default_tensor = [] {
+    if constexpr (is_context_v<default_strategy>) return default_strategy::tensor;
+    else return 1;
+  }();
 
   static constexpr auto item_part = [] {
     std::array<int, idx(num_items)> a{};
@@ -226,9 +232,12 @@ struct structure_pass {
   }();
   static constexpr int num_taskgraphs = count_taskgraphs(item_descs, item_part, traits::explicit_parts);
   static constexpr std::array<taskgraph_desc, idx(num_taskgraphs)> taskgraphs = build_taskgraphs<idx(num_taskgraphs)>(
-      item_descs, item_part, traits::explicit_parts, default_kind, default_devices, default_context, loss_from_option);
+      item_descs, item_part, traits::explicit_parts, default_kind, default_devices, default_context, default_tensor, loss_from_option);
   // Context<N>: the devices of a part split every sample's positions N ways (1: no context split)
-  static constexpr int context = num_taskgraphs > 0 && taskgraphs[0].context ? max1(taskgraphs[0].devices) : 1;
+  static constexpr int context = num_taskgraphs > 0 ? taskgraphs[0].context_ways() : 1;
+  // Context<N, Split<T>>: T, the tensor-parallel devices of one context index (1: none); the
+  // part's device c·T + t holds context piece(s) c and tensor shard t
+  static constexpr int context_tensor = num_taskgraphs > 0 && taskgraphs[0].context ? max1(taskgraphs[0].tensor) : 1;
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
   // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
   // a V placement (ZeroBubbleV) puts the second chunk in reverse: stage s runs parts s and 2·stages − 1 − s.
@@ -264,7 +273,10 @@ struct structure_pass {
     }
     for (int t = 0; t < num_taskgraphs; ++t) {
       const auto& tg = taskgraphs[idx(t)];
-      if (tg.context != taskgraphs[0].context) return diagnosis{rule_id::context_uniform, t};
+      if (tg.context != taskgraphs[0].context || tg.tensor != taskgraphs[0].tensor)
+        return diagnosis{rule_id::context_uniform, t};
+      if (tg.context && tg.tensor > 1 && mode != tensor_mode::d1)
+        return diagnosis{rule_id::context_tensor_mode, static_cast<int>(mode)};
       if (context_exchange_given && !tg.context) return diagnosis{rule_id::context_exchange, t};
       if (tg.kind == strategy_kind::replicate && !tg.context && tg.devices > 1 && micro_batch % tg.devices != 0)
         return diagnosis{rule_id::replicate_batch, micro_batch, tg.devices};

@@ -108,6 +108,15 @@ static_assert(CT::layer_plans[5].comms[0].kind == collective::all_reduce &&
               CT::layer_plans[5].comms[0].group == group_axis::tensor && CT::layer_plans[5].comms[0].elems == 2 * 16 / 2 * 16);
 static_assert(ct_attn.grad_group[0] == group_axis::context_data && CT::reduction_devices(group_axis::context_data) == 2);
 static_assert(CT::coord(1).cp == 0 && CT::coord(1).tp == 1 && CT::coord(2).cp == 1 && CT::coord(2).tp == 0);
+// each device does a quarter of the attention's work; Context<1, Split<2>> is Split<2>
+static_assert(4 * ct_attn.local_flops_per_sample == gpt<Replicate, 1, Attn>::layer_plans[4].local_flops_per_sample);
+using CT1 = Plan<Context<1, Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Repeat<2, Attn, MLP>, LayerNorm<D>,
+                                  Linear<D, V>>>,
+                 Input<S>, CE, MicroBatch<2>, NumMicroBatch<2>>;
+static_assert(CT1::context == 1 && CT1::context_tensor == 1 && CT1::layer_plans[4].context == 1 &&
+              CT1::layer_plans[4].num_comms == CT1::layer_plans[4].num_conversion_comms &&
+              CT1::layer_plans[4].comms[0].group == group_axis::part &&
+              CT1::layer_plans[5].comms[0].group == group_axis::part);
 static_assert(CT::same_group(group_axis::tensor, 0, 1, 4) && !CT::same_group(group_axis::tensor, 0, 2, 4) &&
               CT::same_group(group_axis::context, 1, 3, 4) && !CT::same_group(group_axis::context, 0, 1, 4));
 // each device: 16/2 positions of both samples (pieces c and 3 − c of 4), its tensor index's heads

@@ -94,7 +94,7 @@ replica_report check_replicas(typename Backend::queue& q, Store& store, Comm& co
         rep.first_difference = "layer " + std::to_string(layer_of[t]) + " (" + std::string(lp.desc.name) +
                                ") parameter '" +
                                std::string(lp.desc.params[static_cast<std::size_t>(k_of[t])].name) + "'" +
-                               (whole ? "" : " (shard " + std::to_string(c.index) + ")") + ": " + where(r) +
+                               (whole ? "" : " (shard " + std::to_string(P::layout_index(c.index)) + ")") + ": " + where(r) +
                                " holds different bits from " + where(ref);
       }
     }

@@ -61,8 +61,8 @@ std::string report(int world = 0) {
   appendf(o, "schedule %.*s, %d chunk(s) per stage, bubble %lld/%lld = %.4f, deadlock-free: %s; tensor mode %s\n",
           static_cast<int>(P::schedule_name.size()), P::schedule_name.data(), P::chunks, P::bubble.num, P::bubble.den,
           P::bubble_fraction, P::deadlock_free ? "proven" : "NO", sv(detail::mode_name(P::mode)));
-  appendf(o, "gradient reduction: %s over the data group, %d bucket(s) per parameter group\n",
-          P::gradient_reduce == reduce_method::mean ? "mean" : "sum", P::buckets);
+  appendf(o, "gradient reduction: %s over the %s group, %d bucket(s) per parameter group\n",
+          P::gradient_reduce == reduce_method::mean ? "mean" : "sum", sv(to_string(P::shard_axis)), P::buckets);
   appendf(o, "sequence parallel: %s; activation recomputation: %d region(s) (%s)\n", P::sequence_parallel ? "yes" : "no",
           P::recompute_regions,
           P::recompute == checkpoint_mode::collection  ? "Checkpoint<...> regions"

@@ -277,8 +277,8 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
     const taskgraph_desc& tg = tgs[t];
     // Context<N, Split<T>>: the layers shard T ways (over the tensor group) as under Split<T>,
     // every layout holding 1/N of each sample's rows, attention exchanging over the context group
-    const bool context_split = tg.context && tg.tensor > 1;
     const int cn = tg.context_ways();
+    const bool context_split = tg.context && tg.tensor > 1 && cn > 1;  // Context<1, Split<T>>: Split<T>
     const group_axis own_axis = context_split ? group_axis::tensor : group_axis::part;
     // N < 1 is rule [devices-positive]; avoid 0/0 below
     const int n = context_split ? tg.tensor : tg.devices > 0 ? tg.devices : 1;
@@ -376,6 +376,11 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
             if (x.group == group_axis::part) x.group = group_axis::tensor;
             x.elems /= cn;
           }
+          c.rows_div *= cn;
+          c.flops_div *= cn;
+          // experts route a micro-batch's tokens by statistics and capacities of the whole
+          // micro-batch, which a context group holds 1/N of
+          if (c.sig == signature::expert_parallel) fail({rule_id::context_experts, li, cn, n});
           cut_context(c);
         }
         // a row split keeps whole rows: micro-batch rows (tokens) divisible by the devices;

@@ -237,7 +237,9 @@ struct structure_pass {
   static constexpr int context = num_taskgraphs > 0 ? taskgraphs[0].context_ways() : 1;
   // Context<N, Split<T>>: T, the tensor-parallel devices of one context index (1: none); the
   // part's device c·T + t holds context piece(s) c and tensor shard t
-  static constexpr int context_tensor = num_taskgraphs > 0 && taskgraphs[0].context ? max1(taskgraphs[0].tensor) : 1;
+  // (Context<1, Split<T>> is Split<T>)
+  static constexpr int context_tensor =
+      context > 1 && num_taskgraphs > 0 && taskgraphs[0].context ? max1(taskgraphs[0].tensor) : 1;
   static constexpr int num_parts = traits::explicit_parts ? traits::num_parts : num_taskgraphs;
   // Physical pipeline stages: with V chunks, part k runs on stage k mod stages as chunk k / stages;
   // a V placement (ZeroBubbleV) puts the second chunk in reverse: stage s runs parts s and 2·stages − 1 − s.

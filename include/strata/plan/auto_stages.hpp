@@ -134,23 +134,26 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
   const auto& T = Probe::lowering::tables;
   const long long eb = Probe::element_bytes, sb = Probe::stat_bytes, mb = Probe::master_bytes;
   const long long per_param = (Probe::mixed_precision ? mb + eb : eb) + mb + 2 * mb;  // weights, grads, Adam
+  // (arrays through pointers: a constant evaluator allocates a frame per operator[] call)
+  const strata::layer_plan* plans = Probe::layer_plans.data();
+  const auto* calls = T.calls.data();
+  const int* regions = Probe::recompute_region.data();
   for (int u = 0; u < num_units; ++u) {
     const auto x = static_cast<std::size_t>(u);
     const int lo = first[x];
     const int hi = u + 1 == num_units ? Probe::num_layers : first[x + 1];  // the loss joins the last unit
     long long region_bytes = 0, region_stats = 0;
     for (int i = lo; i < hi; ++i) {
-      const auto y = static_cast<std::size_t>(i);
-      const strata::layer_plan& lp = Probe::layer_plans[y];
-      const auto& call = T.calls[y];
+      const strata::layer_plan& lp = plans[i];
+      const auto& call = calls[i];
       const long long in_elems = call.dims.rows * call.dims.in_cols;
       const long long out_elems = call.dims.out_rows * call.dims.out_cols;
       long long flops = lp.local_flops_per_sample;
-      const int region = Probe::recompute_region[y];
+      const int region = regions[i];
       if (region >= 0) {  // the forward runs again in the backward
         const long long f = lp.desc.forward_flops(lp.in), b = lp.desc.backward_flops(lp.in);
         if (f + b > 0) flops += static_cast<long long>(static_cast<double>(lp.local_flops_per_sample) * f / (f + b));
-        const bool region_first = i == lo || Probe::recompute_region[y - 1] != region;
+        const bool region_first = i == lo || regions[i - 1] != region;
         if (region_first) {
           c.act[x] += in_elems * eb;  // a region keeps only its input ...
           region_bytes = in_elems * eb;  // (and may hold its input converted)

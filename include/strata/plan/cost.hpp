@@ -183,13 +183,17 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   const bool intra = n <= hw.devices_per_node;
   const double bw = intra ? intra_rate(hw) : inter_rate(hw);
   const double lat = intra ? hw.intra_latency_s : hw.inter_latency_s;
+  // (arrays through pointers: partition.hpp's stage_tally says why)
+  const strata::layer_plan* plans = Probe::layer_plans.data();
+  const auto* calls = T.calls.data();
+  const int* regions = Probe::recompute_region.data();
+  unit_time* units = r.units.data();
   for (std::size_t u = 0; u < N; ++u) {
     const int lo = first[u], hi = u + 1 == N ? Probe::num_layers : first[u + 1];
-    unit_time& t = r.units[u];
+    unit_time& t = units[u];
     for (int i = lo; i < hi; ++i) {
-      const auto y = static_cast<std::size_t>(i);
-      const strata::layer_plan& lp = Probe::layer_plans[y];
-      const auto& c = T.calls[y];
+      const strata::layer_plan& lp = plans[i];
+      const auto& c = calls[i];
       const double f = static_cast<double>(lp.desc.forward_flops(lp.in));
       const double b = static_cast<double>(lp.desc.backward_flops(lp.in));
       const double local = static_cast<double>(lp.local_flops_per_sample) * mb;
@@ -205,8 +209,9 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                         : fb / flops_rate > 2 * bytes / hbm_rate ? fb / flops_rate
                                                                  : 2 * bytes / hbm_rate;
       double comm_f = 0, comm_b = 0;
+      const comm_desc* comms = lp.comms.data();
       for (int k = 0; k < lp.num_comms; ++k) {
-        const comm_desc& x = lp.comms[static_cast<std::size_t>(k)];
+        const comm_desc& x = comms[k];
         // Context<N, Split<T>>: over its tensor group (T) or its context group (N)
         const int gn = x.group == group_axis::tensor    ? Probe::context_tensor
                        : x.group == group_axis::context ? Probe::context
@@ -214,7 +219,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
         const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, bw, lat) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
       }
-      const bool recomputed = Probe::recompute_region[y] >= 0;
+      const bool recomputed = regions[i] >= 0;
       t.forward_s += tf;
       t.backward_s += tb;
       t.recompute_s += recomputed ? tf : 0;
@@ -289,31 +294,57 @@ constexpr long long in_flight(const parallel_config& c, int s) {
   return c.schedule.in_flight(c.pipeline, c.micro_batches, s);
 }
 
-// The per-unit memory at micro-batch b (the probe's scaled) and ZeRO level z over `data`
-// devices.
+// Memory of a device holding units [first, end) at the configuration's micro-batch (the
+// probe's, scaled) and ZeRO level over the reduction group, `in_flight` micro-batches
+// stashed at once (partition.hpp's stage_memory, on the probe's units). Sums and maxima are
+// tallied on the probe's values and scaled once: the same bytes as scaling each unit's when
+// the scale is a power of two (the search's micro-batches over its probe's 1), and far less
+// work for a constant evaluator, which allocates for every array element it writes and every
+// std::array::operator[] it calls (so the arrays are read through pointers taken once).
 template <std::size_t N>
-constexpr detail::unit_costs<N> memory_at(const profile<N>& pr, const parallel_config& c) {
-  detail::unit_costs<N> u = pr.memory;
+constexpr long long stage_bytes(const profile<N>& pr, const parallel_config& c, int first, int end,
+                                long long in_flight) {
+  const detail::unit_costs<N>& m = pr.memory;
   const double scale = static_cast<double>(c.micro_batch) / pr.micro_batch;
-  auto sc = [scale](long long v) { return static_cast<long long>(static_cast<double>(v) * scale); };
-  for (std::size_t k = 0; k < N; ++k) {
-    u.act[k] = sc(u.act[k]), u.ping[k] = sc(u.ping[k]), u.scratch[k] = sc(u.scratch[k]);
-    u.scratch_stats[k] = sc(u.scratch_stats[k]), u.recompute_stats[k] = sc(u.recompute_stats[k]);
-    u.recompute[k] = sc(u.recompute[k]), u.entry[k] = sc(u.entry[k]), u.exit[k] = sc(u.exit[k]);
-    if (c.shards_weights()) {
+  const bool shards = c.shards_weights();
+  const int group = c.reduce_group();
+  const unit_time* units = pr.units.data();
+  const long long *st = m.state.data(), *ac = m.act.data(), *pi = m.ping.data(), *sc = m.scratch.data(),
+                  *ss = m.scratch_stats.data(), *re = m.recompute.data(), *rs = m.recompute_stats.data();
+  detail::stage_tally t;  // (its add, inline: a call per unit costs a frame too)
+  long long state = 0;
+  for (int k = first; k < end; ++k) {
+    t.act += ac[k];
+    t.ping = pi[k] > t.ping ? pi[k] : t.ping;
+    t.scratch = sc[k] > t.scratch ? sc[k] : t.scratch;
+    t.scratch_stats = ss[k] > t.scratch_stats ? ss[k] : t.scratch_stats;
+    t.recompute = re[k] > t.recompute ? re[k] : t.recompute;
+    t.recompute_stats = rs[k] > t.recompute_stats ? rs[k] : t.recompute_stats;
+    if (shards) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
       // moments; the staging and gradient slots are per stage (estimate)
-      u.state[k] = static_cast<long long>(pr.units[k].local_params * 4 * pr.master_bytes / c.reduce_group());
-    } else if (c.zero >= 1 && c.reduce_group() > 1) {  // Adam's moments: this device's chunk
-      const double n = pr.units[k].local_params, mb = pr.master_bytes;
-      u.state[k] -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / c.reduce_group()));
+      state += static_cast<long long>(units[k].local_params * 4 * pr.master_bytes / group);
+    } else if (c.zero >= 1 && group > 1) {  // Adam's moments: this device's chunk
+      const double n = units[k].local_params, mb = pr.master_bytes;
+      long long s = st[k] - static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / group));
       // ZeRO-2 (exec/zero.hpp): the gradient chunk plus a slot the backward writes the
       // TaskGraph's gradients into before they are reduce-scattered; a stage here is one
       // TaskGraph, so the slot is the stage's whole gradient
-      if (c.zero >= 2) u.state[k] += static_cast<long long>(n * mb / c.reduce_group());
+      if (c.zero >= 2) s += static_cast<long long>(n * mb / group);
+      state += s;
+    } else {
+      state += st[k];
     }
   }
-  return u;
+  const long long entry = m.entry.data()[first], exit = m.exit.data()[end - 1];
+  const double a = static_cast<double>(t.act), e = static_cast<double>(entry);
+  const long long act = static_cast<long long>(a * scale), in = static_cast<long long>(e * scale);
+  const long long work = 2 * static_cast<long long>(static_cast<double>(t.ping) * scale) +
+                         static_cast<long long>(static_cast<double>(t.scratch) * scale) +
+                         static_cast<long long>(static_cast<double>(t.scratch_stats) * scale) +
+                         static_cast<long long>(static_cast<double>(t.recompute) * scale) +
+                         static_cast<long long>(static_cast<double>(t.recompute_stats) * scale);
+  return state + in_flight * (act + in) + work + in + 2 * static_cast<long long>(static_cast<double>(exit) * scale);
 }
 
 // The step time of units cut into K parts at cuts[0..K] (part k = units [cuts[k], cuts[k + 1])):
@@ -331,7 +362,6 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
   double sum_compute = 0, sum_tp = 0, sum_pp = 0, sum_acc = 0;  // over the stages (hardware::shared_compute)
-  const detail::unit_costs<N> mem = memory_at(pr, c);
   const bool dp_intra = c.devices() <= hw.devices_per_node;
   // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
   // devices in a node (its members are tensor · pipeline ranks apart) cross between nodes
@@ -343,6 +373,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
   const bool zero3 = c.shards_weights();
   double slow_gather = 0;
+  const unit_time* units = pr.units.data();  // (partition.hpp's stage_tally: why pointers)
+  const long long *entry = pr.memory.entry.data(), *exit = pr.memory.exit.data();
   for (int s = 0; s < p; ++s) {
     double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0;
     double largest = 0;  // Zero<3>: the largest unit's (TaskGraph's) parameters, a slot's size
@@ -353,7 +385,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       const int first = cuts[static_cast<std::size_t>(k)], end = cuts[static_cast<std::size_t>(k + 1)];
       double keep = 0;
       for (int u = first; u < end; ++u) {
-        const unit_time& t = pr.units[static_cast<std::size_t>(u)];
+        const unit_time& t = units[u];
         compute += (t.forward_s + t.backward_s + t.recompute_s) * scale + t.accumulate_s;
         tp += t.tensor_comm_s * scale;
         params += t.local_params;
@@ -364,14 +396,14 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         keep += t.keep_bytes * scale;
       }
       if (parts > 1) {  // activations on, gradients back, at each edge of the part
-        const double out = k + 1 < parts ? static_cast<double>(pr.memory.exit[static_cast<std::size_t>(end - 1)]) * scale : 0;
-        const double in = k > 0 ? static_cast<double>(pr.memory.entry[static_cast<std::size_t>(first)]) * scale : 0;
+        const double out = k + 1 < parts ? static_cast<double>(exit[end - 1]) * scale : 0;
+        const double in = k > 0 ? static_cast<double>(entry[first]) * scale : 0;
         // each direction's send overlaps the matching receive: out forward (and its gradient
         // back), in backward (and its activation forward)
         pp += collective_s(collective::send_recv, out, 2, pp_bw, pp_lat) +
               collective_s(collective::send_recv, in, 2, pp_bw, pp_lat);
       }
-      bytes += detail::stage_memory(mem, first, end, in_flight(c, s)) +
+      bytes += stage_bytes(pr, c, first, end, in_flight(c, s)) +
                (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);
     }
     // Zero<3>: each unit's weights all-gathered (in master precision) before its forward and
@@ -420,7 +452,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
   e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
   double flops = 0;
-  for (std::size_t u = 0; u < N; ++u) flops += pr.units[u].model_flops;
+  for (std::size_t u = 0; u < N; ++u) flops += units[u].model_flops;
   e.model_flops = flops * c.micro_batch * c.micro_batches * c.data;
   e.mfu = e.step_s > 0 ? e.model_flops / (e.step_s * c.devices() * pr.peak_flops) : 0;
   return e;

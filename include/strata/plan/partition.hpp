@@ -35,18 +35,26 @@ constexpr long long edge_bytes(const unit_costs<N>& u, int i, int j) {
 
 // The units of one stage, added one at a time (in any order): sums of what each keeps,
 // maxima of what they use one at a time.
+//
+// Compile-time cost: the search evaluates these for every candidate, and a constant
+// evaluator allocates a call frame for each std::array::operator[] (about 1 KB under g++,
+// kept until the whole evaluation ends), so the loops index through pointers taken once.
 struct stage_tally {
   long long state = 0, act = 0, ping = 0, scratch = 0, scratch_stats = 0, recompute = 0, recompute_stats = 0;
   template <std::size_t N>
   constexpr void add(const unit_costs<N>& u, std::size_t x) {
-    const auto most = [](long long& m, long long v) { m = v > m ? v : m; };
-    state += u.state[x];
-    act += u.act[x];
-    most(ping, u.ping[x]);
-    most(scratch, u.scratch[x]);
-    most(scratch_stats, u.scratch_stats[x]);
-    most(recompute, u.recompute[x]);
-    most(recompute_stats, u.recompute_stats[x]);
+    add_at(u.state.data(), u.act.data(), u.ping.data(), u.scratch.data(), u.scratch_stats.data(), u.recompute.data(),
+           u.recompute_stats.data(), x);
+  }
+  constexpr void add_at(const long long* st, const long long* ac, const long long* pi, const long long* sc,
+                        const long long* ss, const long long* re, const long long* rs, std::size_t x) {
+    state += st[x];
+    act += ac[x];
+    ping = pi[x] > ping ? pi[x] : ping;
+    scratch = sc[x] > scratch ? sc[x] : scratch;
+    scratch_stats = ss[x] > scratch_stats ? ss[x] : scratch_stats;
+    recompute = re[x] > recompute ? re[x] : recompute;
+    recompute_stats = rs[x] > recompute_stats ? rs[x] : recompute_stats;
   }
   // Memory of a device holding units [i, j) so tallied, `in_flight` micro-batches stashed.
   template <std::size_t N>
@@ -60,7 +68,9 @@ struct stage_tally {
 template <std::size_t N>
 constexpr long long stage_memory(const unit_costs<N>& u, int i, int j, long long in_flight) {
   stage_tally t;
-  for (int k = i; k < j; ++k) t.add(u, static_cast<std::size_t>(k));
+  const long long *st = u.state.data(), *ac = u.act.data(), *pi = u.ping.data(), *sc = u.scratch.data(),
+                  *ss = u.scratch_stats.data(), *re = u.recompute.data(), *rs = u.recompute_stats.data();
+  for (int k = i; k < j; ++k) t.add_at(st, ac, pi, sc, ss, re, rs, static_cast<std::size_t>(k));
   return t.memory(u, i, j, in_flight);
 }
 template <std::size_t N>

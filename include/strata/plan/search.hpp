@@ -29,7 +29,10 @@
 #include "strata/plan/auto_stages.hpp"
 #include "strata/plan/cost.hpp"
 #include "strata/plan/hardware.hpp"
+#include "strata/plan/lower/parts.hpp"
 #include "strata/plan/partition.hpp"
+#include "strata/plan/passes/shard.hpp"
+#include "strata/plan/recompute.hpp"
 #include "strata/plan/schedule.hpp"
 
 namespace strata {
@@ -87,6 +90,45 @@ struct schedule_set {
 };
 using searched_schedules = schedule_set<PreferBackward, ZeroBubbleH1, Interleaved<2>>;
 
+// A probe: the passes the cost model reads (structure to sharding, no schedule, no Plan), the
+// calls' local dimensions and memory needs (the lowering's first step only), and the
+// recomputation regions of GradientCheckpoint<automatic> when RC — computed from the same
+// sharded layers, since recomputation changes no layout. What cost::profile_of and
+// unit_costs_of read of a Plan, at a fraction of its compile-time memory: one probe per
+// (tensor degree, sequence parallel), shared by both RC.
+template <class Net, class List>
+struct probe_passes_of;
+template <class Net, class... O>
+struct probe_passes_of<Net, type_list<O...>> {
+  using type = shard_pass<shapes_pass<placement_pass<structure_pass<Net, O...>>>>;
+};
+template <class P>
+struct probe_calls {
+  struct table {
+    std::array<lower::layer_call, static_cast<std::size_t>(P::num_layers)> calls{};
+  };
+  static constexpr table tables = [] {
+    table t{};
+    lower::detail::describe_calls<P>(t);
+    return t;
+  }();
+};
+template <class P, bool RC>
+struct probe_view {
+  using element_type = typename P::element_type;
+  using lowering = probe_calls<P>;
+  static constexpr int num_layers = P::num_layers, micro_batch = P::micro_batch, replica_batch = P::replica_batch;
+  static constexpr int part_devices = P::part_devices, context = P::context, context_tensor = P::context_tensor;
+  static constexpr long long element_bytes = P::element_bytes, master_bytes = P::master_bytes,
+                             stat_bytes = P::stat_bytes;
+  static constexpr bool mixed_precision = P::mixed_precision;
+  static constexpr const auto& layer_plans = P::layer_plans;
+  static constexpr auto recompute_region =
+      plan_recompute(P::layer_plans, RC ? checkpoint_mode::automatic : P::recompute,
+                     items_info<typename P::items>::user_marks, items_info<typename P::items>::block_marks)
+          .region;
+};
+
 template <class Model, int T, bool SP, bool RC, class Hw, class... O>
 struct search_probe {
   using model = auto_model<Model>;
@@ -96,9 +138,8 @@ struct search_probe {
   template <class... U>
   using part = std::conditional_t<T == 1, Replicate<1, U...>, Split<T, U...>>;
   using options = concat_t<type_list<O...>, type_list<MicroBatch<1>>,
-                           std::conditional_t<SP, type_list<SequenceParallel>, type_list<>>,
-                           std::conditional_t<RC, type_list<GradientCheckpoint<checkpoint_mode::automatic>>, type_list<>>>;
-  using probe = typename plan_of<typename whole_part<units, part>::type, options>::type;
+                           std::conditional_t<SP, type_list<SequenceParallel>, type_list<>>>;
+  using probe = probe_view<typename probe_passes_of<typename whole_part<units, part>::type, options>::type, RC>;
   static constexpr auto first = unit_firsts(units{});
   static constexpr cost::profile<NU> profile = cost::profile_of<probe, NU>(first, Hw::value);
   // the FLOP-balanced cut into P stages (memory is checked per candidate, at its batch)

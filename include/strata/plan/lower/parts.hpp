@@ -91,34 +91,37 @@ constexpr void describe_calls(Tables& t) {
     c.own = P::layout_axis;
     for (int k = L.num_conversion_comms; k < L.num_comms && c.num_groups < 3; ++k)
       c.groups[idx(c.num_groups++)] = L.comms[idx(k)].group;
-    for (int d = 0; d < n; ++d) {
-      call_origin& o = t.origins[idx(i)][idx(d)];
-      const int ld = P::layout_index(d), cd = P::context_index(d);
-      const strata::detail::act_block b = P::input_block(i, ld);
-      const long long rows = c.dims.rows, cols = c.dims.in_cols;
-      o.index = ld;
-      o.context_index = cd;
-      if (L.in_layout == sbp::split_batch) o.row0 = ld * rows;
-      if (L.in_layout == sbp::split_feature) o.col0 = ld * cols;
-      if (L.in_layout == sbp::block) o.row0 = b.row * rows, o.col0 = b.feature * cols;
-      o.batch_first = L.in_layout == sbp::split_batch ? ld * rows * cols : 0;
-      // Context<N, Split<T>>: the context group's rows of the micro-batch (arranged chunk-major)
-      const long long group_rows = cuts_pieces ? rows * P::layout_devices : rows;
-      o.row0 += P::context_block(d) * group_rows;
-      o.batch_first += P::context_block(d) * group_rows * cols;
-      o.sample_row0 = L.context > 1 ? 0 : o.row0;
-      const long long piece = c.sample_rows / c.dims.pieces;  // context index k: pieces k and 2N − 1 − k of 2N
-      o.pos0 = L.context > 1 ? context_piece_pos0(L.context, cd, 0, piece) : 0;
-      o.pos1 = c.dims.pieces > 1 ? context_piece_pos0(L.context, cd, 1, piece) : 0;
-      if (cuts_pieces) {  // the group's rows [piece][sample][len] cut T ways: T/segments devices per piece
-        const int per_piece = P::layout_devices / segments;
-        o.pos0 = context_piece_pos0(L.context, cd, ld / per_piece, piece);
-        o.sample_row0 = (ld % per_piece) * rows;
+    // (tables without origins — the search's probes, which read only each call's dimensions
+    // and needs — stop here)
+    if constexpr (requires { t.origins; })
+      for (int d = 0; d < n; ++d) {
+        call_origin& o = t.origins[idx(i)][idx(d)];
+        const int ld = P::layout_index(d), cd = P::context_index(d);
+        const strata::detail::act_block b = P::input_block(i, ld);
+        const long long rows = c.dims.rows, cols = c.dims.in_cols;
+        o.index = ld;
+        o.context_index = cd;
+        if (L.in_layout == sbp::split_batch) o.row0 = ld * rows;
+        if (L.in_layout == sbp::split_feature) o.col0 = ld * cols;
+        if (L.in_layout == sbp::block) o.row0 = b.row * rows, o.col0 = b.feature * cols;
+        o.batch_first = L.in_layout == sbp::split_batch ? ld * rows * cols : 0;
+        // Context<N, Split<T>>: the context group's rows of the micro-batch (arranged chunk-major)
+        const long long group_rows = cuts_pieces ? rows * P::layout_devices : rows;
+        o.row0 += P::context_block(d) * group_rows;
+        o.batch_first += P::context_block(d) * group_rows * cols;
+        o.sample_row0 = L.context > 1 ? 0 : o.row0;
+        const long long piece = c.sample_rows / c.dims.pieces;  // context index k: pieces k and 2N − 1 − k of 2N
+        o.pos0 = L.context > 1 ? context_piece_pos0(L.context, cd, 0, piece) : 0;
+        o.pos1 = c.dims.pieces > 1 ? context_piece_pos0(L.context, cd, 1, piece) : 0;
+        if (cuts_pieces) {  // the group's rows [piece][sample][len] cut T ways: T/segments devices per piece
+          const int per_piece = P::layout_devices / segments;
+          o.pos0 = context_piece_pos0(L.context, cd, ld / per_piece, piece);
+          o.sample_row0 = (ld % per_piece) * rows;
+        }
+        // one device books rows that several devices of the part hold (S(0,-1): the one with
+        // the first feature block)
+        o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : ld == 0);
       }
-      // one device books rows that several devices of the part hold (S(0,-1): the one with
-      // the first feature block)
-      o.counts = L.in_layout == sbp::split_batch || (L.in_layout == sbp::block ? b.feature == 0 : ld == 0);
-    }
   }
 }
 

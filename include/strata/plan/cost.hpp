@@ -297,10 +297,12 @@ constexpr long long in_flight(const parallel_config& c, int s) {
 // Memory of a device holding units [first, end) at the configuration's micro-batch (the
 // probe's, scaled) and ZeRO level over the reduction group, `in_flight` micro-batches
 // stashed at once (partition.hpp's stage_memory, on the probe's units). Sums and maxima are
-// tallied on the probe's values and scaled once: the same bytes as scaling each unit's when
-// the scale is a power of two (the search's micro-batches over its probe's 1), and far less
-// work for a constant evaluator, which allocates for every array element it writes and every
-// std::array::operator[] it calls (so the arrays are read through pointers taken once).
+// tallied on the probe's values and scaled once — the same bytes as scaling each unit's
+// whenever the scaled values are whole (an integer scale: the search's micro-batches over its
+// probe's 1, cost::predict's 1; otherwise the kept activations' sum may exceed the per-unit
+// sum by under a byte per unit) — and far less work for a constant evaluator, which allocates
+// for every array element it writes and every std::array::operator[] it calls (so the arrays
+// are read through pointers taken once).
 template <std::size_t N>
 constexpr long long stage_bytes(const profile<N>& pr, const parallel_config& c, int first, int end,
                                 long long in_flight) {

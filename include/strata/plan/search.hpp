@@ -13,8 +13,9 @@
 //   stage only,
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
-// sequence parallel, recompute) is one probe plan (the model on one stage, Split<t>); its
-// stages for each p are AutoStages' balanced cut. `plan` is the best one as an ordinary
+// sequence parallel) is one probe (the model on one stage, Split<t>: the passes up to the
+// sharding, priced with and without recomputation); its stages for each p are AutoStages'
+// balanced cut. `plan` is the best one as an ordinary
 // Plan type; `ranked` the best `Keep` candidates, printable with print_ranked.
 //
 // Not searched (yet): more than two interleaved chunks, ZeRO-3 with interleaving, offload,

@@ -60,7 +60,6 @@ constexpr long long fix(const buf& b, const work_layout& w) {
 template <class P, class Tables>
 constexpr void describe_calls(Tables& t) {
   const auto& lp = P::layer_plans;
-  const int n = P::part_devices;
   for (int i = 0; i < P::num_layers; ++i) {
     const layer_plan& L = lp[idx(i)];
     layer_call& c = t.calls[idx(i)];
@@ -94,7 +93,7 @@ constexpr void describe_calls(Tables& t) {
     // (tables without origins — the search's probes, which read only each call's dimensions
     // and needs — stop here)
     if constexpr (requires { t.origins; })
-      for (int d = 0; d < n; ++d) {
+      for (int d = 0; d < P::part_devices; ++d) {
         call_origin& o = t.origins[idx(i)][idx(d)];
         const int ld = P::layout_index(d), cd = P::context_index(d);
         const strata::detail::act_block b = P::input_block(i, ld);

@@ -28,11 +28,11 @@ class device_groups {
     // Context<N, Split<T>>: its tensor groups (same context index), context groups (same
     // tensor index) and their replicas (the sharded parameters' reduction group)
     if constexpr (P::context_tensor > 1) {
-      const int T = P::context_tensor, cp = me.index / T, tp = me.index % T;
-      tensor_.emplace(comm::split_named(world, (me.data * P::stages + me.stage) * P::context + cp, tp, base + ".tensor"));
-      context_.emplace(comm::split_named(world, (me.data * P::stages + me.stage) * T + tp, cp, base + ".context"));
+      const int T = P::context_tensor, replica_stage = me.data * P::stages + me.stage;
+      tensor_.emplace(comm::split_named(world, replica_stage * P::context + me.cp, me.tp, base + ".tensor"));
+      context_.emplace(comm::split_named(world, replica_stage * T + me.tp, me.cp, base + ".context"));
       context_data_.emplace(
-          comm::split_named(world, me.stage * T + tp, me.data * P::context + cp, base + ".context_data"));
+          comm::split_named(world, me.stage * T + me.tp, me.data * P::context + me.cp, base + ".context_data"));
     }
     // a tied tensor whose copies lie on two stages: the pair of devices at each place
     // (replica, device of the part) of those stages sums them; every other rank is alone

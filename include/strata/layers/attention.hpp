@@ -119,9 +119,9 @@ struct MultiHeadAttention {
     const long long kv_heads = KVHeads / t, heads = Heads / t, qkv_local = qkv_features / t;
     if (q.exchange == context_mode::ring) {
       const long long block = q.n > 0 ? q.micro_batch * Seq / q.n * 2LL * kv_heads * head_dim : 0;
-      c.add(collective::send_recv, group_axis::part, pass::forward, block, q.n - 1);
-      c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n - 1);
-      c.add(collective::send_recv, group_axis::part, pass::backward, block, q.n);
+      c.add(collective::send_recv, group_axis::context, pass::forward, block, q.n - 1);
+      c.add(collective::send_recv, group_axis::context, pass::backward, block, q.n - 1);
+      c.add(collective::send_recv, group_axis::context, pass::backward, block, q.n);
       return c;
     }
     if (q.exchange == context_mode::all_to_all) {
@@ -129,16 +129,16 @@ struct MultiHeadAttention {
       if (kv_heads % q.n != 0) c.violate(rule_id::context_heads, int(kv_heads));
       const long long tokens = q.n > 0 ? q.micro_batch * Seq / q.n : 0;  // this device's
       const long long qkv = tokens * qkv_local, out = tokens * D / t;
-      c.add(collective::all_to_all, group_axis::part, pass::forward, qkv);
-      c.add(collective::all_to_all, group_axis::part, pass::forward, out);
-      c.add(collective::all_to_all, group_axis::part, pass::backward, out);
-      c.add(collective::all_to_all, group_axis::part, pass::backward, qkv);
+      c.add(collective::all_to_all, group_axis::context, pass::forward, qkv);
+      c.add(collective::all_to_all, group_axis::context, pass::forward, out);
+      c.add(collective::all_to_all, group_axis::context, pass::backward, out);
+      c.add(collective::all_to_all, group_axis::context, pass::backward, qkv);
       return c;
     }
     const long long kv = q.micro_batch * Seq * 2LL * kv_heads * head_dim;
-    c.add(collective::all_gather, group_axis::part, pass::forward, kv / 2, 2);
-    c.add(collective::all_gather, group_axis::part, pass::backward, kv / 2, 2);
-    c.add(collective::reduce_scatter, group_axis::part, pass::backward, kv / 2, 2);
+    c.add(collective::all_gather, group_axis::context, pass::forward, kv / 2, 2);
+    c.add(collective::all_gather, group_axis::context, pass::backward, kv / 2, 2);
+    c.add(collective::reduce_scatter, group_axis::context, pass::backward, kv / 2, 2);
     return c;
   }
   // 2D/2.5D/3D: kv groups divided over the mesh columns (whole groups per feature block); the

@@ -313,40 +313,24 @@ constexpr long long stage_bytes(const profile<N>& pr, const parallel_config& c, 
   const unit_time* units = pr.units.data();
   const long long *st = m.state.data(), *ac = m.act.data(), *pi = m.ping.data(), *sc = m.scratch.data(),
                   *ss = m.scratch_stats.data(), *re = m.recompute.data(), *rs = m.recompute_stats.data();
-  detail::stage_tally t;  // (its add, inline: a call per unit costs a frame too)
-  long long state = 0;
+  detail::stage_tally t;
   for (int k = first; k < end; ++k) {
-    t.act += ac[k];
-    t.ping = pi[k] > t.ping ? pi[k] : t.ping;
-    t.scratch = sc[k] > t.scratch ? sc[k] : t.scratch;
-    t.scratch_stats = ss[k] > t.scratch_stats ? ss[k] : t.scratch_stats;
-    t.recompute = re[k] > t.recompute ? re[k] : t.recompute;
-    t.recompute_stats = rs[k] > t.recompute_stats ? rs[k] : t.recompute_stats;
+    t.add_at(st, ac, pi, sc, ss, re, rs, static_cast<std::size_t>(k));
     if (shards) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
-      // moments; the staging and gradient slots are per stage (estimate)
-      state += static_cast<long long>(units[k].local_params * 4 * pr.master_bytes / group);
+      // moments instead; the staging and gradient slots are per stage (estimate)
+      t.state += static_cast<long long>(units[k].local_params * 4 * pr.master_bytes / group) - st[k];
     } else if (c.zero >= 1 && group > 1) {  // Adam's moments: this device's chunk
       const double n = units[k].local_params, mb = pr.master_bytes;
-      long long s = st[k] - static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / group));
+      t.state -= static_cast<long long>(n * 2 * mb * (1.0 - 1.0 / group));
       // ZeRO-2 (exec/zero.hpp): the gradient chunk plus a slot the backward writes the
       // TaskGraph's gradients into before they are reduce-scattered; a stage here is one
       // TaskGraph, so the slot is the stage's whole gradient
-      if (c.zero >= 2) s += static_cast<long long>(n * mb / group);
-      state += s;
-    } else {
-      state += st[k];
+      if (c.zero >= 2) t.state += static_cast<long long>(n * mb / group);
     }
   }
-  const long long entry = m.entry.data()[first], exit = m.exit.data()[end - 1];
-  const double a = static_cast<double>(t.act), e = static_cast<double>(entry);
-  const long long act = static_cast<long long>(a * scale), in = static_cast<long long>(e * scale);
-  const long long work = 2 * static_cast<long long>(static_cast<double>(t.ping) * scale) +
-                         static_cast<long long>(static_cast<double>(t.scratch) * scale) +
-                         static_cast<long long>(static_cast<double>(t.scratch_stats) * scale) +
-                         static_cast<long long>(static_cast<double>(t.recompute) * scale) +
-                         static_cast<long long>(static_cast<double>(t.recompute_stats) * scale);
-  return state + in_flight * (act + in) + work + in + 2 * static_cast<long long>(static_cast<double>(exit) * scale);
+  const double entry = static_cast<double>(m.entry.data()[first]), exit = static_cast<double>(m.exit.data()[end - 1]);
+  return t.scaled(scale).memory(static_cast<long long>(entry * scale), static_cast<long long>(exit * scale), in_flight);
 }
 
 // The step time of units cut into K parts at cuts[0..K] (part k = units [cuts[k], cuts[k + 1])):

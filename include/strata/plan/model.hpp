@@ -24,49 +24,33 @@ struct item_desc {
 };
 
 // The flat layers of an item: Residual<...> and Repeat<N, ...> expanded (layers/residual.hpp).
+// A strategy's layers (its `layers` list, Context<N, Split<T, L...>>'s the inner L...).
+template <class List>
+struct strategy_layers;
+template <class... L>
+struct strategy_layers<type_list<L...>> {
+  using type = concat_t<expand_t<L>...>;
+  static constexpr auto user = join_marks(marks<L>::user...);
+  static constexpr auto block = join_marks(marks<L>::block...);
+};
 template <class T>
 struct item_layers {
   using type = expand_t<T>;
 };
-template <int N, class... L>
-struct item_layers<Replicate<N, L...>> {
-  using type = concat_t<expand_t<L>...>;
-};
-template <int N, class... L>
-struct item_layers<Split<N, L...>> {
-  using type = concat_t<expand_t<L>...>;
-};
-template <int N, class... L>
-struct item_layers<Context<N, L...>> {
-  using type = concat_t<expand_t<L>...>;
-};
-template <int N, int T, class... L>
-struct item_layers<Context<N, Split<T, L...>>> {
-  using type = concat_t<expand_t<L>...>;
+template <class T>
+  requires is_strategy_v<T>
+struct item_layers<T> {
+  using type = typename strategy_layers<typename T::layers>::type;
 };
 
 // The recomputation marks of an item's flat layers (layers/residual.hpp).
 template <class T>
 struct item_marks : marks<T> {};
-template <int N, class... L>
-struct item_marks<Replicate<N, L...>> {
-  static constexpr auto user = join_marks(marks<L>::user...);
-  static constexpr auto block = join_marks(marks<L>::block...);
-};
-template <int N, class... L>
-struct item_marks<Split<N, L...>> {
-  static constexpr auto user = join_marks(marks<L>::user...);
-  static constexpr auto block = join_marks(marks<L>::block...);
-};
-template <int N, class... L>
-struct item_marks<Context<N, L...>> {
-  static constexpr auto user = join_marks(marks<L>::user...);
-  static constexpr auto block = join_marks(marks<L>::block...);
-};
-template <int N, int T, class... L>
-struct item_marks<Context<N, Split<T, L...>>> {
-  static constexpr auto user = join_marks(marks<L>::user...);
-  static constexpr auto block = join_marks(marks<L>::block...);
+template <class T>
+  requires is_strategy_v<T>
+struct item_marks<T> {
+  static constexpr auto user = strategy_layers<typename T::layers>::user;
+  static constexpr auto block = strategy_layers<typename T::layers>::block;
 };
 
 // Position of the first strategy or grouping among an item's flat layers, or −1.

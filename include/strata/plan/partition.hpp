@@ -25,14 +25,6 @@ struct unit_costs {
   std::array<long long, N> exit{};     // bytes of its output: sent on, and its gradient received, when a stage ends with it
 };
 
-// The work region of units [i, j): two transient buffers of the largest activation and the
-// largest scratch; and the messages at the stage's edges (input gradient, output, output
-// gradient).
-template <std::size_t N>
-constexpr long long edge_bytes(const unit_costs<N>& u, int i, int j) {
-  return u.entry[static_cast<std::size_t>(i)] + 2 * u.exit[static_cast<std::size_t>(j - 1)];
-}
-
 // The units of one stage, added one at a time (in any order): sums of what each keeps,
 // maxima of what they use one at a time.
 //
@@ -56,11 +48,23 @@ struct stage_tally {
     recompute = re[x] > recompute ? re[x] : recompute;
     recompute_stats = rs[x] > recompute_stats ? rs[x] : recompute_stats;
   }
-  // Memory of a device holding units [i, j) so tallied, `in_flight` micro-batches stashed.
+  // Memory of a device holding units so tallied, the first one's input `entry` bytes and the
+  // last one's output `exit`, `in_flight` micro-batches stashed: what they keep, two transient
+  // buffers of the largest activation, the largest scratch and recompute buffers, and the
+  // messages at the stage's edges (input gradient, output, output gradient).
+  constexpr long long memory(long long entry, long long exit, long long in_flight) const {
+    return state + in_flight * (act + entry) + 2 * ping + scratch + scratch_stats + recompute + recompute_stats +
+           entry + 2 * exit;
+  }
   template <std::size_t N>
   constexpr long long memory(const unit_costs<N>& u, int i, int j, long long in_flight) const {
-    return state + in_flight * (act + u.entry[static_cast<std::size_t>(i)]) + 2 * ping + scratch + scratch_stats +
-           recompute + recompute_stats + edge_bytes(u, i, j);
+    return memory(u.entry[static_cast<std::size_t>(i)], u.exit[static_cast<std::size_t>(j - 1)], in_flight);
+  }
+  // The tallies at `scale` times the activations (a micro-batch of another size): each kept,
+  // transient or scratch size, rounded down; the state as it is.
+  constexpr stage_tally scaled(double scale) const {
+    auto sc = [scale](long long v) { return static_cast<long long>(static_cast<double>(v) * scale); };
+    return {state, sc(act), sc(ping), sc(scratch), sc(scratch_stats), sc(recompute), sc(recompute_stats)};
   }
 };
 

@@ -315,7 +315,7 @@ constexpr shard_result<NL, NT> plan_shardings(const std::array<layer_plan, NL>& 
         if (own.violated != rule_id::ok) fail({own.violated, li, own.violated_value, cn});
         for (int k = 0; k < own.num_comms; ++k) {
           const comm_desc& x = own.comms[static_cast<std::size_t>(k)];
-          c.add(x.kind, group_axis::context, x.when, x.elems, x.calls, x.stats);
+          c.add(x.kind, x.group, x.when, x.elems, x.calls, x.stats);
         }
         lp.context = cn;
         lp.exchange = ctx.exchange;

@@ -17,6 +17,10 @@
 #   mainjob         the Fashion-MNIST main job (examples/fashion_mnist_train.cu) on one GPU,
 #                   3 epochs in float32, then in bf16 mixed precision
 #   gpt             the GPT main job (examples/gpt_train.cu) on one GPU, 600 steps
+#   attention       bench_gpu_attention (flash attention, bf16, Seq 1k-16k), then
+#                   pytorch_attention.py: the ratio against PyTorch's SDPA flash backend
+#   gpt2            GPT-2 small on one GPU: bench_gpu_gpt_small, pytorch_gpt2.py (eager,
+#                   torch.compile), llmc.sh run (llm.c, carried prebuilt in .carry/llmc)
 # Each part's failure is recorded and reported; the others still run. Every part's output
 # stays in the work dir ($BUILD_DIR/run_all), and the report is re-assembled after every
 # part from whatever parts are there, so the work can be split over several calls on a warm
@@ -47,7 +51,7 @@ results="${RESULTS_DIR:-$root/bench/results}"
 python="${PYTHON:-$(command -v python3 || command -v python || true)}"
 part_timeout="${PART_TIMEOUT:-1800}"
 test_timeout="${TEST_TIMEOUT:-900}"
-all_parts=(build tests step pytorch-launch pytorch-gemm kernels mainjob gpt)
+all_parts=(build attention tests step pytorch-launch pytorch-gemm kernels gpt2 mainjob gpt)
 
 usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 only="" quick=0 fresh=0
@@ -163,7 +167,8 @@ done
 # The binaries each part runs, and the CMake targets that make them.
 declare -A target_path=(
   [bench_kernels]="$build/bench/bench_gpu_kernels" [bench_step]="$build/bench/bench_gpu_step"
-  [fashion_mnist_train]="$build/examples/fashion_mnist_train_cuda" [gpt_train]="$build/examples/gpt_train_cuda")
+  [fashion_mnist_train]="$build/examples/fashion_mnist_train_cuda" [gpt_train]="$build/examples/gpt_train_cuda"
+  [bench_attention]="$build/bench/bench_gpu_attention" [bench_gpt2]="$build/bench/bench_gpu_gpt_small")
 
 configure() {
   # shellcheck disable=SC2086
@@ -554,6 +559,44 @@ part_gpt() {
   esac
 }
 
+# One program of a part: its log, and a status line named after it (exit 77: no device).
+run_program() {  # name log command...
+  local name="$1" log="$2" rc start
+  shift 2
+  start=$(date +%s)
+  watched run_limited "$part_timeout" "$@" >"$log" 2>&1
+  rc=$?
+  case $rc in
+    0) status "$name" "ok" $(( $(date +%s) - start )) "$(grep -m1 -o '^\(strata_gpt2\|llmc\) .*' "$log" | cut -c1-160)" ;;
+    77) status "$name" "skipped" 0 "no CUDA device" ;;
+    124|137) status "$name" "failed" $(( $(date +%s) - start )) "timed out after $part_timeout s" ;;
+    *) status "$name" "failed" $(( $(date +%s) - start )) "exit $rc, see logs/$(basename "$log")" ;;
+  esac
+  return $rc
+}
+
+# Flash attention against PyTorch's SDPA flash backend on the same shapes (the ratio table).
+part_attention() {
+  if ! ensure_built bench_attention; then status attention "skipped" 0 "bench_gpu_attention not built"; return; fi
+  run_program attention "$work/logs/attention.log" "${target_path[bench_attention]}" --out "$work/parts/attention.json" &&
+    [[ -n "$python" ]] &&
+    run_program attention-pytorch "$work/logs/attention_pytorch.log" "$python" "$here/pytorch_attention.py" \
+      --strata "$work/parts/attention.json" --out "$work/parts/attention.md"
+}
+
+# GPT-2 small on one GPU: strata, then PyTorch (which measures the bf16 GEMM peak llm.c's
+# MFU uses), then llm.c; the same batch (GPT2_BATCH, default 16) for all three.
+part_gpt2() {
+  local b="${GPT2_BATCH:-16}"
+  if ensure_built bench_gpt2; then
+    run_program gpt2-strata "$work/logs/gpt2_strata.log" "${target_path[bench_gpt2]}" --batch "$b" \
+      --json "$work/parts/gpt2_strata.json"
+  else status gpt2-strata "skipped" 0 "bench_gpu_gpt_small not built"; fi
+  [[ -n "$python" ]] && run_program gpt2-pytorch "$work/logs/gpt2_pytorch.log" "$python" "$here/pytorch_gpt2.py" \
+    --batch "$b" --json "$work/parts/gpt2_pytorch.json"
+  B="$b" PEAK_JSON="$work/parts/gpt2_pytorch.json" run_program gpt2-llmc "$work/logs/gpt2_llmc.log" bash "$here/llmc.sh" run
+}
+
 for p in "${all_parts[@]}"; do
   wants "$p" || continue
   echo "== $p"
@@ -566,6 +609,8 @@ for p in "${all_parts[@]}"; do
     kernels) part_kernels ;;
     mainjob) part_mainjob ;;
     gpt) part_gpt ;;
+    attention) part_attention ;;
+    gpt2) part_gpt2 ;;
   esac
   assemble >/dev/null
 done

@@ -105,6 +105,12 @@ __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 #endif
 }
+// 4 bytes (a float statistic) global -> shared, zero-filled where !valid.
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::);
@@ -219,17 +225,17 @@ __device__ __forceinline__ int mma_visible(std::size_t seen, std::size_t k0, int
   return seen > k0 ? int(d_min(seen - k0, std::size_t(n))) : 0;
 }
 
-// Whether the tensor-core kernels take a call: 16-bit T, head size 64 or 128, 16-byte
-// aligned rows (cp.async, paired stores), and a device with mma.sync for T (sm_80+).
+// Whether the tensor-core kernels take a call: 16-bit T (float statistics), head size 64
+// or 128, 16-byte aligned rows (cp.async, paired stores), a device with mma.sync (sm_80+).
 inline bool mma_device_ok() {
   int dev = 0, major = 0;
   STRATA_CUDA_CHECK(cudaGetDevice(&dev));
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   return major >= 8;
 }
-template <class T>
+template <class T, class L>
 bool flash_mma_usable(const flash_shape& f, std::initializer_list<const void*> ptrs) {
-  if constexpr (!is_half16_v<T>) {
+  if constexpr (!is_half16_v<T> || !std::is_same_v<L, float>) {
     return false;
   } else {
     if (f.dh != 64 && f.dh != 128) return false;

@@ -5,22 +5,40 @@
 // kernel, each output written by one block in a fixed order (no atomics, no scratch), as
 // flash_backward.cuh's SIMT kernels do. Both recompute the probabilities from the
 // forward's lse, p = exp(scale·s − lse), and with dropout the forward's mask from the
-// elements' coordinates; ds = p (m·dp − δ) with δ = do·o per query row.
+// elements' coordinates; ds = p (m·dp − δ) with δ = do·o per query row (k_flash_mma_delta,
+// into the queue's workspace).
 #include "strata/backend/cuda/flash_mma.cuh"
 
 namespace strata::backend::cuda::detail {
 
-__device__ __forceinline__ float warp_sum(float x) {
+// δ[r] = do[r]·o[r] in fp32 for every query row, once, before the two kernels (which read
+// it per row and per tile): 8 lanes per row, 16-byte loads.
+template <class T, int D>
+__global__ void __launch_bounds__(256)
+    k_flash_mma_delta(std::size_t rows, const T* __restrict__ o, const T* __restrict__ dout, float* __restrict__ delta) {
+  const std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x, r = t / 8;
+  const int l = int(t % 8);
+  float s = 0;
+  if (r < rows)
+    for (int ch = l; ch < D / 8; ch += 8) {
+      const uint4 a = *reinterpret_cast<const uint4*>(o + r * D + ch * 8);
+      const uint4 b = *reinterpret_cast<const uint4*>(dout + r * D + ch * 8);
+      const T* x = reinterpret_cast<const T*>(&a);
+      const T* y = reinterpret_cast<const T*>(&b);
 #pragma unroll
-  for (int s = 16; s > 0; s /= 2) x += __shfl_xor_sync(0xffffffffu, x, s);
-  return x;
+      for (int k = 0; k < 8; ++k) s += float(x[k]) * float(y[k]);
+    }
+  s += __shfl_xor_sync(0xffffffffu, s, 4);
+  s += __shfl_xor_sync(0xffffffffu, s, 2);
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (r < rows && l == 0) delta[r] = s;
 }
 
 // ---------------------------------------------------------------------------------------
 // dQ. Block: 4 warps × 16 query rows of one item, walking the visible key tiles (64 keys at
 // D 64, 32 at D 128, for registers), the next tile's K and V copied while the current is
 // used. Per tile: S = Q Kᵀ, dP = dO Vᵀ, dS = P ∘ (dP − δ) in registers, dQ += dS K with dS
-// rounded to T. δ per row from the quad's lanes (a quarter of the row each). Shared: Q, dO
+// rounded to T. Shared: Q, dO
 // [64][D+8], K, V [2][BN][D+8].
 // ---------------------------------------------------------------------------------------
 template <int D>
@@ -32,8 +50,8 @@ struct mma_dq_cfg {
 template <class T, class L, int D, bool Drop>
 __global__ void __launch_bounds__(mma_warps * 32)
     k_flash_mma_backward_dq(flash_shape f, float scale_log2, float scale, const T* __restrict__ qh,
-                            const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ o,
-                            const T* __restrict__ dout, const L* __restrict__ lse, T* __restrict__ dq) {
+                            const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout, const L* __restrict__ lse, const float* __restrict__ delta,
+                            T* __restrict__ dq) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using cfg = mma_dq_cfg<D>;
   constexpr int BM = cfg::BM, BN = cfg::BN, NT = BN / 8, DT = D / 8, LD = mma_ld<D>;
@@ -71,10 +89,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
     seen[h] = in ? f.keys_seen_by(i) : 0;
     if constexpr (Drop) rk[h] = f.drop_row_key(key, item, i);
     ls[h] = in ? float(lse[row0 + i]) * float(mma_log2e) : 0.f;
-    float d = 0;
-    if (in)
-      for (int x = c; x < D; x += 4) d += float(dout[(row0 + i) * D + x]) * float(o[(row0 + i) * D + x]);
-    dl[h] = quad_sum(d);
+    dl[h] = in ? delta[row0 + i] : 0.f;
   }
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
@@ -137,10 +152,10 @@ __global__ void __launch_bounds__(mma_warps * 32)
 // looping over the items of its group and, for each, over the query tiles (64 at D 64, 32
 // at D 128) that can see them (causal: from the tile of the first query at or after the
 // block's first key): a kv head's gradient sums over its query heads in a fixed order.
-// The next step's Q and dO are copied (cp.async) and its rows' lse and δ computed while
-// the current step runs. Per step: Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ and dSᵀ in registers,
+// The next step's Q, dO and its rows' lse and δ are copied (cp.async) while the current
+// step runs. Per step: Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ and dSᵀ in registers,
 // dV += Pᵀ dO (with dropout m·P), dK += dSᵀ Q, both rounded to T. Shared: K, V [64][D+8],
-// Q, dO [2][BQ][D+8], lse·log2(e) and δ [2][BQ].
+// Q, dO [2][BQ][D+8], lse and δ [2][BQ] (cp.async too).
 // ---------------------------------------------------------------------------------------
 template <int D>
 struct mma_kv_cfg {
@@ -151,9 +166,8 @@ struct mma_kv_cfg {
 template <class T, class L, int D, bool Drop>
 __global__ void __launch_bounds__(mma_warps * 32)
     k_flash_mma_backward_dkdv(flash_shape f, float scale_log2, float scale, const T* __restrict__ qh,
-                              const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ o,
-                              const T* __restrict__ dout, const L* __restrict__ lse, T* __restrict__ dk,
-                              T* __restrict__ dv) {
+                              const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout, const L* __restrict__ lse,
+                              const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using cfg = mma_kv_cfg<D>;
   constexpr int BK = cfg::BK, BQ = cfg::BQ, NQ = BQ / 8, DT = D / 8, LD = mma_ld<D>;
@@ -178,17 +192,11 @@ __global__ void __launch_bounds__(mma_warps * 32)
     const std::size_t it = qstart + u % qtiles * BQ, row0 = f.query_item(kv, u / qtiles) * f.q_len;
     mma_load_tile<D>(sq + b * BQ * LD, qh + row0 * D, it, f.q_len, BQ);
     mma_load_tile<D>(sdo + b * BQ * LD, dout + row0 * D, it, f.q_len, BQ);
-    for (int r = warp; r < BQ; r += mma_warps) {
-      const std::size_t i = it + r;
-      const bool in = i < f.q_len;
-      float d = 0;
-      if (in)
-        for (int x = lane; x < D; x += 32) d += float(dout[(row0 + i) * D + x]) * float(o[(row0 + i) * D + x]);
-      d = warp_sum(d);
-      if (lane == 0) {
-        sls[b * BQ + r] = in ? float(lse[row0 + i]) * float(mma_log2e) : 0.f;
-        sdl[b * BQ + r] = d;
-      }
+    for (int r = int(threadIdx.x); r < BQ; r += mma_warps * 32) {
+      const bool in = it + r < f.q_len;
+      const std::size_t at = row0 + (in ? it + r : 0);
+      cp_async4(smem_u32(sls + b * BQ + r), lse + at, in);
+      cp_async4(smem_u32(sdl + b * BQ + r), delta + at, in);
     }
   };
   if (steps > 0) fetch(0, 0);
@@ -221,14 +229,16 @@ __global__ void __launch_bounds__(mma_warps * 32)
     mma_abt<D, 1, NQ, D, T>(dp, sv, wrow, cdo, lane);  // dPᵀ = V dOᵀ
 
     [[maybe_unused]] const std::uint64_t feature0 = Drop ? f.drop_feature0(item) : 0;
+    // every query of the step sees every key of the block: no per-element mask
+    const bool full = it + BQ <= f.q_len && kt + BK <= f.k_len && f.keys_seen_by(it) >= kt + BK;
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qi = 8 * nt + 2 * c + (e & 1);
         const std::size_t i = it + qi, j = kt + wrow + g + 8 * (e / 2);
-        const bool vis = i < f.q_len && j < f.keys_seen_by(i);
-        const float p = vis ? exp2f(s[0][nt][e] * scale_log2 - sls[b * BQ + qi]) : 0.f;
+        const bool vis = full || (i < f.q_len && j < f.keys_seen_by(i));
+        const float p = vis ? exp2f(s[0][nt][e] * scale_log2 - sls[b * BQ + qi] * float(mma_log2e)) : 0.f;
         if constexpr (Drop) {
           const bool keep = f.drop_keep(f.drop_row_key(key, item, i), feature0 + j);
           const float rs = float(f.drop.scale);

@@ -40,7 +40,8 @@
 #
 # Knobs: BUILD_DIR (build-gpu/, git-ignored), RESULTS_DIR (bench/results), PYTHON,
 # PART_TIMEOUT (s, default 1800), TEST_TIMEOUT (s, default 900), BENCH_STEP_ARGS,
-# PYTORCH_ARGS, KERNELS_ARGS (extra arguments), NCCL_HOME, CMAKE_ARGS (extra -D options).
+# PYTORCH_ARGS, KERNELS_ARGS (extra arguments), NCCL_HOME, CMAKE_ARGS (extra -D options),
+# GPT2_BATCH, GPT2_PROGRAMS, GPT2_ARGS (the gpt2 part).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -66,7 +67,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 knobs=""
-for v in BUILD_DIR RESULTS_DIR PYTHON PART_TIMEOUT TEST_TIMEOUT BENCH_STEP_ARGS PYTORCH_ARGS KERNELS_ARGS NCCL_HOME CMAKE_ARGS; do
+for v in BUILD_DIR RESULTS_DIR PYTHON PART_TIMEOUT TEST_TIMEOUT BENCH_STEP_ARGS PYTORCH_ARGS KERNELS_ARGS NCCL_HOME CMAKE_ARGS \
+         GPT2_BATCH GPT2_PROGRAMS GPT2_ARGS; do
   [[ -n "${!v:-}" ]] && knobs+="$v=$(printf '%q' "${!v}") "
 done
 command_line="${knobs}bash bench/gpu/run_all.sh${only:+ --only $only}$([[ $quick == 1 ]] && echo ' --quick')$([[ $fresh == 1 ]] && echo ' --fresh')"
@@ -585,16 +587,21 @@ part_attention() {
 }
 
 # GPT-2 small on one GPU: strata, then PyTorch (which measures the bf16 GEMM peak llm.c's
-# MFU uses), then llm.c; the same batch (GPT2_BATCH, default 16) for all three.
+# MFU uses), then llm.c; the same batch (GPT2_BATCH, default 16) for all three. GPT2_PROGRAMS
+# (default "strata pytorch llmc") picks some; GPT2_ARGS go to bench_gpt2 (e.g. --clip 1.0).
 part_gpt2() {
-  local b="${GPT2_BATCH:-16}"
-  if ensure_built bench_gpt2; then
-    run_program gpt2-strata "$work/logs/gpt2_strata.log" "${target_path[bench_gpt2]}" --batch "$b" \
-      --json "$work/parts/gpt2_strata.json"
-  else status gpt2-strata "skipped" 0 "bench_gpu_gpt_small not built"; fi
-  [[ -n "$python" ]] && run_program gpt2-pytorch "$work/logs/gpt2_pytorch.log" "$python" "$here/pytorch_gpt2.py" \
-    --batch "$b" --json "$work/parts/gpt2_pytorch.json"
-  B="$b" PEAK_JSON="$work/parts/gpt2_pytorch.json" run_program gpt2-llmc "$work/logs/gpt2_llmc.log" bash "$here/llmc.sh" run
+  local b="${GPT2_BATCH:-16}" progs=" ${GPT2_PROGRAMS:-strata pytorch llmc} "
+  if [[ $progs == *" strata "* ]]; then
+    if ensure_built bench_gpt2; then
+      # shellcheck disable=SC2086
+      run_program gpt2-strata "$work/logs/gpt2_strata.log" "${target_path[bench_gpt2]}" --batch "$b" \
+        --json "$work/parts/gpt2_strata.json" ${GPT2_ARGS:-}
+    else status gpt2-strata "skipped" 0 "bench_gpu_gpt_small not built"; fi
+  fi
+  [[ -n "$python" && $progs == *" pytorch "* ]] && run_program gpt2-pytorch "$work/logs/gpt2_pytorch.log" \
+    "$python" "$here/pytorch_gpt2.py" --batch "$b" --json "$work/parts/gpt2_pytorch.json"
+  [[ $progs == *" llmc "* ]] && B="$b" PEAK_JSON="$work/parts/gpt2_pytorch.json" \
+    run_program gpt2-llmc "$work/logs/gpt2_llmc.log" bash "$here/llmc.sh" run
 }
 
 for p in "${all_parts[@]}"; do

@@ -30,47 +30,50 @@ namespace detail {
 // head-major [parts][seqs, heads, seq, dh].
 struct head_layout {
   std::size_t seqs, seq, heads, parts, dh;
-  // The offset in the token rows of the element at head-major offset o.
-  __device__ std::size_t row_offset(std::size_t o) const {
-    const std::size_t d = o % dh;
-    std::size_t rest = o / dh;
-    const std::size_t t = rest % seq;
-    rest /= seq;
-    const std::size_t h = rest % heads;
-    rest /= heads;
-    const std::size_t s = rest % seqs;
-    const std::size_t p = rest / seqs;
-    return ((s * seq + t) * heads + h) * parts * dh + p * dh + d;
+  // The offset in the token rows of the element at head-major offset o; I = 32 bits when
+  // every offset fits (a 64-bit division is a long emulated sequence).
+  template <class I>
+  __device__ I row_offset(I o) const {
+    const I d = o % I(dh);
+    I rest = o / I(dh);
+    const I t = rest % I(seq);
+    rest /= I(seq);
+    const I h = rest % I(heads);
+    rest /= I(heads);
+    const I s = rest % I(seqs);
+    const I p = rest / I(seqs);
+    return ((s * I(seq) + t) * I(heads) + h) * I(parts) * I(dh) + p * I(dh) + d;
   }
   // The offset in head-major order of the element at token-row offset o.
-  __device__ std::size_t head_offset(std::size_t o) const {
-    const std::size_t d = o % dh;
-    std::size_t rest = o / dh;
-    const std::size_t p = rest % parts;
-    rest /= parts;
-    const std::size_t h = rest % heads;
-    rest /= heads;
-    const std::size_t t = rest % seq;
-    const std::size_t s = rest / seq;
-    return p * (seqs * heads * seq * dh) + ((s * heads + h) * seq + t) * dh + d;
+  template <class I>
+  __device__ I head_offset(I o) const {
+    const I d = o % I(dh);
+    I rest = o / I(dh);
+    const I p = rest % I(parts);
+    rest /= I(parts);
+    const I h = rest % I(heads);
+    rest /= I(heads);
+    const I t = rest % I(seq);
+    const I s = rest / I(seq);
+    return p * I(seqs * heads * seq * dh) + ((s * I(heads) + h) * I(seq) + t) * I(dh) + d;
   }
   std::size_t size() const { return seqs * seq * heads * parts * dh; }
 };
 
-// out[o] = rows[row_offset(o)] for every head-major offset o.
-template <class T>
+// out[o] = rows[row_offset(o)] for every head-major offset o (offsets of type I).
+template <class T, class I>
 __global__ void k_heads_from_rows(head_layout L, std::size_t n, const T* __restrict__ rows, T* __restrict__ out) {
   for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < n;
        o += std::size_t(gridDim.x) * blockDim.x)
-    out[o] = rows[L.row_offset(o)];
+    out[o] = rows[L.row_offset(I(o))];
 }
 
 // rows[o] = in[head_offset(o)] for every token-row offset o.
-template <class T>
+template <class T, class I>
 __global__ void k_rows_from_heads(head_layout L, std::size_t n, const T* __restrict__ in, T* __restrict__ rows) {
   for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < n;
        o += std::size_t(gridDim.x) * blockDim.x)
-    rows[o] = in[L.head_offset(o)];
+    rows[o] = in[L.head_offset(I(o))];
 }
 
 // One group of TH threads per score row r (RPB rows per block); row r is row
@@ -174,24 +177,58 @@ __global__ void k_attention_merge_lse(std::size_t rows, L* lse, const L* lse_b) 
 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
 struct attention_kernels {
+  // Both permutations move whole runs of dh contiguous elements: they run on the widest
+  // word (16, 8 or 4 bytes) that divides a run and the pointers' alignment, as a permutation
+  // of that word with dh counted in words (a fraction of the index arithmetic per byte).
   template <class T>
   static void heads_from_rows(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
                               std::size_t dh, const T* rows, T* out) {
-    const detail::head_layout L{seqs, seq, heads, parts, dh};
-    const std::size_t n = L.size();
-    detail::k_heads_from_rows<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, rows, out);
+    with_run_word(dh * sizeof(T), rows, out, [&](auto word) {
+      using W = decltype(word);
+      const detail::head_layout L{seqs, seq, heads, parts, dh * sizeof(T) / sizeof(W)};
+      const std::size_t n = L.size();
+      auto* kernel =
+          n <= 0xffffffffu ? detail::k_heads_from_rows<W, std::uint32_t> : detail::k_heads_from_rows<W, std::size_t>;
+      kernel<<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(
+          L, n, reinterpret_cast<const W*>(rows), reinterpret_cast<W*>(out));
+    });
     STRATA_CUDA_CHECK_LAUNCH("k_heads_from_rows");
   }
 
   template <class T>
   static void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
                               std::size_t dh, const T* in, T* rows) {
-    const detail::head_layout L{seqs, seq, heads, parts, dh};
-    const std::size_t n = L.size();
-    detail::k_rows_from_heads<T><<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(L, n, in, rows);
+    with_run_word(dh * sizeof(T), in, rows, [&](auto word) {
+      using W = decltype(word);
+      const detail::head_layout L{seqs, seq, heads, parts, dh * sizeof(T) / sizeof(W)};
+      const std::size_t n = L.size();
+      auto* kernel =
+          n <= 0xffffffffu ? detail::k_rows_from_heads<W, std::uint32_t> : detail::k_rows_from_heads<W, std::size_t>;
+      kernel<<<detail::flat_grid(q, n), detail::flat_threads, 0, q.stream()>>>(
+          L, n, reinterpret_cast<const W*>(in), reinterpret_cast<W*>(rows));
+    });
     STRATA_CUDA_CHECK_LAUNCH("k_rows_from_heads");
   }
 
+ private:
+  // Calls f(W{}) for the widest of uint4, uint2, std::uint32_t dividing `run_bytes` and
+  // both pointers' alignment; T's own bytes (as a same-size integer) otherwise.
+  template <class F>
+  static void with_run_word(std::size_t run_bytes, const void* a, const void* b, F&& f) {
+    const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) | run_bytes;
+    if (mis % 16 == 0)
+      f(uint4{});
+    else if (mis % 8 == 0)
+      f(uint2{});
+    else if (mis % 4 == 0)
+      f(std::uint32_t{});
+    else if (mis % 2 == 0)
+      f(std::uint16_t{});
+    else
+      f(std::uint8_t{});
+  }
+
+ public:
   template <class T>
   static void attention_softmax_forward(queue& q, std::size_t batch, std::size_t seq, double scale, bool causal,
                                         const T* s, T* p) {

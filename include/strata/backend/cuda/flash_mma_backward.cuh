@@ -15,7 +15,8 @@ namespace strata::backend::cuda::detail {
 // it per row and per tile): 8 lanes per row, 16-byte loads.
 template <class T, int D>
 __global__ void __launch_bounds__(256)
-    k_flash_mma_delta(std::size_t rows, const T* __restrict__ o, const T* __restrict__ dout, float* __restrict__ delta) {
+    k_flash_mma_delta(std::size_t rows, const T* __restrict__ o, const T* __restrict__ dout,
+                      float* __restrict__ delta) {
   const std::size_t t = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x, r = t / 8;
   const int l = int(t % 8);
   float s = 0;
@@ -50,8 +51,8 @@ struct mma_dq_cfg {
 template <class T, class L, int D, bool Drop>
 __global__ void __launch_bounds__(mma_warps * 32)
     k_flash_mma_backward_dq(flash_shape f, float scale_log2, float scale, const T* __restrict__ qh,
-                            const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout, const L* __restrict__ lse, const float* __restrict__ delta,
-                            T* __restrict__ dq) {
+                            const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout,
+                            const L* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dq) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using cfg = mma_dq_cfg<D>;
   constexpr int BM = cfg::BM, BN = cfg::BN, NT = BN / 8, DT = D / 8, LD = mma_ld<D>;
@@ -166,8 +167,9 @@ struct mma_kv_cfg {
 template <class T, class L, int D, bool Drop>
 __global__ void __launch_bounds__(mma_warps * 32)
     k_flash_mma_backward_dkdv(flash_shape f, float scale_log2, float scale, const T* __restrict__ qh,
-                              const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout, const L* __restrict__ lse,
-                              const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv) {
+                              const T* __restrict__ kh, const T* __restrict__ vh, const T* __restrict__ dout,
+                              const L* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,
+                              T* __restrict__ dv) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using cfg = mma_kv_cfg<D>;
   constexpr int BK = cfg::BK, BQ = cfg::BQ, NQ = BQ / 8, DT = D / 8, LD = mma_ld<D>;

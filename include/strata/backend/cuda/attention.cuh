@@ -311,7 +311,8 @@ struct attention_kernels {
   }
 
   // Two kernels, each output written by one block in a fixed order: dQ per query tile,
-  // dK and dV per key tile of a kv item (δ recomputed by both: no scratch, no atomics).
+  // dK and dV per key tile of a kv item (no atomics). The tensor-core pair reads δ = do·o from
+  // the queue's workspace (one kernel before them); the SIMT pair recomputes it in both.
   template <class T, class L>
   static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
                                        const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {

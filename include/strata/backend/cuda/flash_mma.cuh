@@ -226,12 +226,19 @@ __device__ __forceinline__ int mma_visible(std::size_t seen, std::size_t k0, int
 }
 
 // Whether the tensor-core kernels take a call: 16-bit T (float statistics), head size 64
-// or 128, 16-byte aligned rows (cp.async, paired stores), a device with mma.sync (sm_80+).
-inline bool mma_device_ok() {
-  int dev = 0, major = 0;
-  STRATA_CUDA_CHECK(cudaGetDevice(&dev));
-  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major >= 8;
+// or 128, 16-byte aligned rows (cp.async, paired stores), and kernels compiled for sm_80 or
+// later for this device (their bodies are empty below that: a build for an older
+// architecture JIT-compiled on a newer GPU must not take them).
+template <class T>
+__global__ void k_flash_mma_probe() {}
+template <class T>
+bool mma_compiled_for_device() {
+  cudaFuncAttributes a{};
+  if (cudaFuncGetAttributes(&a, k_flash_mma_probe<T>) != cudaSuccess) {
+    (void)cudaGetLastError();  // no image for this device: not ours to report here
+    return false;
+  }
+  return a.ptxVersion >= 80;
 }
 template <class T, class L>
 bool flash_mma_usable(const flash_shape& f, std::initializer_list<const void*> ptrs) {
@@ -241,7 +248,7 @@ bool flash_mma_usable(const flash_shape& f, std::initializer_list<const void*> p
     if (f.dh != 64 && f.dh != 128) return false;
     for (const void* p : ptrs)
       if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-    return mma_device_ok();
+    return mma_compiled_for_device<T>();
   }
 }
 template <class F>

@@ -2,7 +2,7 @@
 #pragma once
 // strata CUDA backend, flash attention's backward on the tensor cores (flash_mma.cuh's
 // pieces; launched by attention.cuh where flash_mma_usable holds): a dQ kernel and a dK/dV
-// kernel, each output written by one block in a fixed order (no atomics, no scratch), as
+// kernel, each output written by one block in a fixed order (no atomics), as
 // flash_backward.cuh's SIMT kernels do. Both recompute the probabilities from the
 // forward's lse, p = exp(scale·s − lse), and with dropout the forward's mask from the
 // elements' coordinates; ds = p (m·dp − δ) with δ = do·o per query row (k_flash_mma_delta,

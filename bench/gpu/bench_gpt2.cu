@@ -58,12 +58,12 @@
 #include <exception>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <strata/backend/cuda/kernels.cuh>
 #include <strata/runtime/cuda_world.hpp>
 #include <strata/runtime/trainer.hpp>
@@ -313,16 +313,6 @@ bool batch_supported(int b) { return b == 8 || b == 16 || b == 32; }
 // output
 // ---------------------------------------------------------------------------
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o;
-}
-
 int usage(const char* argv0, const std::string& why) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--batch 8|16|32] [--steps N] [--warmup W>=3] [--clip C] [--eager] "
@@ -425,20 +415,17 @@ int main(int argc, char** argv) {
                 o.batch, r.ms_median, tokens_per_s, mfu, peak.tflops, N);
     std::fflush(stdout);
     if (!o.json.empty()) {
-      std::ofstream f(o.json);
-      f.precision(9);
-      f << "{\n  \"name\": \"strata_gpt2\",\n  \"device\": \"" << json_escape(prop.name) << "\",\n  \"driver\": "
-        << driver << ",\n  \"runtime\": " << runtime << ",\n  \"date\": \"" << date << "\",\n  \"command\": \""
-        << json_escape(o.command) << "\",\n  \"batch\": " << o.batch << ",\n  \"seq\": " << Seq
-        << ",\n  \"steps\": " << o.steps << ",\n  \"warmup\": " << o.warmup << ",\n  \"graphs\": "
-        << (o.graphs ? "true" : "false") << ",\n  \"device_fed\": true,\n  \"clip\": " << o.clip
-        << ",\n  \"ms_per_step\": " << r.ms_median << ",\n  \"ms_min\": " << r.ms_min << ",\n  \"ms_max\": "
-        << r.ms_max << ",\n  \"wall_ms_per_step\": " << r.wall_median << ",\n  \"tokens_per_s\": " << tokens_per_s
-        << ",\n  \"mfu\": " << mfu << ",\n  \"peak_tflops\": " << peak.tflops << ",\n  \"peak_gemm_ms\": " << peak.ms
-        << ",\n  \"peak_status\": \"" << json_escape(peak.status) << "\",\n  \"model_tflops\": " << achieved / 1e12
-        << ",\n  \"flops_per_token\": " << flops_per_token << ",\n  \"params\": " << N
-        << ",\n  \"first_loss\": " << r.first_loss << ",\n  \"last_loss\": " << r.last_loss
-        << ",\n  \"activation_bytes\": " << r.activation_bytes << ",\n  \"setup_s\": " << r.setup_s << "\n}\n";
+      const nlohmann::json j = {
+          {"name", "strata_gpt2"}, {"device", prop.name}, {"driver", driver}, {"runtime", runtime},
+          {"date", date}, {"command", o.command}, {"batch", o.batch}, {"seq", Seq}, {"steps", o.steps},
+          {"warmup", o.warmup}, {"graphs", o.graphs}, {"device_fed", true}, {"clip", o.clip},
+          {"ms_per_step", r.ms_median}, {"ms_min", r.ms_min}, {"ms_max", r.ms_max},
+          {"wall_ms_per_step", r.wall_median}, {"tokens_per_s", tokens_per_s}, {"mfu", mfu},
+          {"peak_tflops", peak.tflops}, {"peak_gemm_ms", peak.ms}, {"peak_status", peak.status},
+          {"model_tflops", achieved / 1e12}, {"flops_per_token", flops_per_token}, {"params", N},
+          {"first_loss", r.first_loss}, {"last_loss", r.last_loss}, {"activation_bytes", r.activation_bytes},
+          {"setup_s", r.setup_s}};
+      std::ofstream(o.json) << j.dump(2) << "\n";
       std::printf("wrote %s\n", o.json.c_str());
     }
     return loss_ok && peak.status == "ok" ? 0 : 1;

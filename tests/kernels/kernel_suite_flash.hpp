@@ -49,13 +49,16 @@ inline const std::vector<flash_case> kFlashCases = {
 // probabilities (and the score gradients) to T before their products, as FlashAttention
 // does, so an element may be a few of T's roundings u off rather than one: norm-wise
 // within 3u, element-wise within 16u of the output's rms. Other types: check_act.
+inline double rms_of(const std::vector<double>& v) {
+  double ss = 0;
+  for (double x : v) ss += x * x;
+  return std::sqrt(ss / double(std::max<std::size_t>(v.size(), 1)));
+}
 template <class T>
 void check_flash(const std::vector<T>& got, const std::vector<double>& ref, double floor, const std::string& what) {
   if constexpr (is_half<T>) {
     constexpr double u = std::is_same_v<T, bf16> ? 0x1p-8 : 0x1p-11;
-    double ss = 0;
-    for (double r : ref) ss += r * r;
-    const double rms = std::sqrt(ss / double(std::max<std::size_t>(ref.size(), 1)));
+    const double rms = rms_of(ref);
     check_close(got, ref, 3 * u, what + " (norm-wise)");
     check_near(got, ref, 0, 16 * u * rms + floor, what + " (element-wise)");
   } else {
@@ -296,9 +299,7 @@ TEST_CASE_TEMPLATE("kernels: attention_merge of two key blocks equals attention 
       // of each partial (weights <= 1) and of the result (u = 2^-8 bf16, 2^-11 f16), plus the
       // partials' own error (check_flash's element-wise bound)
       const double u = std::is_same_v<T, bf16> ? 0x1p-8 : 0x1p-11;
-      double ss = 0;
-      for (double r : ref.o) ss += r * r;
-      const double rms = std::sqrt(ss / double(ref.o.size()));
+      const double rms = rms_of(ref.o);
       check_each(
           to_host(q, o.data(), ref.o.size()), ref.o,
           [&](std::size_t i, double got, double r) {

@@ -178,12 +178,12 @@ __global__ void k_attention_merge_lse(std::size_t rows, L* lse, const L* lse_b) 
 // Static members on arguments the front has checked (impl::attention_kernels<queue>).
 struct attention_kernels {
   // Both permutations move whole runs of dh contiguous elements: they run on the widest
-  // word (16, 8 or 4 bytes) that divides a run and the pointers' alignment, as a permutation
+  // word (16, 8 or 4 bytes, else T) that divides a run and the pointers' alignment, as a permutation
   // of that word with dh counted in words (a fraction of the index arithmetic per byte).
   template <class T>
   static void heads_from_rows(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
                               std::size_t dh, const T* rows, T* out) {
-    with_run_word(dh * sizeof(T), rows, out, [&](auto word) {
+    with_run_word<T>(dh * sizeof(T), rows, out, [&](auto word) {
       using W = decltype(word);
       const detail::head_layout L{seqs, seq, heads, parts, dh * sizeof(T) / sizeof(W)};
       const std::size_t n = L.size();
@@ -198,7 +198,7 @@ struct attention_kernels {
   template <class T>
   static void rows_from_heads(queue& q, std::size_t seqs, std::size_t seq, std::size_t heads, std::size_t parts,
                               std::size_t dh, const T* in, T* rows) {
-    with_run_word(dh * sizeof(T), in, rows, [&](auto word) {
+    with_run_word<T>(dh * sizeof(T), in, rows, [&](auto word) {
       using W = decltype(word);
       const detail::head_layout L{seqs, seq, heads, parts, dh * sizeof(T) / sizeof(W)};
       const std::size_t n = L.size();
@@ -211,9 +211,9 @@ struct attention_kernels {
   }
 
  private:
-  // Calls f(W{}) for the widest of uint4, uint2, std::uint32_t dividing `run_bytes` and
-  // both pointers' alignment; T's own bytes (as a same-size integer) otherwise.
-  template <class F>
+  // Calls f(W{}) for the widest of uint4, uint2, std::uint32_t dividing `run_bytes` and both
+  // pointers' alignment; f(T{}) otherwise.
+  template <class T, class F>
   static void with_run_word(std::size_t run_bytes, const void* a, const void* b, F&& f) {
     const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b) | run_bytes;
     if (mis % 16 == 0)
@@ -222,10 +222,8 @@ struct attention_kernels {
       f(uint2{});
     else if (mis % 4 == 0)
       f(std::uint32_t{});
-    else if (mis % 2 == 0)
-      f(std::uint16_t{});
     else
-      f(std::uint8_t{});
+      f(T{});
   }
 
  public:

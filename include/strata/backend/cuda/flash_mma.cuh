@@ -138,6 +138,16 @@ __device__ __forceinline__ void mma_load_tile(std::uint16_t* tile, const T* src,
   }
 }
 
+// Key tile `tile` (BN keys from tile·BN; keys at or past `end` zero) of K and V into buffer
+// tile mod 2 of the double-buffered shared tiles sk and sv ([2][BN][D+8] each).
+template <int D, int BN, class T>
+__device__ __forceinline__ void mma_load_kv(std::uint16_t* sk, std::uint16_t* sv, const T* kb, const T* vb,
+                                            std::size_t tile, std::size_t end) {
+  const int b = int(tile % 2) * BN * mma_ld<D>;
+  mma_load_tile<D>(sk + b, kb, tile * BN, end, BN);
+  mma_load_tile<D>(sv + b, vb, tile * BN, end, BN);
+}
+
 // The A fragment of rows [row0, row0 + 16) × columns [col0, col0 + 16) of a shared tile.
 template <int D>
 __device__ __forceinline__ void mma_load_a(std::uint32_t (&a)[4], const std::uint16_t* tile, int row0, int col0,
@@ -231,14 +241,18 @@ __device__ __forceinline__ int mma_visible(std::size_t seen, std::size_t k0, int
 // architecture JIT-compiled on a newer GPU must not take them).
 template <class T>
 __global__ void k_flash_mma_probe() {}
+// Asked once per process (a process drives one device), not on every launch.
 template <class T>
 bool mma_compiled_for_device() {
-  cudaFuncAttributes a{};
-  if (cudaFuncGetAttributes(&a, k_flash_mma_probe<T>) != cudaSuccess) {
-    (void)cudaGetLastError();  // no image for this device: not ours to report here
-    return false;
-  }
-  return a.ptxVersion >= 80;
+  static const bool ok = [] {
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, k_flash_mma_probe<T>) != cudaSuccess) {
+      (void)cudaGetLastError();  // no image for this device: not ours to report here
+      return false;
+    }
+    return a.ptxVersion >= 80;
+  }();
+  return ok;
 }
 template <class T, class L>
 bool flash_mma_usable(const flash_shape& f, std::initializer_list<const void*> ptrs) {
@@ -292,14 +306,12 @@ __global__ void __launch_bounds__(mma_warps * 32)
   const T* kb = kh + f.kv_item_of(item) * f.k_len * D;
   const T* vb = vh + f.kv_item_of(item) * f.k_len * D;
   mma_load_tile<D>(sq, qh + item * f.q_len * D, qt, f.q_len, BM);
-  if (ntiles > 0) {
-    mma_load_tile<D>(sk, kb, 0, kend, BN);
-    mma_load_tile<D>(sv, vb, 0, kend, BN);
-  }
+  if (ntiles > 0) mma_load_kv<D, BN>(sk, sv, kb, vb, 0, kend);
   cp_async_commit();
 
   const int wrow = warp * 16 * MT;  // the warp's first row in the tile
   [[maybe_unused]] const std::uint64_t key = flash_step_key<Drop>(f);
+  [[maybe_unused]] const float rs = float(f.drop.scale);
   [[maybe_unused]] const std::uint64_t feature0 = Drop ? f.drop_feature0(item) : 0;
   [[maybe_unused]] std::uint64_t rk[MT][2];
   std::size_t seen[MT][2];
@@ -324,11 +336,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
   for (std::size_t t = 0; t < ntiles; ++t) {
     cp_async_wait_all();
     __syncthreads();  // tile t is in; every warp is done with tile t − 1's buffer
-    if (t + 1 < ntiles) {
-      const int nb = int((t + 1) % 2);
-      mma_load_tile<D>(sk + nb * BN * LD, kb, (t + 1) * BN, kend, BN);
-      mma_load_tile<D>(sv + nb * BN * LD, vb, (t + 1) * BN, kend, BN);
-    }
+    if (t + 1 < ntiles) mma_load_kv<D, BN>(sk, sv, kb, vb, t + 1, kend);
     cp_async_commit();
     const std::uint16_t* ck = sk + (t % 2) * BN * LD;
     const std::uint16_t* cv = sv + (t % 2) * BN * LD;
@@ -372,7 +380,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
             sum += p;
             if constexpr (Drop) {
               const std::size_t j = kt + 8 * nt + 2 * c + (e & 1);
-              s[mt][nt][e] = math::dropout_value(p, f.drop_keep(rk[mt][h], feature0 + j), float(f.drop.scale));
+              s[mt][nt][e] = math::dropout_value(p, f.drop_keep(rk[mt][h], feature0 + j), rs);
             } else {
               s[mt][nt][e] = p;
             }

@@ -70,15 +70,13 @@ __global__ void __launch_bounds__(mma_warps * 32)
   const T* vb = vh + f.kv_item_of(item) * f.k_len * D;
   mma_load_tile<D>(sq, qh + row0 * D, qt, f.q_len, BM);
   mma_load_tile<D>(sdo, dout + row0 * D, qt, f.q_len, BM);
-  if (ntiles > 0) {
-    mma_load_tile<D>(sk, kb, 0, kend, BN);
-    mma_load_tile<D>(sv, vb, 0, kend, BN);
-  }
+  if (ntiles > 0) mma_load_kv<D, BN>(sk, sv, kb, vb, 0, kend);
   cp_async_commit();
 
   const int wrow = warp * 16;
   [[maybe_unused]] const std::uint64_t key = flash_step_key<Drop>(f);
   [[maybe_unused]] const std::uint64_t feature0 = Drop ? f.drop_feature0(item) : 0;
+  [[maybe_unused]] const float rs = float(f.drop.scale);
   [[maybe_unused]] std::uint64_t rk[2];
   // Rows past q_len work on zeros (lse 0, δ 0) and are never written.
   std::size_t seen[2];
@@ -100,11 +98,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
   for (std::size_t t = 0; t < ntiles; ++t) {
     cp_async_wait_all();
     __syncthreads();
-    if (t + 1 < ntiles) {
-      const int nb = int((t + 1) % 2);
-      mma_load_tile<D>(sk + nb * BN * LD, kb, (t + 1) * BN, kend, BN);
-      mma_load_tile<D>(sv + nb * BN * LD, vb, (t + 1) * BN, kend, BN);
-    }
+    if (t + 1 < ntiles) mma_load_kv<D, BN>(sk, sv, kb, vb, t + 1, kend);
     cp_async_commit();
     const std::uint16_t* ck = sk + (t % 2) * BN * LD;
     const std::uint16_t* cv = sv + (t % 2) * BN * LD;
@@ -129,7 +123,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
           const float p = col < lim ? exp2f(s[0][nt][e] * scale_log2 - ls[h]) : 0.f;
           float dpv = dp[0][nt][e];
           if constexpr (Drop)
-            dpv = math::dropout_value(dpv, f.drop_keep(rk[h], feature0 + kt + col), float(f.drop.scale));
+            dpv = math::dropout_value(dpv, f.drop_keep(rk[h], feature0 + kt + col), rs);
           s[0][nt][e] = p * (dpv - dl[h]);  // ds
         }
     }
@@ -206,6 +200,7 @@ __global__ void __launch_bounds__(mma_warps * 32)
 
   const int wrow = warp * 16;
   [[maybe_unused]] const std::uint64_t key = flash_step_key<Drop>(f);
+  [[maybe_unused]] const float rs = float(f.drop.scale);
   float gk[1][DT][4], gv[1][DT][4];
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
@@ -243,7 +238,6 @@ __global__ void __launch_bounds__(mma_warps * 32)
         const float p = vis ? exp2f(s[0][nt][e] * scale_log2 - sls[b * BQ + qi] * float(mma_log2e)) : 0.f;
         if constexpr (Drop) {
           const bool keep = f.drop_keep(f.drop_row_key(key, item, i), feature0 + j);
-          const float rs = float(f.drop.scale);
           s[0][nt][e] = math::dropout_value(p, keep, rs);                                  // m p
           dp[0][nt][e] = p * (math::dropout_value(dp[0][nt][e], keep, rs) - sdl[b * BQ + qi]);  // ds
         } else {

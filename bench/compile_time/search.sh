@@ -59,16 +59,18 @@ section="## Plan search
 - date: $(date -u); machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)
 - command: \`bash bench/compile_time/search.sh\`; tree: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 - \`Search<GPT2XL, 64, 40 GiB, batch 512, hw::A100_80GB, TensorDegrees<1, 2, 4, 8>>\` (include/strata/plan/search.hpp):
-  7 probes of 485 layers (tensor degree × sequence parallel; each priced with and without
-  recomputation: 14 profiles), each the planner's passes up to the sharding and the calls' local
-  dimensions, not a whole Plan; every power-of-two pipeline depth, micro-batch 1–8, ZeRO 0–3
-  (ZeRO-3 with 1F1B only), 1F1B, ZB-H1 or interleaved 1F1B (2 chunks); then the chosen plan itself
-  (64-device Plan type, valid and deadlock-free). Seconds: wall time of one compile; CPU s: user +
-  system; peak MiB: max RSS. Before the probes were cut down and the cost model's loops stopped
-  calling std::array::operator[] (which costs a constant evaluator a call frame each): tree
-  9e1c32f, g++ 38.10 s / 5068 MiB, printing the ranking below digit for digit; tree d96a80f (this
-  script's previous run), g++ 38.35 s / 4023 MiB, clang++ 32.06 s / 970 MiB, nvcc 205.18 s /
-  21417 MiB.
+  7 probes (tensor degree × sequence parallel; each priced with and without recomputation: 14
+  profiles), each the planner's passes up to the sharding and the calls' local dimensions, not a
+  whole Plan, over the model with its 48 blocks probed as 4 (plan/search_probe.hpp: the middle
+  copies priced as the second once the second and third are entered and priced alike: 45 layers
+  instead of 485); every power-of-two pipeline depth, micro-batch 1–8, ZeRO 0–3 (ZeRO-3 with
+  1F1B only), 1F1B, ZB-H1 or interleaved 1F1B (2 chunks); then the chosen plan itself (64-device
+  Plan type, valid and deadlock-free). Seconds: wall time of one compile; CPU s: user + system;
+  peak MiB: max RSS. Earlier trees, the same ranking digit for digit: 9e1c32f (485-layer probes
+  that were whole Plans) g++ 38.10 s / 5068 MiB; d96a80f g++ 38.35 s / 4023 MiB, clang++
+  32.06 s / 970 MiB, nvcc 205.18 s / 21417 MiB; 53c4eff (probes of the passes alone, no
+  std::array::operator[] in the cost model's loops) g++ 11.49 s / 1662 MiB, clang++ 17.00 s /
+  772 MiB, nvcc 53.44 s / 7237 MiB.
 
 | layers | shape | compiler | extra flags | compiled | seconds | CPU s | peak MiB |
 |---:|---|---|---|---|---:|---:|---:|

@@ -6,6 +6,7 @@
 // (later replicas holding only padding) equals the one-device evaluation of the valid rows;
 // and trainer::share cuts a global batch into the replicas' parts as the hand-written slices do.
 // mpi-ranks: 2 4
+// strata-test: optimized
 #include "doctest_world.hpp"
 
 #include <cmath>

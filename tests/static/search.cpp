@@ -293,6 +293,47 @@ constexpr bool interleaved_fits = [] {
 }();
 static_assert(interleaved_fits);
 
+// ---- a repeated block probed as four copies (plan/search_probe.hpp) -----------------------
+// Six blocks probed as four price every unit as the probe of the whole model does, to the
+// last bit, in every (t, SP, RC) the search probes; a block whose copies are entered unlike
+// (Linear, ReLU under Split<2>: column and row cuts alternate, a period of two copies) is
+// probed whole.
+using GPT6 = Model<Embedding<V, D>, PositionEmbedding<S, D>, Repeat<6, Attn, MLP>, LayerNorm<D>, Linear<D, V>>;
+template <int t, bool SP, bool RC>
+using Probe6 = detail::search_probe<GPT6, t, SP, RC, hw::A100_80GB, Input<S>, Loss<SoftmaxCrossEntropy>, Element<bf16>>;
+template <class Pr>
+constexpr bool priced_as_whole() {
+  const auto a = Pr::profile;
+  const auto b = cost::profile_of<typename Pr::template probe_on<typename Pr::units>, Pr::NU>(Pr::first, A100);
+  for (std::size_t u = 0; u < Pr::NU; ++u) {
+    const cost::unit_time &x = a.units[u], &y = b.units[u];
+    if (!(x.forward_s == y.forward_s && x.backward_s == y.backward_s && x.recompute_s == y.recompute_s &&
+          x.tensor_comm_s == y.tensor_comm_s && x.model_flops == y.model_flops && x.local_params == y.local_params &&
+          x.weight_s == y.weight_s && x.keep_bytes == y.keep_bytes && x.accumulate_s == y.accumulate_s))
+      return false;
+    const auto &m = a.memory, &n = b.memory;
+    if (!(m.cost[u] == n.cost[u] && m.state[u] == n.state[u] && m.act[u] == n.act[u] && m.ping[u] == n.ping[u] &&
+          m.scratch[u] == n.scratch[u] && m.scratch_stats[u] == n.scratch_stats[u] &&
+          m.recompute[u] == n.recompute[u] && m.recompute_stats[u] == n.recompute_stats[u] &&
+          m.entry[u] == n.entry[u] && m.exit[u] == n.exit[u]))
+      return false;
+  }
+  return a.num_units == b.num_units && a.micro_batch == b.micro_batch && a.tensor == b.tensor &&
+         a.element_bytes == b.element_bytes && a.master_bytes == b.master_bytes && a.peak_flops == b.peak_flops &&
+         a.mixed == b.mixed;
+}
+static_assert(Probe6<1, false, false>::NP == 2 + 4 * 2 + 2 && Probe6<1, false, false>::NU == 2 + 6 * 2 + 2);
+static_assert(Probe6<1, false, false>::shortened && priced_as_whole<Probe6<1, false, false>>());
+static_assert(Probe6<1, false, true>::shortened && priced_as_whole<Probe6<1, false, true>>());
+static_assert(Probe6<2, false, false>::shortened && priced_as_whole<Probe6<2, false, false>>());
+static_assert(Probe6<2, true, true>::shortened && priced_as_whole<Probe6<2, true, true>>());
+static_assert(Probe6<4, true, false>::shortened && priced_as_whole<Probe6<4, true, false>>());
+using Alternating = Model<Repeat<5, Linear<64, 64>, ReLU>, Linear<64, 10>>;
+using AltProbe = detail::search_probe<Alternating, 2, false, false, hw::A100_80GB, Input<16, 64>, Loss<SoftmaxCrossEntropy>>;
+static_assert(!AltProbe::shortened && priced_as_whole<AltProbe>());
+static_assert(detail::search_probe<Alternating, 1, false, false, hw::A100_80GB, Input<16, 64>,
+                                   Loss<SoftmaxCrossEntropy>>::shortened);
+
 }  // namespace
 
 int main() {

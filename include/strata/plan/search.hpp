@@ -14,9 +14,10 @@
 // and rank them by the cost model's step time (plan/cost.hpp); those whose fullest stage
 // (the partition estimate, plan/partition.hpp) exceeds the budget are dropped. Each (t,
 // sequence parallel) is one probe (the model on one stage, Split<t>: the passes up to the
-// sharding, priced with and without recomputation); its stages for each p are AutoStages'
-// balanced cut. `plan` is the best one as an ordinary
-// Plan type; `ranked` the best `Keep` candidates, printable with print_ranked.
+// sharding, priced with and without recomputation; plan/search_probe.hpp, which probes a long
+// Repeat as four copies); its stages for each p are AutoStages' balanced cut. `plan` is the
+// best one as an ordinary Plan type; `ranked` the best `Keep` candidates, printable with
+// print_ranked.
 //
 // Not searched (yet): more than two interleaved chunks, ZeRO-3 with interleaving, offload,
 // 2D/2.5D/3D tensor modes.
@@ -30,11 +31,9 @@
 #include "strata/plan/auto_stages.hpp"
 #include "strata/plan/cost.hpp"
 #include "strata/plan/hardware.hpp"
-#include "strata/plan/lower/parts.hpp"
 #include "strata/plan/partition.hpp"
-#include "strata/plan/passes/shard.hpp"
-#include "strata/plan/recompute.hpp"
 #include "strata/plan/schedule.hpp"
+#include "strata/plan/search_probe.hpp"
 
 namespace strata {
 
@@ -90,64 +89,6 @@ struct schedule_set {
   }();
 };
 using searched_schedules = schedule_set<PreferBackward, ZeroBubbleH1, Interleaved<2>>;
-
-// A probe: the passes the cost model reads (structure to sharding, no schedule, no Plan), the
-// calls' local dimensions and memory needs (the lowering's first step only), and the
-// recomputation regions of GradientCheckpoint<automatic> when RC — computed from the same
-// sharded layers, since recomputation changes no layout. What cost::profile_of and
-// unit_costs_of read of a Plan, at a fraction of its compile-time memory: one probe per
-// (tensor degree, sequence parallel), shared by both RC.
-template <class Net, class List>
-struct probe_passes_of;
-template <class Net, class... O>
-struct probe_passes_of<Net, type_list<O...>> {
-  using type = shard_pass<shapes_pass<placement_pass<structure_pass<Net, O...>>>>;
-};
-template <class P>
-struct probe_calls {
-  struct table {
-    std::array<lower::layer_call, static_cast<std::size_t>(P::num_layers)> calls{};
-  };
-  static constexpr table tables = [] {
-    table t{};
-    lower::detail::describe_calls<P>(t);
-    return t;
-  }();
-};
-template <class P, bool RC>
-struct probe_view {
-  using element_type = typename P::element_type;
-  using lowering = probe_calls<P>;
-  static constexpr int num_layers = P::num_layers, micro_batch = P::micro_batch, replica_batch = P::replica_batch;
-  static constexpr int part_devices = P::part_devices, context = P::context, context_tensor = P::context_tensor;
-  static constexpr long long element_bytes = P::element_bytes, master_bytes = P::master_bytes,
-                             stat_bytes = P::stat_bytes;
-  static constexpr bool mixed_precision = P::mixed_precision;
-  static constexpr const auto& layer_plans = P::layer_plans;
-  static constexpr auto recompute_region =
-      plan_recompute(P::layer_plans, RC ? checkpoint_mode::automatic : P::recompute,
-                     items_info<typename P::items>::user_marks, items_info<typename P::items>::block_marks)
-          .region;
-};
-
-template <class Model, int T, bool SP, bool RC, class Hw, class... O>
-struct search_probe {
-  using model = auto_model<Model>;
-  using units = typename model::units;
-  static constexpr int num_units = units::size;
-  static constexpr std::size_t NU = static_cast<std::size_t>(num_units);
-  template <class... U>
-  using part = std::conditional_t<T == 1, Replicate<1, U...>, Split<T, U...>>;
-  using options = concat_t<type_list<O...>, type_list<MicroBatch<1>>,
-                           std::conditional_t<SP, type_list<SequenceParallel>, type_list<>>>;
-  using probe = probe_view<typename probe_passes_of<typename whole_part<units, part>::type, options>::type, RC>;
-  static constexpr auto first = unit_firsts(units{});
-  static constexpr cost::profile<NU> profile = cost::profile_of<probe, NU>(first, Hw::value);
-  // the FLOP-balanced cut into P stages (memory is checked per candidate, at its batch)
-  template <int P>
-  static constexpr std::array<int, static_cast<std::size_t>(P) + 1> cut =
-      balanced_cut<NU, static_cast<std::size_t>(P)>(profile.memory).cuts;
-};
 
 // A stage of the chosen plan: the units on one strategy, or under ZeRO-3 each unit a
 // TaskGraph of its own on that strategy.
@@ -330,7 +271,7 @@ struct Search<Model, Devices, BudgetMiB, GlobalBatch, Hw, TensorDegrees<T...>, O
       return {};
     } else {
       using pr = probe<t, SP, RC>;
-      const auto profile = cost::profile_of<typename pr::probe, pr::NU>(pr::first, hw);
+      const auto profile = pr::profile_on(hw);
       const cost::parallel_config pc{.tensor = t, .pipeline = c.pipeline, .data = c.data, .micro_batch = c.micro_batch,
                                      .micro_batches = c.micro_batches,
                                      .schedule = schedules::price[static_cast<std::size_t>(c.schedule)], .zero = c.zero};

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     if (tp2 && world.size() != 4)
       throw agreed_error("--tp2 (Context<2, Split<2>>) runs on 4 processes, not " + std::to_string(world.size()));
     switch (world.size()) {
-      case 1: return run_exchange<1, 1>(world, steps, "");
+      case 1: return run<1, 1, ContextAllGather>(world, steps);  // one process exchanges nothing
       case 2: return run_exchange<2, 1>(world, steps, mode);
       case 4: return tp2 ? run_exchange<2, 2>(world, steps, mode) : run_exchange<4, 1>(world, steps, mode);
       default: throw agreed_error("long_context_train runs on 1, 2 or 4 processes, not " + std::to_string(world.size()));

@@ -167,6 +167,36 @@ using Hand = Pipeline<Colocate<Embedding<V, D>, PositionEmbedding<S, D>, Attn, M
                       Colocate<Attn, MLP, LayerNorm<D>, Linear<D, V>>>;
 static_assert(std::is_same_v<G3::type, Hand>);
 
+// Six blocks probed as four (plan/units.hpp): every unit costs what the whole model's probe
+// says, to the byte and FLOP, and the plans check as above; a block whose copies are entered
+// unlike (Linear, ReLU under Split<2>: column and row cuts alternate) is probed whole.
+template <class A>
+constexpr bool costs_as_whole() {
+  const auto whole = detail::unit_costs_of<typename A::whole_probe, A::NU>(A::first, A::num_units);
+  const auto& c = A::costs;
+  for (std::size_t u = 0; u < A::NU; ++u)
+    if (!(c.cost[u] == whole.cost[u] && c.state[u] == whole.state[u] && c.act[u] == whole.act[u] &&
+          c.ping[u] == whole.ping[u] && c.scratch[u] == whole.scratch[u] &&
+          c.scratch_stats[u] == whole.scratch_stats[u] && c.recompute[u] == whole.recompute[u] &&
+          c.recompute_stats[u] == whole.recompute_stats[u] && c.entry[u] == whole.entry[u] &&
+          c.exit[u] == whole.exit[u]))
+      return false;
+  return true;
+}
+using GPT6 = Model<Embedding<V, D>, PositionEmbedding<S, D>, Repeat<6, Attn, MLP>, LayerNorm<D>, Linear<D, V>>;
+using A6 = check_plan<GPT6, AutoStages<3>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<6>>;
+static_assert(A6::A::shortened && A6::A::NP == 12 && A6::units == 16 && costs_as_whole<A6::A>() && A6::value);
+using A6rc = check_plan<GPT6, AutoStages<4>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<8>,
+                        GradientCheckpoint<checkpoint_mode::automatic>>;
+static_assert(A6rc::A::shortened && costs_as_whole<A6rc::A>());
+using A6sp = detail::auto_stages<GPT6, AutoStages<4>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<8>,
+                                 GradientCheckpoint<checkpoint_mode::automatic>, Default<Split<2>>, SequenceParallel>;
+static_assert(A6sp::shortened && costs_as_whole<A6sp>());
+using Alternating = Model<Repeat<5, Linear<D, D>, ReLU>, Linear<D, V>>;
+using Alt = detail::auto_stages<Alternating, AutoStages<2>, Input<S, D>, CE, MicroBatch<4>, NumMicroBatch<4>, Default<Split<2>>>;
+static_assert(!Alt::shortened && costs_as_whole<Alt>());
+static_assert(detail::auto_stages<Alternating, AutoStages<2>, Input<S, D>, CE, MicroBatch<4>, NumMicroBatch<4>>::shortened);
+
 // A memory budget moves the cut: the fullest stage of the balanced cut no longer fits.
 using Unbudgeted = check_plan<GPT, AutoStages<3>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<6>>::A;
 constexpr long long fullest = Unbudgeted::cut.fullest;

@@ -9,7 +9,8 @@
 // from forward to backward (the lowered plan's buffer needs) and the work buffers.
 // plan/partition.hpp then picks the cut whose most expensive stage is cheapest among
 // those whose every stage fits MemoryBudget (with each stage's micro-batches in flight
-// under the schedule), and the resulting Pipeline<...> is an ordinary plan.
+// under the schedule), and the resulting Pipeline<...> is an ordinary plan. A long Repeat
+// enters the probe as four copies where its middle copies cost alike (plan/units.hpp).
 //
 // Types are produced only for the result (slices of the unit list by index, constant
 // depth); everything else is constexpr arrays.
@@ -24,6 +25,7 @@
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
 #include "strata/plan/partition.hpp"
+#include "strata/plan/units.hpp"
 #include "strata/plan/schedule.hpp"
 #include "strata/plan/sharding.hpp"
 #include "strata/strategy/options.hpp"
@@ -35,47 +37,6 @@ struct Plan;
 }  // namespace strata
 
 namespace strata::detail {
-
-// ---- the units of a model -----------------------------------------------------------------
-template <class T>
-struct units_of_item {
-  using type = type_list<T>;
-};
-template <int N, class... L>
-struct units_of_item<Repeat<N, L...>> {
-  using type = typename repeat_list<repeat_copies<N>, type_list<L...>>::type;
-};
-
-// How a model is cut: its units, and the part each slice of units becomes.
-template <class Net>
-struct auto_model {  // a bare layer, Residual or Repeat: one TaskGraph of the Default strategy
-  static constexpr bool unannotated = !is_annotation_v<Net>;
-  using units = typename units_of_item<Net>::type;
-  template <class... U>
-  using part = Colocate<U...>;
-};
-template <class... I>
-struct auto_model<Model<I...>> {
-  static constexpr bool unannotated = (!is_annotation_v<I> && ...);
-  using units = concat_t<typename units_of_item<I>::type...>;
-  template <class... U>
-  using part = Colocate<U...>;
-};
-// Replicate<N, ...> or Split<N, ...> around the model: each stage keeps the strategy
-template <template <int, class...> class Strategy, int N, class... I>
-  requires is_strategy_v<Strategy<N, I...>>
-struct auto_model<Strategy<N, I...>> {
-  static constexpr bool unannotated = (!is_annotation_v<I> && ...);
-  using units = concat_t<typename units_of_item<I>::type...>;
-  template <class... U>
-  using part = Strategy<N, U...>;
-};
-
-// Units [B, B + sizeof J) as one part.
-template <template <class...> class Part, class List, int B, std::size_t... J>
-auto slice_part(std::index_sequence<J...>) -> Part<list_nth_t<static_cast<std::size_t>(B) + J, List>...>;
-template <template <class...> class Part, class List, int B, int E>
-using slice_t = decltype(slice_part<Part, List, B>(std::make_index_sequence<static_cast<std::size_t>(E - B)>{}));
 
 // The plan's options without AutoStages, MemoryBudget and the schedule: the probe's. A
 // one-chunk schedule that splits backwards (ZB-H1) stays: its stash keeps output
@@ -109,22 +70,6 @@ template <class Net, class OptionList>
 struct probe_of<true, Net, OptionList> {
   using type = typename plan_of<Net, OptionList>::type;
 };
-
-template <class Units, template <class...> class Part>
-struct whole_part;
-template <class... U, template <class...> class Part>
-struct whole_part<type_list<U...>, Part> {
-  using type = Part<U...>;
-};
-
-// The first flat layer of each unit, and the total after the last.
-template <class... U>
-constexpr std::array<int, sizeof...(U) + 1> unit_firsts(type_list<U...>) {
-  constexpr std::array<int, sizeof...(U) + 1> sizes{item_layers<U>::type::size..., 0};
-  std::array<int, sizeof...(U) + 1> f{};
-  for (std::size_t u = 0; u < sizeof...(U); ++u) f[u + 1] = f[u] + sizes[u];
-  return f;
-}
 
 // Each unit's memory and cost, read off a probe plan holding the whole model as one stage:
 // units [first[u], first[u + 1]) of its flat layers (the loss, if any, joins the last one).
@@ -207,9 +152,15 @@ struct auto_stages {
   static constexpr int stages = ok ? K : 1;
   static constexpr std::size_t NU = static_cast<std::size_t>(num_units > 0 ? num_units : 1);
 
-  // ---- the probe: the whole model as one stage ------------------------------------------
-  using probe = typename probe_of<ok, typename whole_part<units, model::template part>::type,
-                                  concat_t<probe_option_t<Options>...>>::type;
+  // ---- the probe: the whole model as one stage, a long Repeat as four copies (units.hpp) ----
+  using probe_options = concat_t<probe_option_t<Options>...>;
+  using whole_probe = typename probe_of<ok, typename whole_part<units, model::template part>::type, probe_options>::type;
+  using short_units = probe_units_of<typename model_items<Net>::type>;
+  static_assert(short_units::model_units == units::size);
+  static constexpr std::size_t NP = short_units::units::size > 0 ? short_units::units::size : 1;
+  using short_probe = typename probe_of<(ok && short_units::shortened > 0),
+                                        typename whole_part<typename short_units::units, model::template part>::type,
+                                        probe_options>::type;
 
   // first flat layer of each unit (first[num_units] = the model's layers; the loss after)
   static constexpr auto first = [] {
@@ -217,10 +168,29 @@ struct auto_stages {
     if constexpr (num_units > 0) f = unit_firsts(units{});
     return f;
   }();
+  static constexpr auto short_first = unit_firsts(typename short_units::units{});
+  static constexpr unit_costs<NP> short_costs = [] {
+    if constexpr (ok && short_units::shortened > 0) return unit_costs_of<short_probe, NP>(short_first, static_cast<int>(NP));
+    else return unit_costs<NP>{};
+  }();
+  // the twins planned and costing alike: every middle copy costs what the second does
+  static constexpr bool shortened = [] {
+    if constexpr (ok && short_units::shortened > 0) {
+      for (const auto& tw : short_units::map.twins)
+        if (!twin_layers_alike<short_probe, NP>(short_first, tw.second, tw.period) ||
+            !twin_costs_alike(short_costs, tw.second, tw.period))
+          return false;
+      return true;
+    } else {
+      return false;
+    }
+  }();
+  using probe = std::conditional_t<shortened, short_probe, whole_probe>;
 
   static constexpr unit_costs<NU> costs = [] {
-    if constexpr (ok) return unit_costs_of<probe, NU>(first, num_units);
-    else return unit_costs<NU>{};
+    if constexpr (!ok) return unit_costs<NU>{};
+    else if constexpr (shortened) return spread_costs<NU, NP>(short_costs, short_units::map.unit);
+    else return unit_costs_of<whole_probe, NU>(first, num_units);
   }();
 
   // micro-batches each stage keeps in flight under the plan's schedule (its program on K

@@ -3,14 +3,8 @@
 // recomputation), each unit's time and memory on one device, read off the planner's passes
 // over the model on one stage — what cost::profile_of and unit_costs_of read of a Plan.
 //
-// A repeated block is probed once in the middle. Repeat<N, L...> with N > 4 enters the probe
-// as four copies: the first (entered from what precedes it), two middle ones, and the last
-// (followed by what follows). The passes the cost model reads walk the layers in order, and
-// what one copy hands the next is its layout, 3D turn and shape: a copy entered as the copy
-// before it was entered repeats it exactly. So when the probe's second and third copies are
-// entered alike (and price alike), every middle copy of the model is the second, and a
-// 48-block GPT is probed as 4 blocks (a tenth of the compile-time work and memory). Where
-// they differ, the whole model is probed.
+// A long Repeat is probed as four copies (plan/units.hpp): where the second and third are
+// planned and priced alike, every middle copy is priced as the second; else the whole model.
 #include <array>
 #include <cstddef>
 #include <type_traits>
@@ -20,6 +14,7 @@
 #include "strata/plan/lower/parts.hpp"
 #include "strata/plan/passes/shard.hpp"
 #include "strata/plan/recompute.hpp"
+#include "strata/plan/units.hpp"
 
 namespace strata::detail {
 
@@ -60,103 +55,16 @@ struct probe_view {
           .region;
 };
 
-// ---- the probe's units: repeated blocks kept four times -----------------------------------
-template <class Net>
-struct model_items {
-  using type = type_list<Net>;
-};
-template <class... I>
-struct model_items<Model<I...>> {
-  using type = type_list<I...>;
-};
-template <template <int, class...> class Strategy, int N, class... I>
-  requires is_strategy_v<Strategy<N, I...>>
-struct model_items<Strategy<N, I...>> {
-  using type = type_list<I...>;
-};
-
-inline constexpr int probe_kept_copies = 4;
-template <class I>
-struct probe_item {
-  using units = typename units_of_item<I>::type;
-  static constexpr int copies = 1, kept = 1, period = static_cast<int>(units::size);
-};
-template <int N, class... L>
-  requires(repeat_copies<N> > probe_kept_copies)
-struct probe_item<Repeat<N, L...>> {
-  using units = typename repeat_list<probe_kept_copies, type_list<L...>>::type;
-  static constexpr int copies = repeat_copies<N>, kept = probe_kept_copies, period = static_cast<int>(sizeof...(L));
-};
-
-template <class Items>
-struct probe_units_of;
-template <class... I>
-struct probe_units_of<type_list<I...>> {
-  using units = concat_t<typename probe_item<I>::units...>;  // the probe's
-  static constexpr std::size_t model_units = (0 + ... + static_cast<std::size_t>(probe_item<I>::copies * probe_item<I>::period));
-  static constexpr int shortened = (0 + ... + (probe_item<I>::kept < probe_item<I>::copies ? 1 : 0));
-  // A Repeat probed as four copies: its second copy's first probe unit and its period (the
-  // third copy starts `period` units later).
-  struct twin {
-    int second = 0, period = 0;
-  };
-  struct layout {
-    std::array<int, model_units> unit{};  // the probe unit each of the model's units is priced as
-    std::array<twin, static_cast<std::size_t>(shortened > 0 ? shortened : 1)> twins{};
-  };
-  static constexpr layout map = [] {
-    layout m{};
-    constexpr std::array<int, sizeof...(I)> copies{probe_item<I>::copies...}, kept{probe_item<I>::kept...},
-        period{probe_item<I>::period...};
-    int model = 0, probe = 0, twins = 0;
-    for (std::size_t i = 0; i < sizeof...(I); ++i) {
-      const int c = copies[i], k = kept[i], p = period[i];
-      if (k < c) m.twins[static_cast<std::size_t>(twins++)] = twin{probe + p, p};
-      for (int copy = 0; copy < c; ++copy) {
-        // the first copies as they are, the middle ones as the second, the last as the last
-        const int as = k == c ? copy : copy == c - 1 ? k - 1 : copy < 2 ? copy : 1;
-        for (int j = 0; j < p; ++j) m.unit[static_cast<std::size_t>(model++)] = probe + as * p + j;
-      }
-      probe += k * p;
-    }
-    return m;
-  }();
-};
-
-// Whether the probe's twin copies are entered alike and price alike, layer by layer and unit
-// by unit: then every middle copy of the model is priced as the second.
+// Whether the probe's twin copies are planned alike and price alike, unit by unit (units.hpp)
 template <class Probe, std::size_t NP>
 constexpr bool twins_alike(const cost::profile<NP>& pr, const std::array<int, NP + 1>& first, int second, int period) {
-  const strata::layer_plan* plans = Probe::layer_plans.data();
-  const int* regions = Probe::recompute_region.data();
-  const int a0 = first[static_cast<std::size_t>(second)], b0 = first[static_cast<std::size_t>(second + period)];
-  const int n = b0 - a0;
-  for (int j = 0; j < n; ++j) {
-    const strata::layer_plan &a = plans[a0 + j], &b = plans[b0 + j];
-    bool same = a.arrives == b.arrives && a.in_layout == b.in_layout && a.out_layout == b.out_layout &&
-                a.turned == b.turned && a.in == b.in && a.out == b.out && a.sig == b.sig &&
-                a.local_param_elems == b.local_param_elems && a.local_flops_per_sample == b.local_flops_per_sample &&
-                a.num_comms == b.num_comms && (regions[a0 + j] >= 0) == (regions[b0 + j] >= 0) &&
-                (regions[a0 + j] != regions[a0 + j - 1]) == (regions[b0 + j] != regions[b0 + j - 1]);
-    const comm_desc *ca = a.comms.data(), *cb = b.comms.data();
-    for (int k = 0; same && k < a.num_comms; ++k)
-      same = ca[k].kind == cb[k].kind && ca[k].group == cb[k].group && ca[k].when == cb[k].when &&
-             ca[k].elems == cb[k].elems && ca[k].calls == cb[k].calls && ca[k].stats == cb[k].stats;
-    if (!same) return false;
-  }
+  if (!twin_layers_alike<Probe, NP>(first, second, period) || !twin_costs_alike(pr.memory, second, period)) return false;
   const cost::unit_time* t = pr.units.data();
-  const auto& m = pr.memory;
   for (int u = second; u < second + period; ++u) {
     const cost::unit_time &x = t[u], &y = t[u + period];
-    const auto v = static_cast<std::size_t>(u), w = static_cast<std::size_t>(u + period);
     if (!(x.forward_s == y.forward_s && x.backward_s == y.backward_s && x.recompute_s == y.recompute_s &&
           x.tensor_comm_s == y.tensor_comm_s && x.model_flops == y.model_flops && x.local_params == y.local_params &&
           x.weight_s == y.weight_s && x.keep_bytes == y.keep_bytes && x.accumulate_s == y.accumulate_s))
-      return false;
-    if (!(m.cost[v] == m.cost[w] && m.state[v] == m.state[w] && m.act[v] == m.act[w] && m.ping[v] == m.ping[w] &&
-          m.scratch[v] == m.scratch[w] && m.scratch_stats[v] == m.scratch_stats[w] &&
-          m.recompute[v] == m.recompute[w] && m.recompute_stats[v] == m.recompute_stats[w] &&
-          m.entry[v] == m.entry[w] && m.exit[v] == m.exit[w]))
       return false;
   }
   return true;
@@ -169,17 +77,9 @@ constexpr cost::profile<NU> spread_profile(const cost::profile<NP>& pr, const st
   r.num_units = static_cast<int>(NU);
   r.micro_batch = pr.micro_batch, r.tensor = pr.tensor, r.mixed = pr.mixed;
   r.element_bytes = pr.element_bytes, r.master_bytes = pr.master_bytes, r.peak_flops = pr.peak_flops;
-  const auto &s = pr.memory;
-  auto& d = r.memory;
+  r.memory = spread_costs<NU, NP>(pr.memory, unit);
   const int* of = unit.data();
-  for (std::size_t u = 0; u < NU; ++u) {
-    const auto p = static_cast<std::size_t>(of[u]);
-    r.units[u] = pr.units[p];
-    d.cost[u] = s.cost[p], d.state[u] = s.state[p], d.act[u] = s.act[p], d.ping[u] = s.ping[p];
-    d.scratch[u] = s.scratch[p], d.scratch_stats[u] = s.scratch_stats[p];
-    d.recompute[u] = s.recompute[p], d.recompute_stats[u] = s.recompute_stats[p];
-    d.entry[u] = s.entry[p], d.exit[u] = s.exit[p];
-  }
+  for (std::size_t u = 0; u < NU; ++u) r.units[u] = pr.units[static_cast<std::size_t>(of[u])];
   return r;
 }
 

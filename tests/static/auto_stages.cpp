@@ -179,7 +179,7 @@ constexpr bool costs_as_whole() {
           c.ping[u] == whole.ping[u] && c.scratch[u] == whole.scratch[u] &&
           c.scratch_stats[u] == whole.scratch_stats[u] && c.recompute[u] == whole.recompute[u] &&
           c.recompute_stats[u] == whole.recompute_stats[u] && c.entry[u] == whole.entry[u] &&
-          c.exit[u] == whole.exit[u]))
+          c.exit[u] == whole.exit[u] && c.tail[u] == whole.tail[u]))
       return false;
   return true;
 }
@@ -188,10 +188,10 @@ using A6 = check_plan<GPT6, AutoStages<3>, Input<S>, CE, MicroBatch<4>, NumMicro
 static_assert(A6::A::shortened && A6::A::NP == 12 && A6::units == 16 && costs_as_whole<A6::A>() && A6::value);
 using A6rc = check_plan<GPT6, AutoStages<4>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<8>,
                         GradientCheckpoint<checkpoint_mode::automatic>>;
-static_assert(A6rc::A::shortened && costs_as_whole<A6rc::A>());
-using A6sp = detail::auto_stages<GPT6, AutoStages<4>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<8>,
-                                 GradientCheckpoint<checkpoint_mode::automatic>, Default<Split<2>>, SequenceParallel>;
-static_assert(A6sp::shortened && costs_as_whole<A6sp>());
+static_assert(A6rc::A::shortened && costs_as_whole<A6rc::A>() && A6rc::value);
+using A6sp = check_plan<GPT6, AutoStages<4>, Input<S>, CE, MicroBatch<4>, NumMicroBatch<8>,
+                        GradientCheckpoint<checkpoint_mode::automatic>, Default<Split<2>>, SequenceParallel>;
+static_assert(A6sp::A::shortened && costs_as_whole<A6sp::A>() && A6sp::value);
 using Alternating = Model<Repeat<5, Linear<D, D>, ReLU>, Linear<D, V>>;
 using Alt = detail::auto_stages<Alternating, AutoStages<2>, Input<S, D>, CE, MicroBatch<4>, NumMicroBatch<4>, Default<Split<2>>>;
 static_assert(!Alt::shortened && costs_as_whole<Alt>());

@@ -124,6 +124,9 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       c.scratch_stats[x] = scratch_stats > c.scratch_stats[x] ? scratch_stats : c.scratch_stats[x];
       if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
       if (i == hi - 1 && !call.loss) c.exit[x] = out_elems * eb;
+      if (i == hi - 1 && region >= 0)  // out of its region when it ends a stage
+        c.tail[x] = call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
+                    (call.needs.keep_input ? in_elems * eb : 0);
     }
   }
   return c;

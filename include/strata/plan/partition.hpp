@@ -23,6 +23,9 @@ struct unit_costs {
   std::array<long long, N> recompute_stats{};  // ... and of statistics
   std::array<long long, N> entry{};    // bytes of its input: kept, and its gradient sent back, when a stage starts with it
   std::array<long long, N> exit{};     // bytes of its output: sent on, and its gradient received, when a stage ends with it
+  // bytes a micro-batch keeps more when a stage ends with it: a recomputed region stops
+  // before a part's last layer (plan/recompute.hpp), so that layer's stash is kept
+  std::array<long long, N> tail{};
 };
 
 // The units of one stage, added one at a time (in any order): sums of what each keeps,
@@ -58,7 +61,8 @@ struct stage_tally {
   }
   template <std::size_t N>
   constexpr long long memory(const unit_costs<N>& u, int i, int j, long long in_flight) const {
-    return memory(u.entry[static_cast<std::size_t>(i)], u.exit[static_cast<std::size_t>(j - 1)], in_flight);
+    const auto last = static_cast<std::size_t>(j - 1);
+    return memory(u.entry[static_cast<std::size_t>(i)], u.exit[last], in_flight) + in_flight * u.tail[last];
   }
   // The tallies at `scale` times the activations (a micro-batch of another size): each kept,
   // transient or scratch size, rounded down; the state as it is.

@@ -25,9 +25,9 @@
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
 #include "strata/plan/partition.hpp"
-#include "strata/plan/units.hpp"
 #include "strata/plan/schedule.hpp"
 #include "strata/plan/sharding.hpp"
+#include "strata/plan/units.hpp"
 #include "strata/strategy/options.hpp"
 #include "strata/strategy/strategy.hpp"
 
@@ -158,7 +158,7 @@ struct auto_stages {
   // ---- the probe: the whole model as one stage, a long Repeat as four copies (units.hpp) ----
   using probe_options = concat_t<probe_option_t<Options>...>;
   using whole_probe = typename probe_of<ok, typename whole_part<units, model::template part>::type, probe_options>::type;
-  using short_units = probe_units_of<typename model_items<Net>::type>;
+  using short_units = probe_units_of<typename model::items>;
   static_assert(short_units::model_units == units::size);
   static constexpr std::size_t NP = short_units::units::size > 0 ? short_units::units::size : 1;
   using short_probe = typename probe_of<(ok && short_units::shortened > 0),

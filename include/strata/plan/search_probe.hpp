@@ -97,31 +97,36 @@ struct search_probe {
   using probe_on = probe_view<typename probe_passes_of<typename whole_part<Units, part>::type, options>::type, RC>;
   static constexpr auto first = unit_firsts(units{});
 
-  // the shortened probe, and whether its twins vouch for it
-  using short_units = probe_units_of<typename model_items<Model>::type>;
+  // the shortened probe, its profile on Hw, and whether its twins vouch for it
+  using short_units = probe_units_of<typename model::items>;
   static_assert(short_units::model_units == NU);
   static constexpr std::size_t NP = short_units::units::size;
+  using short_probe = probe_on<typename short_units::units>;
   static constexpr auto short_first = unit_firsts(typename short_units::units{});
+  static constexpr cost::profile<NP> short_profile = [] {
+    if constexpr (short_units::shortened == 0) return cost::profile<NP>{};
+    else return cost::profile_of<short_probe, NP>(short_first, Hw::value);
+  }();
   static constexpr bool shortened = [] {
     if constexpr (short_units::shortened == 0) {
       return false;
     } else {
-      const auto pr = cost::profile_of<probe_on<typename short_units::units>, NP>(short_first, Hw::value);
       for (const auto& tw : short_units::map.twins)
-        if (!twins_alike<probe_on<typename short_units::units>, NP>(pr, short_first, tw.second, tw.period))
-          return false;
+        if (!twins_alike<short_probe, NP>(short_profile, short_first, tw.second, tw.period)) return false;
       return true;
     }
   }();
   // the model's profile on `hw`
   static constexpr cost::profile<NU> profile_on(const hardware& hw) {
     if constexpr (shortened)
-      return spread_profile<NU, NP>(cost::profile_of<probe_on<typename short_units::units>, NP>(short_first, hw),
-                                    short_units::map.unit);
+      return spread_profile<NU, NP>(cost::profile_of<short_probe, NP>(short_first, hw), short_units::map.unit);
     else
       return cost::profile_of<probe_on<units>, NU>(first, hw);
   }
-  static constexpr cost::profile<NU> profile = profile_on(Hw::value);
+  static constexpr cost::profile<NU> profile = [] {
+    if constexpr (shortened) return spread_profile<NU, NP>(short_profile, short_units::map.unit);
+    else return profile_on(Hw::value);
+  }();
   // the FLOP-balanced cut into P stages (memory is checked per candidate, at its batch)
   template <int P>
   static constexpr std::array<int, static_cast<std::size_t>(P) + 1> cut =

@@ -37,6 +37,7 @@ struct units_of_item<Repeat<N, L...>> {
 template <class Net>
 struct auto_model {  // a bare layer, Residual or Repeat: one TaskGraph of the Default strategy
   static constexpr bool unannotated = !is_annotation_v<Net>;
+  using items = type_list<Net>;
   using units = typename units_of_item<Net>::type;
   template <class... U>
   using part = Colocate<U...>;
@@ -44,6 +45,7 @@ struct auto_model {  // a bare layer, Residual or Repeat: one TaskGraph of the D
 template <class... I>
 struct auto_model<Model<I...>> {
   static constexpr bool unannotated = (!is_annotation_v<I> && ...);
+  using items = type_list<I...>;
   using units = concat_t<typename units_of_item<I>::type...>;
   template <class... U>
   using part = Colocate<U...>;
@@ -53,6 +55,7 @@ template <template <int, class...> class Strategy, int N, class... I>
   requires is_strategy_v<Strategy<N, I...>>
 struct auto_model<Strategy<N, I...>> {
   static constexpr bool unannotated = (!is_annotation_v<I> && ...);
+  using items = type_list<I...>;
   using units = concat_t<typename units_of_item<I>::type...>;
   template <class... U>
   using part = Strategy<N, U...>;
@@ -81,20 +84,6 @@ constexpr std::array<int, sizeof...(U) + 1> unit_firsts(type_list<U...>) {
 }
 
 // ---- the probe's units: a long Repeat kept four times -------------------------------------
-template <class Net>
-struct model_items {
-  using type = type_list<Net>;
-};
-template <class... I>
-struct model_items<Model<I...>> {
-  using type = type_list<I...>;
-};
-template <template <int, class...> class Strategy, int N, class... I>
-  requires is_strategy_v<Strategy<N, I...>>
-struct model_items<Strategy<N, I...>> {
-  using type = type_list<I...>;
-};
-
 inline constexpr int probe_kept_copies = 4;
 template <class I>
 struct probe_item {

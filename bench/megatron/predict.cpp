@@ -107,13 +107,14 @@ int main() {
   std::printf("| model | TP | PP | DP | GPUs | batch | published TFLOP/s/GPU | predicted | error | step s | "
               "compute | of it grad acc | TP comm | PP comm | bubble | DP comm | optimizer | MFU (no recompute) | memory GiB |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  double worst = 0;
+  double worst = 0, sum = 0;
   int within = 0;
   for (const row& r : rows) {
     const auto& p = r.pub;
     const auto& e = r.e;
     const double err = (r.predicted_tflops - p.tflops_per_gpu) / p.tflops_per_gpu;
     worst = std::fabs(err) > worst ? std::fabs(err) : worst;
+    sum += std::fabs(err);
     within += std::fabs(err) <= 0.15;
     auto pct = [&](double x) { return 100 * x / e.step_s; };
     std::printf("| %s | %d | %d | %d | %d | %d | %.0f | %.1f | %+.1f%% | %.2f | %.0f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | "
@@ -122,6 +123,7 @@ int main() {
                 100 * err, e.step_s, pct(e.compute_s), pct(e.accumulate_s), pct(e.tensor_comm_s), pct(e.pipeline_comm_s), pct(e.bubble_s),
                 pct(e.data_comm_s), pct(e.optimizer_s), 100 * e.mfu, static_cast<double>(e.memory_bytes) / (1LL << 30));
   }
-  std::printf("\nrows within 15%%: %d of %zu; worst relative error %.1f%%\n", within, rows.size(), 100 * worst);
+  std::printf("\nrows within 15%%: %d of %zu; worst relative error %.1f%%, mean absolute error %.1f%%\n", within,
+              rows.size(), 100 * worst, 100 * sum / static_cast<double>(rows.size()));
   return 0;
 }

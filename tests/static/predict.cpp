@@ -62,25 +62,26 @@ constexpr int V = 32, S = 256, D = 64;
 template <int N, class... Mode>
 using CP = Plan<Context<N, Embedding<V, D>, CausalSelfAttention<D, 4, S>, Linear<D, V>>, Input<S>, CE, MicroBatch<1>,
                 NumMicroBatch<4>, Mode...>;
-constexpr double link = 200e9, lat = 5e-6;  // the A100's NVLink as the model sustains it, one ring step
+// the A100's NVLink as the model sustains it; NCCL's latencies: one ring step, one call
+constexpr double link = 200e9, lat = 3.4e-6, call = 8.4e-6;
 // ring: each device's k and v (S/N positions × 2 × 64 floats) sent N − 1 times forward, N − 1
 // backward, and their gradients N times, per micro-batch
 template <int N>
-constexpr double ring_s = 4 * (3 * N - 2) * ((double(S) / N * 2 * D * 4) / link + lat);
+constexpr double ring_s = 4 * (3 * N - 2) * ((double(S) / N * 2 * D * 4) / link + lat + call);
 static_assert(near(cost::predict<CP<2, ContextRing>>(A100).tensor_comm_s, ring_s<2>));
 static_assert(near(cost::predict<CP<4, ContextRing>>(A100).tensor_comm_s, ring_s<4>));
 // all-gather: the whole sequence's k and v gathered forward and backward and their gradients
 // reduce-scattered, each in two calls of half of it: (N − 1)/N of the bytes and N − 1 steps each
 template <int N>
-constexpr double gather_s = 4 * 3 * 2 * ((N - 1.0) / N * (double(S) * 2 * D * 4 / 2) / link + (N - 1) * lat);
+constexpr double gather_s = 4 * 3 * 2 * ((N - 1.0) / N * (double(S) * 2 * D * 4 / 2) / link + (N - 1) * lat + call);
 static_assert(near(cost::predict<CP<2>>(A100).tensor_comm_s, gather_s<2>));
 static_assert(near(cost::predict<CP<4>>(A100).tensor_comm_s, gather_s<4>));
 // a Context<N> part holds the whole model on each device: its gradients are all-reduced over
 // the N devices (and the replicas): Embedding 32·64, attention 64·192 + 192 + 64·64 + 64, head
 // 64·32 + 32 parameters in fp32
 constexpr double cp_grads = (32.0 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 32 + 32) * 4;
-static_assert(near(cost::predict<CP<2, ContextRing>>(A100).data_comm_s, 2 * 0.5 * cp_grads / link + 2 * lat));
-static_assert(near(cost::predict<CP<2, ContextRing>>(A100, 2).data_comm_s, 2 * 0.75 * cp_grads / link + 2 * 3 * lat));
+static_assert(near(cost::predict<CP<2, ContextRing>>(A100).data_comm_s, 2 * 0.5 * cp_grads / link + 2 * lat + call));
+static_assert(near(cost::predict<CP<2, ContextRing>>(A100, 2).data_comm_s, 2 * 0.75 * cp_grads / link + 2 * 3 * lat + call));
 // the same attention work split N ways: compute shrinks with N
 static_assert(cost::predict<CP<4, ContextRing>>(A100).compute_s < cost::predict<CP<2, ContextRing>>(A100).compute_s);
 

@@ -14,6 +14,8 @@ using namespace strata;
 namespace {
 
 constexpr hardware A100 = hw::A100_80GB::value;
+// NCCL's latencies (hw::nccl_*): a ring step over NVLink, a collective call
+constexpr double step_lat = 3.4e-6, call_lat = 8.4e-6;
 constexpr bool near(double a, double b) { return a - b < 1e-9 * (b > 0 ? b : -b) + 1e-15 && b - a < 1e-9 * (b > 0 ? b : -b) + 1e-15; }
 
 // ---- one unit's time: a compute-bound Linear, by hand -----------------------------------
@@ -67,7 +69,7 @@ constexpr double stage_time(int s) {  // two units at micro-batch 2 (twice the p
     t += 2 * (lin_profile.units[u].forward_s + lin_profile.units[u].backward_s);
   // the message at the stage's edge: 2 · 512 · 1024 bf16 values, over NVLink (both stages in a node) at
   // the 200 GB/s published nccl-tests runs sustain (hw::a100_nvlink_efficiency of 300)
-  return t + (2.0 * 512 * 1024 * 2) / 200e9 + 5e-6;
+  return t + (2.0 * 512 * 1024 * 2) / 200e9 + step_lat + call_lat;
 }
 constexpr double slowest = stage_time(1) > stage_time(0) ? stage_time(1) : stage_time(0);
 constexpr double update = 2 * (1024.0 * 1024 + 1024) * (7 * 4 + 2) / (2039e9 * 0.90);  // a stage's Adam, HBM-bound
@@ -95,7 +97,7 @@ constexpr cost::step_estimate i2_e = cost::estimate<4, 4>(lin_profile, std::arra
 constexpr double i2_stage_time(int s) {
   double t = 0;
   for (int u : {s, s + 2}) t += 2 * (lin_profile.units[u].forward_s + lin_profile.units[u].backward_s);
-  const double msg = (2.0 * 512 * 1024 * 2) / 200e9 + 5e-6;  // one edge, one direction
+  const double msg = (2.0 * 512 * 1024 * 2) / 200e9 + step_lat + call_lat;  // one edge, one direction
   return t + 3 * msg;  // three edges each: stage 0 part 0's out, part 2's in and out; stage 1 the mirror
 }
 constexpr double i2_slowest = i2_stage_time(1) > i2_stage_time(0) ? i2_stage_time(1) : i2_stage_time(0);
@@ -104,7 +106,7 @@ static_assert(near(i2_e.bubble_s, i2_slowest / 2));
 // Data parallel: a ring all-reduce of each device's fp32 gradients over 4 devices of one node
 constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 1};
 constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
-static_assert(near(dp4_e.data_comm_s, 2 * 0.75 * (4 * (1024.0 * 1024 + 1024) * 4) / 200e9 + 2 * 3 * 5e-6));
+static_assert(near(dp4_e.data_comm_s, 2 * 0.75 * (4 * (1024.0 * 1024 + 1024) * 4) / 200e9 + 2 * 3 * step_lat + call_lat));
 // A runtime that adds each micro-batch's weight gradients to the fp32 accumulator in a pass
 // of its own (hardware::separate_grad_accumulation, Megatron-LM's DDP hook) pays, per
 // micro-batch whatever its size, a read and a write of 4 bytes and a read of the 2-byte
@@ -132,7 +134,7 @@ constexpr cost::parallel_config dp4_z3{.tensor = 1, .pipeline = 1, .data = 4, .m
                                        .zero = 3};
 constexpr cost::step_estimate z3_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4_z3, A100);
 constexpr double lin_n = 1024.0 * 1024 + 1024, all4 = 4 * lin_n * 4;  // the stage's parameters in fp32 bytes
-constexpr double ring4 = 0.75 * all4 / 200e9 + 3 * 5e-6;                 // one all-gather or reduce-scatter of them
+constexpr double ring4 = 0.75 * all4 / 200e9 + 3 * step_lat + call_lat;  // one all-gather or reduce-scatter of them
 constexpr double z3_stage = [] {
   double t = 0;
   for (int u = 0; u < 4; ++u) t += lin_profile.units[u].forward_s + lin_profile.units[u].backward_s;

@@ -15,8 +15,9 @@
 // a pass of its own (hardware::separate_grad_accumulation), that pass is charged per
 // micro-batch at the HBM rate. Collectives take the ring time of their size over the link they
 // cross (NVLink inside a node, the network between nodes, each at the fraction of its rate
-// published nccl-tests runs sustain) plus a latency per step. A stage's time per micro-batch is the sum over
-// its units plus the pipeline messages at its edges; the step is
+// published nccl-tests runs sustain) plus NCCL's latencies, one per call and one per ring
+// step. A stage's time per micro-batch is the sum over its units plus the pipeline messages
+// at its edges; the step is
 //   M · slowest stage + the schedule's bubble (its tag's bubble():
 //     (p − 1) / V · slowest for 1F1B, GPipe, interleaved with V chunks;
 //     (p − 1) · (slowest − 2 W) for ZB-H1, W its weight-gradient passes)
@@ -40,17 +41,19 @@ namespace strata::cost {
 constexpr double intra_rate(const hardware& hw) { return hw.intra_bytes_per_s * hw.intra_efficiency; }
 constexpr double inter_rate(const hardware& hw) { return hw.inter_bytes_per_s * hw.inter_efficiency; }
 
-// Ring time of a collective moving `bytes` (the larger local buffer) over n devices.
-constexpr double collective_s(collective k, double bytes, int n, double bw, double lat) {
+// Ring time of a collective moving `bytes` (the larger local buffer) over n devices: NCCL's
+// own model (src/graph/tuning.cc), a fixed latency per call (`call`) and one per ring step
+// (`lat`) added to the bytes' time at the link's rate; a send is one step.
+constexpr double collective_s(collective k, double bytes, int n, double bw, double lat, double call) {
   if (n <= 1 || bytes <= 0 || bw <= 0) return 0;
   const double f = static_cast<double>(n - 1) / n;
   switch (k) {
-    case collective::all_reduce: return 2 * f * bytes / bw + 2 * (n - 1) * lat;
+    case collective::all_reduce: return 2 * f * bytes / bw + 2 * (n - 1) * lat + call;
     case collective::all_gather:
     case collective::reduce_scatter:
     case collective::all_to_all:
-    case collective::broadcast: return f * bytes / bw + (n - 1) * lat;
-    case collective::send_recv: return bytes / bw + lat;
+    case collective::broadcast: return f * bytes / bw + (n - 1) * lat + call;
+    case collective::send_recv: return bytes / bw + lat + call;
     case collective::none: return 0;
   }
   return 0;
@@ -216,7 +219,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
         const int gn = x.group == group_axis::tensor    ? Probe::context_tensor
                        : x.group == group_axis::context ? Probe::context
                                                         : n;
-        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, bw, lat) * x.calls;
+        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, bw, lat, hw.collective_latency_s) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
       }
       const bool recomputed = regions[i] >= 0;
@@ -386,8 +389,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         const double in = k > 0 ? static_cast<double>(entry[first]) * scale : 0;
         // each direction's send overlaps the matching receive: out forward (and its gradient
         // back), in backward (and its activation forward)
-        pp += collective_s(collective::send_recv, out, 2, pp_bw, pp_lat) +
-              collective_s(collective::send_recv, in, 2, pp_bw, pp_lat);
+        pp += collective_s(collective::send_recv, out, 2, pp_bw, pp_lat, hw.collective_latency_s) +
+              collective_s(collective::send_recv, in, 2, pp_bw, pp_lat, hw.collective_latency_s);
       }
       bytes += stage_bytes(pr, c, first, end, in_flight(c, s)) +
                (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);
@@ -396,7 +399,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     // again before its backward (a recomputed forward reuses the backward's slot), inside
     // every micro-batch; two compute-type staging slots, one master slot in mixed precision
     // and the gradient slots (two when more than one unit has parameters)
-    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.reduce_group(), dbw, dlat) : 0;
+    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.reduce_group(), dbw, dlat, hw.collective_latency_s) : 0;
     if (zero3)
       bytes += static_cast<long long>(largest * (2 * pr.element_bytes + (pr.mixed ? pr.master_bytes : 0) +
                                                  (with_params > 1 ? 2 : 1) * pr.master_bytes));
@@ -429,10 +432,10 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // ZeRO-3 that too, and no final all-gather
   const double grads = most_params * pr.master_bytes;
   const int g = c.reduce_group();
-  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dbw, dlat) + slow_gather)
-                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dbw, dlat) +
-                                      collective_s(collective::all_gather, grads, g, dbw, dlat)
-                                : collective_s(collective::all_reduce, grads, g, dbw, dlat);
+  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dbw, dlat, hw.collective_latency_s) + slow_gather)
+                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dbw, dlat, hw.collective_latency_s) +
+                                      collective_s(collective::all_gather, grads, g, dbw, dlat, hw.collective_latency_s)
+                                : collective_s(collective::all_reduce, grads, g, dbw, dlat, hw.collective_latency_s);
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);

@@ -34,6 +34,9 @@ struct hardware {
   int devices_per_node = 1;
   double intra_bytes_per_s = 0, intra_latency_s = 0;  // per device and direction, inside a node
   double inter_bytes_per_s = 0, inter_latency_s = 0;  // per device and direction, between nodes
+  // The latencies above are per ring step (a message to the next device); a collective call
+  // pays this once besides (NCCL's base latency of the algorithm and protocol).
+  double collective_latency_s = 0;
   // The fraction of those link rates a large NCCL transfer sustains: nccl-tests' bus
   // bandwidth (busbw) over the link rate, from published runs.
   double intra_efficiency = 1.0, inter_efficiency = 1.0;
@@ -90,16 +93,23 @@ inline constexpr double a100_nvlink_efficiency = 200.0 / 300.0;
 inline constexpr double h100_nvlink_efficiency = 370.0 / 450.0;
 inline constexpr double infiniband_efficiency = 96.0 / 100.0;
 
+// NCCL's latency model for the ring algorithm with its Simple protocol, the one for
+// bandwidth-bound messages (src/graph/tuning.cc, the same in NCCL 2.8.3, 2.9.6 and 2.10.3,
+// 2020-2021): a base latency of 8.4 µs per call, and per ring step 3.4 µs over NVLink and
+// 9.6 µs over the network.
+inline constexpr double nccl_call_latency = 8.4e-6, nccl_nvlink_step = 3.4e-6, nccl_network_step = 9.6e-6;
+
 // An 8-GPU node: NVLink inside it, one network adapter per GPU between nodes; fp16 peak =
-// bf16 peak; ring-step latencies of 5 µs (NVLink), 10 µs (network).
+// bf16 peak; NCCL's latencies.
 constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp32, double fp64, int sms, double hbm,
                                   long long memory, double nvlink_each_way, double nic_each_way,
                                   double nvlink_efficiency) {
   return hardware{.name = name, .flops_fp64 = fp64, .flops_fp32 = fp32, .flops_bf16 = bf16, .flops_fp16 = bf16,
                   .gemm_efficiency = measured_gemm_efficiency, .sm_count = sms, .hbm_bytes_per_s = hbm,
                   .hbm_efficiency = measured_hbm_efficiency, .memory_bytes = memory, .devices_per_node = 8,
-                  .intra_bytes_per_s = nvlink_each_way, .intra_latency_s = 5e-6,
-                  .inter_bytes_per_s = nic_each_way, .inter_latency_s = 10e-6,
+                  .intra_bytes_per_s = nvlink_each_way, .intra_latency_s = nccl_nvlink_step,
+                  .inter_bytes_per_s = nic_each_way, .inter_latency_s = nccl_network_step,
+                  .collective_latency_s = nccl_call_latency,
                   .intra_efficiency = nvlink_efficiency, .inter_efficiency = infiniband_efficiency};
 }
 

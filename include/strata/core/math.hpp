@@ -18,7 +18,7 @@ namespace strata::math {
 // Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2; e^r − 1 = r + r² P(r) with
 // Cephes' expf coefficients; then 2^n (e^r − 1) + (2^n − 1), exact in its last step for
 // small n, so tiny x keeps its relative accuracy.
-STRATA_HD inline float expm1_nonpositive(float x) {
+STRATA_HD_INLINE float expm1_nonpositive(float x) {
   x = x < -87.0f ? -87.0f : x;  // 2^n stays a normal number
   const float n = static_cast<float>(static_cast<int>(x * 1.44269504088896341f - 0.5f));  // round(x / ln2), x <= 0
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -40,7 +40,7 @@ STRATA_HD inline float expm1_nonpositive(float x) {
 
 // tanh in float: −m / (2 + m) with m = e^(−2|x|) − 1, and the sign of x; within 2.5 ulp
 // of tanh on [−20, 20]. double keeps libm's tanh.
-STRATA_HD inline float tanh_of(float x) {
+STRATA_HD_INLINE float tanh_of(float x) {
   const float m = expm1_nonpositive(x < 0.0f ? 2.0f * x : -2.0f * x);
   const float t = -m / (2.0f + m);
   return x < 0.0f ? -t : x > 0.0f ? t : x;  // ±0 and NaN pass through
@@ -127,7 +127,7 @@ STRATA_HD inline void rope_rotate(double& a, double& b, long long pos, std::size
 // act(x) in the compute type C. relu lets NaN through (a NaN check then sees it); gelu is
 // the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class C>
-STRATA_HD inline C act_forward(backend::activation a, C x) {
+STRATA_HD_INLINE C act_forward(backend::activation a, C x) {
   switch (a) {
     case backend::activation::relu:
       return x < C(0) ? C(0) : x;
@@ -143,7 +143,7 @@ STRATA_HD inline C act_forward(backend::activation a, C x) {
 
 // d act / dx at x (relu: 0 at x == 0, as PyTorch).
 template <class C>
-STRATA_HD inline C act_derivative(backend::activation a, C x) {
+STRATA_HD_INLINE C act_derivative(backend::activation a, C x) {
   switch (a) {
     case backend::activation::relu:
       return x > C(0) ? C(1) : C(0);

@@ -24,7 +24,7 @@ write_report() {
   local name=$1 title=$2 command=$3 run=$4
   local cpu tag out
   cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-  tag=$(echo "$cpu" | awk '{print $1"_"$2}')
+  tag=$(echo "$cpu" | sed 's/([A-Za-z]*)//g' | awk '{print $1"_"$2}')  # "Intel(R) Xeon(R) ..." -> Intel_Xeon
   out=bench/results/${name}_$(date +%F)_${tag}.md
   {
     echo "# $title"

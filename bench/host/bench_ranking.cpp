@@ -91,8 +91,8 @@ static_assert(selected.n >= (Devices > 2 ? 10 : 8) && selected.n <= 30, "the ben
 
 struct measured_row {
   candidate c;
-  double measured = 0, search = 0, plan = 0;
-  cost::step_estimate terms{};  // the search's estimate, term by term
+  double measured = 0, plan = 0;
+  cost::step_estimate search{};  // the search's estimate, term by term
 };
 
 template <int I>
@@ -101,8 +101,7 @@ measured_row run_one(world<Host, comm::mpi_communicator>& w, const hardware& hw,
   constexpr candidate c = Found::all.rows[static_cast<std::size_t>(row)];
   using P = typename Found::template plan_of_candidate<row>;
   measured_row r{c};
-  r.terms = Found::reprice(c, hw);
-  r.search = r.terms.step_s;
+  r.search = Found::reprice(c, hw);
   r.plan = cost::predict<P>(hw, c.data).step_s;
   auto train = make_trainer<P>(w, AdamW{.lr = 1e-3, .weight_decay = 0.01});
   std::mt19937 g(1);
@@ -182,16 +181,16 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const measured_row& r = rows[i];
       const auto label = Found::schedules::label[static_cast<std::size_t>(r.c.schedule)];
-      const cost::step_estimate& e = r.terms;
+      const cost::step_estimate& e = r.search;
       std::printf("| %zu | %d | %d | %d | %d | %d | %s | %s | %d | %.*s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | "
                   "%.2f |\n",
                   i + 1, r.c.tensor, r.c.pipeline, r.c.data, r.c.micro_batch, r.c.micro_batches,
                   r.c.sequence_parallel ? "y" : "n", r.c.recompute ? "y" : "n", r.c.zero, int(label.size()),
-                  label.data(), r.measured * 1e3, r.search * 1e3, r.plan * 1e3, r.measured / r.search,
+                  label.data(), r.measured * 1e3, e.step_s * 1e3, r.plan * 1e3, r.measured / e.step_s,
                   e.compute_s * 1e3, e.tensor_comm_s * 1e3, (e.pipeline_comm_s + e.bubble_s) * 1e3,
                   (e.data_comm_s + e.optimizer_s) * 1e3);
-      m.push_back(r.measured), se.push_back(r.search), pl.push_back(r.plan);
-      if (r.search < rows[chosen].search) chosen = i;
+      m.push_back(r.measured), se.push_back(e.step_s), pl.push_back(r.plan);
+      if (e.step_s < rows[chosen].search.step_s) chosen = i;
       if (r.measured < rows[fastest].measured) fastest = i;
     }
     std::printf("\nSpearman rank correlation with the measured times: search's estimate %.3f, plan's prediction %.3f "

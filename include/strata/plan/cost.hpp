@@ -41,10 +41,21 @@ namespace strata::cost {
 constexpr double intra_rate(const hardware& hw) { return hw.intra_bytes_per_s * hw.intra_efficiency; }
 constexpr double inter_rate(const hardware& hw) { return hw.inter_bytes_per_s * hw.inter_efficiency; }
 
+// The link a group's collectives cross, as the model prices it: its sustained rate, the
+// latency of a ring step over it, and the fixed latency of a call.
+struct link_price {
+  double bytes_per_s = 0, step_s = 0, call_s = 0;
+};
+constexpr link_price link_of(const hardware& hw, bool intra) {
+  return intra ? link_price{intra_rate(hw), hw.intra_latency_s, hw.collective_latency_s}
+               : link_price{inter_rate(hw), hw.inter_latency_s, hw.collective_latency_s};
+}
+
 // Ring time of a collective moving `bytes` (the larger local buffer) over n devices: NCCL's
-// own model (src/graph/tuning.cc), a fixed latency per call (`call`) and one per ring step
-// (`lat`) added to the bytes' time at the link's rate; a send is one step.
-constexpr double collective_s(collective k, double bytes, int n, double bw, double lat, double call) {
+// own model (src/graph/tuning.cc), a fixed latency per call and one per ring step added to
+// the bytes' time at the link's rate; a send is one step.
+constexpr double collective_s(collective k, double bytes, int n, const link_price& l) {
+  const double bw = l.bytes_per_s, lat = l.step_s, call = l.call_s;
   if (n <= 1 || bytes <= 0 || bw <= 0) return 0;
   const double f = static_cast<double>(n - 1) / n;
   switch (k) {
@@ -183,9 +194,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   const double eb = r.element_bytes, sb = static_cast<double>(Probe::stat_bytes), mb = Probe::micro_batch;
   const double flops_rate = r.peak_flops * hw.gemm_efficiency, hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
   const int n = r.tensor;
-  const bool intra = n <= hw.devices_per_node;
-  const double bw = intra ? intra_rate(hw) : inter_rate(hw);
-  const double lat = intra ? hw.intra_latency_s : hw.inter_latency_s;
+  const link_price link = link_of(hw, n <= hw.devices_per_node);
   // (arrays through pointers: partition.hpp's stage_tally says why)
   const strata::layer_plan* plans = Probe::layer_plans.data();
   const auto* calls = T.calls.data();
@@ -219,7 +228,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
         const int gn = x.group == group_axis::tensor    ? Probe::context_tensor
                        : x.group == group_axis::context ? Probe::context
                                                         : n;
-        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, bw, lat, hw.collective_latency_s) * x.calls;
+        const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, link) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
       }
       const bool recomputed = regions[i] >= 0;
@@ -346,9 +355,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const int parts = static_cast<int>(K), chunks = c.schedule.chunks > 1 ? c.schedule.chunks : 1, p = parts / chunks;
   // pipeline neighbours are `tensor` ranks apart: some boundary crosses nodes unless the
   // whole replica sits in one node
-  const bool pp_intra = c.tensor * p <= hw.devices_per_node;
-  const double pp_bw = pp_intra ? intra_rate(hw) : inter_rate(hw);
-  const double pp_lat = pp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  const link_price pp_link = link_of(hw, c.tensor * p <= hw.devices_per_node);
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
   double sum_compute = 0, sum_tp = 0, sum_pp = 0, sum_acc = 0;  // over the stages (hardware::shared_compute)
   const bool dp_intra = c.devices() <= hw.devices_per_node;
@@ -358,8 +365,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const int replica = c.tensor * c.pipeline;
   const int per_node = replica >= hw.devices_per_node ? 1 : hw.devices_per_node / replica;
   const double across = inter_rate(hw) * (per_node < c.data ? per_node : c.data);
-  const double dbw = dp_intra ? intra_rate(hw) : across < intra_rate(hw) ? across : intra_rate(hw);
-  const double dlat = dp_intra ? hw.intra_latency_s : hw.inter_latency_s;
+  link_price dp_link = link_of(hw, dp_intra);
+  if (!dp_intra) dp_link.bytes_per_s = across < intra_rate(hw) ? across : intra_rate(hw);
   const bool zero3 = c.shards_weights();
   double slow_gather = 0;
   const unit_time* units = pr.units.data();  // (partition.hpp's stage_tally: why pointers)
@@ -389,8 +396,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         const double in = k > 0 ? static_cast<double>(entry[first]) * scale : 0;
         // each direction's send overlaps the matching receive: out forward (and its gradient
         // back), in backward (and its activation forward)
-        pp += collective_s(collective::send_recv, out, 2, pp_bw, pp_lat, hw.collective_latency_s) +
-              collective_s(collective::send_recv, in, 2, pp_bw, pp_lat, hw.collective_latency_s);
+        pp += collective_s(collective::send_recv, out, 2, pp_link) + collective_s(collective::send_recv, in, 2, pp_link);
       }
       bytes += stage_bytes(pr, c, first, end, in_flight(c, s)) +
                (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);
@@ -399,7 +405,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     // again before its backward (a recomputed forward reuses the backward's slot), inside
     // every micro-batch; two compute-type staging slots, one master slot in mixed precision
     // and the gradient slots (two when more than one unit has parameters)
-    const double gather = zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.reduce_group(), dbw, dlat, hw.collective_latency_s) : 0;
+    const double gather =
+        zero3 ? 2 * collective_s(collective::all_gather, params * pr.master_bytes, c.reduce_group(), dp_link) : 0;
     if (zero3)
       bytes += static_cast<long long>(largest * (2 * pr.element_bytes + (pr.mixed ? pr.master_bytes : 0) +
                                                  (with_params > 1 ? 2 : 1) * pr.master_bytes));
@@ -432,10 +439,10 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // ZeRO-3 that too, and no final all-gather
   const double grads = most_params * pr.master_bytes;
   const int g = c.reduce_group();
-  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dbw, dlat, hw.collective_latency_s) + slow_gather)
-                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dbw, dlat, hw.collective_latency_s) +
-                                      collective_s(collective::all_gather, grads, g, dbw, dlat, hw.collective_latency_s)
-                                : collective_s(collective::all_reduce, grads, g, dbw, dlat, hw.collective_latency_s);
+  e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dp_link) + slow_gather)
+                  : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dp_link) +
+                                      collective_s(collective::all_gather, grads, g, dp_link)
+                                : collective_s(collective::all_reduce, grads, g, dp_link);
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);

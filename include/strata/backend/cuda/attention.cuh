@@ -258,19 +258,21 @@ struct attention_kernels {
   template <class T, class L>
   static void flash_attention_forward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh, T* o,
                                       L* lse) {
-    if (detail::flash_mma_usable<T, L>(f, {qh, kh, vh, o})) {
-      detail::with_mma_dh(f.dh, [&](auto dd) {
-        using cfg = detail::mma_fwd_cfg<decltype(dd)::value>;
-        const unsigned grid = detail::flash_grid("flash_attention_forward", f.items, f.q_len, cfg::BM);
-        detail::with_flash_drop(f.dropping(), [&](auto drop) {
-          auto* kernel = detail::k_flash_mma_forward<T, L, decltype(dd)::value, decltype(drop)::value>;
-          detail::flash_smem_optin(kernel, cfg::smem);
-          kernel<<<grid, detail::mma_warps * 32, cfg::smem, q.stream()>>>(f, float(f.scale * detail::mma_log2e), qh, kh,
-                                                                          vh, o, lse);
+    if constexpr (detail::flash_mma_types<T, L>) {
+      if (detail::flash_mma_usable<T, L>(f, {qh, kh, vh, o})) {
+        detail::with_mma_dh(f.dh, [&](auto dd) {
+          using cfg = detail::mma_fwd_cfg<decltype(dd)::value>;
+          const unsigned grid = detail::flash_grid("flash_attention_forward", f.items, f.q_len, cfg::BM);
+          detail::with_flash_drop(f.dropping(), [&](auto drop) {
+            auto* kernel = detail::k_flash_mma_forward<T, L, decltype(dd)::value, decltype(drop)::value>;
+            detail::flash_smem_optin(kernel, cfg::smem);
+            kernel<<<grid, detail::mma_warps * 32, cfg::smem, q.stream()>>>(f, float(f.scale * detail::mma_log2e), qh,
+                                                                            kh, vh, o, lse);
+          });
         });
-      });
-      STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_forward");
-      return;
+        STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_forward");
+        return;
+      }
     }
     using C = detail::compute_t<T>;
     detail::with_flash_dh("flash_attention_forward", f.dh, [&](auto dmax) {
@@ -314,35 +316,37 @@ struct attention_kernels {
   template <class T, class L>
   static void flash_attention_backward(queue& q, const flash_shape& f, const T* qh, const T* kh, const T* vh,
                                        const T* o, const T* dout, const L* lse, T* dq, T* dk, T* dv) {
-    if (detail::flash_mma_usable<T, L>(f, {qh, kh, vh, o, dout, dq, dk, dv})) {
-      detail::with_mma_dh(f.dh, [&](auto dd) {
-        constexpr int D = decltype(dd)::value;
-        using dq_cfg = detail::mma_dq_cfg<D>;
-        using kv_cfg = detail::mma_kv_cfg<D>;
-        const float scale = float(f.scale), scale_log2 = float(f.scale * detail::mma_log2e);
-        const unsigned grid_dq = detail::flash_grid("flash_attention_backward", f.items, f.q_len, dq_cfg::BM);
-        const unsigned grid_kv = detail::flash_grid("flash_attention_backward", f.kv_items(), f.k_len, kv_cfg::BK);
-        const std::size_t rows = f.items * f.q_len;
-        detail::scratch sc = detail::get_scratch(q, rows * sizeof(float));
-        float* delta = reinterpret_cast<float*>(sc.p);
-        detail::k_flash_mma_delta<T, D><<<static_cast<unsigned>((rows * 8 + 255) / 256), 256, 0, q.stream()>>>(
-            rows, o, dout, delta);
-        STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_delta");
-        detail::with_flash_drop(f.dropping(), [&](auto drop) {
-          constexpr bool Drop = decltype(drop)::value;
-          auto* kdq = detail::k_flash_mma_backward_dq<T, L, D, Drop>;
-          detail::flash_smem_optin(kdq, dq_cfg::smem);
-          kdq<<<grid_dq, detail::mma_warps * 32, dq_cfg::smem, q.stream()>>>(f, scale_log2, scale, qh, kh, vh, dout,
-                                                                             lse, delta, dq);
-          STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_backward_dq");
-          auto* kkv = detail::k_flash_mma_backward_dkdv<T, L, D, Drop>;
-          detail::flash_smem_optin(kkv, kv_cfg::smem);
-          kkv<<<grid_kv, detail::mma_warps * 32, kv_cfg::smem, q.stream()>>>(f, scale_log2, scale, qh, kh, vh, dout,
-                                                                             lse, delta, dk, dv);
-          STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_backward_dkdv");
+    if constexpr (detail::flash_mma_types<T, L>) {
+      if (detail::flash_mma_usable<T, L>(f, {qh, kh, vh, o, dout, dq, dk, dv})) {
+        detail::with_mma_dh(f.dh, [&](auto dd) {
+          constexpr int D = decltype(dd)::value;
+          using dq_cfg = detail::mma_dq_cfg<D>;
+          using kv_cfg = detail::mma_kv_cfg<D>;
+          const float scale = float(f.scale), scale_log2 = float(f.scale * detail::mma_log2e);
+          const unsigned grid_dq = detail::flash_grid("flash_attention_backward", f.items, f.q_len, dq_cfg::BM);
+          const unsigned grid_kv = detail::flash_grid("flash_attention_backward", f.kv_items(), f.k_len, kv_cfg::BK);
+          const std::size_t rows = f.items * f.q_len;
+          detail::scratch sc = detail::get_scratch(q, rows * sizeof(float));
+          float* delta = reinterpret_cast<float*>(sc.p);
+          detail::k_flash_mma_delta<T, D><<<static_cast<unsigned>((rows * 8 + 255) / 256), 256, 0, q.stream()>>>(
+              rows, o, dout, delta);
+          STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_delta");
+          detail::with_flash_drop(f.dropping(), [&](auto drop) {
+            constexpr bool Drop = decltype(drop)::value;
+            auto* kdq = detail::k_flash_mma_backward_dq<T, L, D, Drop>;
+            detail::flash_smem_optin(kdq, dq_cfg::smem);
+            kdq<<<grid_dq, detail::mma_warps * 32, dq_cfg::smem, q.stream()>>>(f, scale_log2, scale, qh, kh, vh, dout,
+                                                                               lse, delta, dq);
+            STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_backward_dq");
+            auto* kkv = detail::k_flash_mma_backward_dkdv<T, L, D, Drop>;
+            detail::flash_smem_optin(kkv, kv_cfg::smem);
+            kkv<<<grid_kv, detail::mma_warps * 32, kv_cfg::smem, q.stream()>>>(f, scale_log2, scale, qh, kh, vh, dout,
+                                                                               lse, delta, dk, dv);
+            STRATA_CUDA_CHECK_LAUNCH("k_flash_mma_backward_dkdv");
+          });
         });
-      });
-      return;
+        return;
+      }
     }
     using C = detail::compute_t<T>;
     detail::with_flash_dh("flash_attention_backward", f.dh, [&](auto dmax) {

@@ -254,16 +254,17 @@ bool mma_compiled_for_device() {
   }();
   return ok;
 }
+// The element types the kernels are written for; callers test it with `if constexpr`, so
+// the kernels are never instantiated for float or double (half of a test TU's device code).
+template <class T, class L>
+inline constexpr bool flash_mma_types = is_half16_v<T> && std::is_same_v<L, float>;
 template <class T, class L>
 bool flash_mma_usable(const flash_shape& f, std::initializer_list<const void*> ptrs) {
-  if constexpr (!is_half16_v<T> || !std::is_same_v<L, float>) {
-    return false;
-  } else {
-    if (f.dh != 64 && f.dh != 128) return false;
-    for (const void* p : ptrs)
-      if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-    return mma_compiled_for_device<T>();
-  }
+  static_assert(flash_mma_types<T, L>, "flash_mma_usable: ask only where flash_mma_types<T, L> holds");
+  if (f.dh != 64 && f.dh != 128) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return mma_compiled_for_device<T>();
 }
 template <class F>
 void with_mma_dh(std::size_t dh, F&& f) {

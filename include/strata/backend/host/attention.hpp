@@ -23,13 +23,36 @@ namespace strata::backend::host {
 namespace detail {
 // Flash attention's float loops, compiled per CPU level (launch.hpp): the exponentials of
 // non-positive arguments through math::expm1_nonpositive, so that the loops vectorise.
+// A row's sum and maximum run in flash_lanes partial results, one per vector lane: the
+// compiler may not reorder a float reduction itself, and in order each element would wait
+// on the previous one's addition (4 cycles) while its exponential takes under one.
+inline constexpr std::size_t flash_lanes = 16;
 STRATA_HOST_CLONES inline float flash_exp_shifted_f32(std::size_t n, float mx, float* s) {
+  float part[flash_lanes] = {};
+  std::size_t j = 0;
+  for (; j + flash_lanes <= n; j += flash_lanes)
+    for (std::size_t l = 0; l < flash_lanes; ++l) {
+      s[j + l] = math::expm1_nonpositive(s[j + l] - mx) + 1.0f;
+      part[l] += s[j + l];
+    }
   float sum = 0;
-  for (std::size_t j = 0; j < n; ++j) {
+  for (; j < n; ++j) {
     s[j] = math::expm1_nonpositive(s[j] - mx) + 1.0f;
     sum += s[j];
   }
+  for (std::size_t l = 0; l < flash_lanes; ++l) sum += part[l];
   return sum;
+}
+// max(mx, s[0..n)), NaN scores passed over as std::max passes them (order does not matter)
+STRATA_HOST_CLONES inline float flash_row_max_f32(std::size_t n, float mx, const float* s) {
+  float part[flash_lanes];
+  for (std::size_t l = 0; l < flash_lanes; ++l) part[l] = mx;
+  std::size_t j = 0;
+  for (; j + flash_lanes <= n; j += flash_lanes)
+    for (std::size_t l = 0; l < flash_lanes; ++l) part[l] = std::max(part[l], s[j + l]);
+  for (; j < n; ++j) mx = std::max(mx, s[j]);
+  for (std::size_t l = 0; l < flash_lanes; ++l) mx = std::max(mx, part[l]);
+  return mx;
 }
 STRATA_HOST_CLONES inline void flash_probabilities_f32(std::size_t n, std::size_t nk, float lse, float delta,
                                                        float* p, float* ds) {
@@ -232,8 +255,7 @@ struct attention_kernels {
             corr[i] = C(1);
             continue;
           }
-          C mx = m[i];
-          for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+          const C mx = row_max(n, m[i], s);
           corr[i] = std::exp(m[i] - mx);  // 0 on the first tile (m = −∞)
           l[i] = l[i] * corr[i] + exp_shifted(n, mx, s);  // the undropped sum: lse is the softmax's
           std::fill(s + n, s + nk, C(0));
@@ -359,6 +381,11 @@ struct attention_kernels {
       cblas_sgemm(CblasRowMajor, opa, opb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
     else
       cblas_dgemm(CblasRowMajor, opa, opb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  }
+  static float row_max(std::size_t n, float mx, const float* s) { return detail::flash_row_max_f32(n, mx, s); }
+  static double row_max(std::size_t n, double mx, const double* s) {
+    for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+    return mx;
   }
   // s[j] = exp(s[j] − mx) for j < n (all <= 0); returns their sum.
   static float exp_shifted(std::size_t n, float mx, float* s) { return detail::flash_exp_shifted_f32(n, mx, s); }

@@ -86,7 +86,7 @@ constexpr int recompute_steps() {
 static_assert(recompute_steps() == 2 * (3 + 5));
 // What a micro-batch keeps until its backward shrinks; the activation arena too (it now
 // holds one region's activations, shared by every region of the stage).
-static_assert(Blocks::stash_bytes(0) * 5 < SP::stash_bytes(0));
+static_assert(Blocks::stash_bytes(0) * 4 < SP::stash_bytes(0));
 static_assert(Whole::stash_bytes(0) < Blocks::stash_bytes(0));
 static_assert(Blocks::activation_arena_bytes(0) < SP::activation_arena_bytes(0));
 // The price: the regions' forward collectives run twice.

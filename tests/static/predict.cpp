@@ -114,8 +114,16 @@ constexpr int first_mb1_recomputed = [] {
 }();
 static_assert(first_mb1_recomputed >= 0);
 constexpr candidate rc1 = Found::all.rows[static_cast<std::size_t>(first_mb1_recomputed)];
-constexpr cost::step_estimate rc1_plan = cost::predict<Found::plan_of_candidate<first_mb1_recomputed>>(A100, rc1.data);
-static_assert(rc1_plan.memory_bytes == rc1.estimate.memory_bytes && near(rc1_plan.step_s, rc1.estimate.step_s));
+using RC1 = Found::plan_of_candidate<first_mb1_recomputed>;
+constexpr cost::step_estimate rc1_plan = cost::predict<RC1>(A100, rc1.data);
+static_assert(near(rc1_plan.step_s, rc1.estimate.step_s));
+// Both bound the lowered plan's memory from above. The search's probe sees each block's
+// region whole; the plan's first stage ends with a block, whose region stops before its last
+// layer (its output is the stage's message, counted as such): the search counts that one
+// output, [S, D] floats, in the region as well.
+static_assert(rc1_plan.memory_bytes >= RC1::peak_memory_bytes(0, rc1.data) &&
+              rc1_plan.memory_bytes >= RC1::peak_memory_bytes(1, rc1.data));
+static_assert(rc1.estimate.memory_bytes - rc1_plan.memory_bytes == S * D * 4);
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -51,21 +52,22 @@ struct batch {
 
 }  // namespace
 
-TEST_CASE("GPT gradients equal finite differences of the loss") {
+// One SGD step (lr 1: p' = p − g) from random parameters, larger than the initialisation so
+// that every path matters, against central finite differences of the evaluated loss.
+template <class P>
+void check_gradients(const batch_view<double>& b, std::size_t samples, std::uint64_t seed, const char* what) {
   auto w = local_world<Host>();
-  auto t = make_trainer<GPT>(w, SGD{.lr = 1.0}, 5);
-  // random parameters, larger than the initialisation, so every path matters
+  auto t = make_trainer<P>(w, SGD{.lr = 1.0}, 5);
   auto p = t.gather_parameters();
-  std::mt19937_64 g(9);
+  std::mt19937_64 g(seed);
   std::normal_distribution<double> nd(0.0, 0.4);
   for (auto& layer : p)
     for (auto& tensor : layer)
       for (auto& v : tensor) v += nd(g);
   t.set_parameters(p);
-  const batch b(3);
-  auto loss = [&] { return t.evaluate(b.view(), 3).loss; };
+  auto loss = [&] { return t.evaluate(b, samples).loss; };
   const double l0 = loss();
-  const step_result r = t.step(b.view());
+  const step_result r = t.step(b);
   CHECK(std::abs(r.loss - l0) < 1e-13);  // the step's loss is the evaluated one
   const auto after = t.gather_parameters();
   const auto [checked, worst] = check_step_gradient(
@@ -74,8 +76,34 @@ TEST_CASE("GPT gradients equal finite differences of the loss") {
         t.set_parameters(q);
         return loss();
       },
-      [](std::size_t i) { return GPT::layer_plans[i].desc.name; }, g, 6, 1e-5, 1e-5);
-  MESSAGE("GPT gradient vs finite differences: " << checked << " elements, worst relative error " << worst);
+      [](std::size_t i) { return P::layer_plans[i].desc.name; }, g, 6, 1e-5, 1e-5);
+  MESSAGE(std::string(what) << " vs finite differences: " << checked << " elements, worst relative error " << worst);
+}
+
+TEST_CASE("GPT gradients equal finite differences of the loss") {
+  const batch b(3);
+  check_gradients<GPT>(b.view(), 3, 9, "GPT gradient");
+}
+
+// Nested residuals, one with a shortcut: each skip's gradient lives in the work slot of its
+// nesting depth while the backward runs (plan/lower/parts.hpp), the shortcut's branch gradient
+// in the slot its ResidualEnd left; checked as the GPT above, with two micro-batches per step.
+TEST_CASE("nested residuals and a shortcut: gradients equal finite differences") {
+  using Inner = Residual<Linear<D, D>, GeLU>;
+  using Outer = Residual<LayerNorm<D>, Inner, Linear<D, D>>;
+  using Projected = Residual<Shortcut<Linear<D, D>>, LayerNorm<D>, Residual<Linear<D, D>, GeLU>, Linear<D, D>>;
+  using Nested = Plan<Replicate<1, Embedding<V, D>, PositionEmbedding<S, D>, Outer, Projected, LayerNorm<D>, Linear<D, V>>,
+                      Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<3>, NumMicroBatch<2>, Element<double>>;
+  static_assert(Nested::valid);
+  // two depths of one [3 S, D] slot each, in the work region; nothing of them in the stash
+  constexpr auto& work = Nested::lowering::tables.work[0];
+  static_assert(work.skip_slots == 2 && work.skip_slot == 3 * S * D);
+  const batch b0(5), b1(6);
+  std::vector<double> x = b0.x;
+  std::vector<std::int32_t> y = b0.y;
+  x.insert(x.end(), b1.x.begin(), b1.x.end());
+  y.insert(y.end(), b1.y.begin(), b1.y.end());
+  check_gradients<Nested>({.inputs = x, .labels = y, .samples = 6}, 6, 17, "nested residuals");
 }
 
 // The forward pass against a naive float64 GPT written without strata's kernels (one

@@ -194,6 +194,10 @@ struct buffer_needs {
   bool backward_kernel = false;  // a view whose backward still runs (ResidualBegin adds the skip's gradient)
   long long stash_values = 0, stash_stats = 0, stash_ids = 0;  // kept from forward for backward
   long long scratch_values = 0, scratch_stats = 0;             // used inside one call only
+  // Values this layer's backward leaves an earlier layer's backward of the same micro-batch
+  // (a skip connection's gradient, ResidualEnd's for its ResidualBegin): they live while
+  // that one backward runs, in the work region, not in every in-flight micro-batch's stash.
+  long long backward_values = 0;
   // Zero-bubble schedules: the backward splits into backward_data (B: the input's gradient)
   // and backward_weights (W, later), which reads the input, the output's gradient and
   // weight_keep values B leaves it.

@@ -58,11 +58,12 @@ struct layer_ctx {
   std::int32_t* stash_ids = nullptr;
   T* scratch_values = nullptr;
   stat_t<T>* scratch_stats = nullptr;
+  T* backward_values = nullptr;        // what this backward leaves an earlier one (buffer_needs::backward_values)
   const std::int32_t* ids = nullptr;   // the model's token ids, when this layer reads them
   loss_io<T>* loss = nullptr;          // the loss layer's books
   aux_loss_io* aux = nullptr;          // a layer's auxiliary loss (null: none)
   const T* skip = nullptr;             // ResidualEnd: the skip connection (the residual's input)
-  T* skip_grad = nullptr;              // ResidualEnd writes, ResidualBegin reads: the skip's gradient
+  const T* skip_grad = nullptr;        // ResidualBegin (ShortcutEnd): the skip's gradient ResidualEnd left
   T* keep = nullptr;                   // zero-bubble: what backward_data keeps for backward_weights
   std::size_t row0 = 0;                // the micro-batch row of this device's first local row (a row split;
                                        // 0 under Context<N>, whose rows are chunks of every sample)

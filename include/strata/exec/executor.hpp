@@ -410,6 +410,7 @@ class executor {
     ctx.stash_ids = arena_.ids(c.stash_ids, a.part, sl);
     ctx.scratch_values = arena_.values(c.scratch_values, a.part, sl);
     ctx.scratch_stats = arena_.stats(c.scratch_stats, a.part, sl);
+    ctx.backward_values = arena_.values(c.backward_values, a.part, sl);
     ctx.skip = arena_.values(c.skip, a.part, sl);
     ctx.skip_grad = arena_.values(c.skip_grad, a.part, sl);
     ctx.keep = arena_.values(c.keep, a.part, sl);

@@ -79,15 +79,15 @@ struct ResidualEnd {
   static constexpr long long forward_flops(shape_t in) { return in.numel(); }
   static constexpr long long backward_flops(shape_t) { return 0; }
   static constexpr shard_choice shard(const shard_query& q) { return sharding::pointwise(q); }  // the planner sets the skip's layout
-  // the skip's gradient, kept from this backward until the ResidualBegin's
-  static constexpr buffer_needs memory(const local_dims& d) { return {.stash_values = d.rows * d.in_cols}; }
+  // the skip's gradient, held from this backward until the ResidualBegin's
+  static constexpr buffer_needs memory(const local_dims& d) { return {.backward_values = d.rows * d.in_cols}; }
   template <class C>
   static void forward(C& c) {
     add(c.q, c.rows * c.in_cols, c.x, c.skip, c.y);
   }
   template <class C>
   static void backward(C& c) {
-    copy(c.q, c.rows * c.in_cols, c.dy, c.stash_values);
+    copy(c.q, c.rows * c.in_cols, c.dy, c.backward_values);
   }
 };
 
@@ -110,9 +110,9 @@ struct ShortcutEnd {
     c.violate(rule_id::shortcut_split, q.n);
     return c;
   }
-  // its input (the skip ResidualEnd reads) kept; the branch's gradient kept for ResidualBegin
+  // its input (the skip ResidualEnd reads) kept; the branch's gradient held for ResidualBegin
   static constexpr buffer_needs memory(const local_dims& d) {
-    return {.keep_input = true, .stash_values = d.out_rows * d.out_cols};
+    return {.keep_input = true, .backward_values = d.out_rows * d.out_cols};
   }
   // local elements of the output (the residual's input) for the rows of the input (under
   // Context<N> a device's rows may hold a fraction of a sample: multiply first)
@@ -127,8 +127,9 @@ struct ShortcutEnd {
   }
   template <class C>
   static void backward(C& c) {
-    copy(c.q, out_elems(c), c.dy, c.stash_values);
-    if (c.dx) copy(c.q, c.rows * c.in_cols, static_cast<const typename C::value_type*>(c.skip_grad), c.dx);
+    // the skip's gradient first: the branch's takes the same slot (plan/lower/parts.hpp)
+    if (c.dx) copy(c.q, c.rows * c.in_cols, c.skip_grad, c.dx);
+    copy(c.q, out_elems(c), c.dy, c.backward_values);
   }
 };
 

@@ -87,10 +87,14 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
     const auto x = static_cast<std::size_t>(u);
     const int lo = first[x];
     const int hi = u + 1 == num_units ? Probe::num_layers : first[x + 1];  // the loss joins the last unit
-    long long region_bytes = 0, region_stats = 0;
+    long long region_bytes = 0, region_stats = 0, depth = 0;
     for (int i = lo; i < hi; ++i) {
       const strata::layer_plan& lp = plans[i];
       const auto& call = calls[i];
+      // the skip slots its residuals hold while a backward runs (plan/lower/parts.hpp)
+      if (lp.desc.role == layer_role::residual_begin && ++depth > c.skip_levels[x]) c.skip_levels[x] = depth;
+      if (lp.desc.role == layer_role::residual_end) --depth;
+      if (call.needs.backward_values * eb > c.skip[x]) c.skip[x] = call.needs.backward_values * eb;
       const long long in_elems = call.dims.rows * call.dims.in_cols;
       const long long out_elems = call.dims.out_rows * call.dims.out_cols;
       long long flops = lp.local_flops_per_sample;

@@ -4,8 +4,8 @@
 //
 // A probe plan (the model on one stage, plan/auto_stages.hpp) gives every layer call of
 // one device and micro-batch: its FLOPs (layer_plans[i].local_flops_per_sample), the
-// bytes it touches (its input, output, stash, scratch and weights, from the lowered
-// buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A call whose
+// bytes it touches (its input, output, stash, scratch, backward values and weights, from
+// the lowered buffer plan) and its tensor-parallel collectives (layer_plans[i].comms). A call whose
 // description gives GEMMs (layer_desc::gemms: a Linear's, an attention's) is timed GEMM by
 // GEMM (gemm_s: tile and wave quantization over the SMs, a
 // roofline per GEMM) plus, for materialized attention, the elementwise passes over its
@@ -211,7 +211,8 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       const double local = static_cast<double>(lp.local_flops_per_sample) * mb;
       const double ff = f + b > 0 ? local * f / (f + b) : 0, fb = local - ff;
       const double bytes = static_cast<double>(c.dims.rows * c.dims.in_cols + c.dims.out_rows * c.dims.out_cols +
-                                               c.needs.stash_values + c.needs.scratch_values + lp.local_param_elems) *
+                                               c.needs.stash_values + c.needs.scratch_values + c.needs.backward_values +
+                                               lp.local_param_elems) *
                                eb +
                            static_cast<double>(c.needs.stash_stats + c.needs.scratch_stats) * sb;
       const call_gemms cg = lp.desc.gemms(c.dims);
@@ -325,9 +326,11 @@ constexpr long long stage_bytes(const profile<N>& pr, const parallel_config& c, 
   const unit_time* units = pr.units.data();
   const long long *st = m.state.data(), *ac = m.act.data(), *pi = m.ping.data(), *sc = m.scratch.data(),
                   *ss = m.scratch_stats.data(), *re = m.recompute.data(), *rs = m.recompute_stats.data();
+  const long long *sk = m.skip.data(), *sl = m.skip_levels.data();
   detail::stage_tally t;
   for (int k = first; k < end; ++k) {
     t.add_at(st, ac, pi, sc, ss, re, rs, static_cast<std::size_t>(k));
+    t.add_skip(sk, sl, static_cast<std::size_t>(k));
     if (shards) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
       // moments instead; the staging and gradient slots are per stage (estimate)

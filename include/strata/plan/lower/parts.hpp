@@ -36,11 +36,16 @@ constexpr long long local_cols(const shape_t& s, sbp l) {
 }
 
 // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |
-// staging | scratch | recompute], stats [scratch | recompute], ids [recompute]; a
-// recompute buffer at offset o within its section is coded recompute_code − o.
-inline constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4, recompute_code = -16;
+// staging | scratch | recompute | skip slots], stats [scratch | recompute], ids [recompute];
+// a recompute buffer at offset o within its section is coded recompute_code − o, skip slot
+// k skip_code − k.
+inline constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4, skip_code = -5;
+// (a slot per nesting depth: no model nests 2^20 residuals deep)
+inline constexpr long long max_skip_slots = 1 << 20, recompute_code = skip_code - max_skip_slots;
 constexpr long long fix(const buf& b, const work_layout& w) {
   const long long code = b.off;
+  if (code <= skip_code && code > recompute_code)
+    return 2 * w.ping + w.staging + w.scratch_values + w.recompute_values + (skip_code - code) * w.skip_slot;
   if (code <= recompute_code) {
     const long long o = recompute_code - code;
     if (b.of == kind::values) return 2 * w.ping + w.staging + w.scratch_values + o;
@@ -266,18 +271,28 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
       c.x = src;
     }
     if (c.needs.stash_values) c.stash_values = keep(i, kind::values, c.needs.stash_values);
+    // a skip's gradient lives while this micro-batch's backward runs: a work slot per
+    // nesting depth (one backward runs at a time on a device), not the in-flight stash.
+    // A ShortcutEnd hands the ResidualEnd's on and leaves its own in the same slot.
+    auto skip_slot = [&](int slot) {
+      w.skip_slot = max2(w.skip_slot, c.needs.backward_values);
+      w.skip_slots = max2(w.skip_slots, static_cast<long long>(slot) + 1);
+      return buf{pool::work, kind::values, -1, skip_code - slot, c.needs.backward_values};
+    };
     if (L.desc.role == layer_role::residual_begin) open[idx(depth++)] = i;
     if (L.desc.role == layer_role::shortcut_end && depth > 0) {
       // it hands on the residual's input, and its own (kept) input is the skip from here on
       const int b = open[idx(depth - 1)];
       c.skip = t.calls[idx(b)].x;
-      t.calls[idx(b)].skip_grad = c.stash_values;
+      if (c.needs.backward_values) c.backward_values = skip_slot(depth - 1);
+      t.calls[idx(b)].skip_grad = c.backward_values;
       open[idx(depth - 1)] = i;
     }
     if (L.desc.role == layer_role::residual_end && depth > 0) {
       const int b = open[idx(--depth)];
       c.skip = t.calls[idx(b)].x;  // kept: ResidualBegin keeps its input
-      t.calls[idx(b)].skip_grad = c.stash_values;
+      if (c.needs.backward_values) c.backward_values = skip_slot(depth);
+      t.calls[idx(b)].skip_grad = c.backward_values;
     }
     if (c.needs.stash_stats) c.stash_stats = keep(i, kind::stats, c.needs.stash_stats);
     if (c.needs.stash_ids) c.stash_ids = keep(i, kind::ids, c.needs.stash_ids);
@@ -405,8 +420,8 @@ constexpr void lay_out_parts(Tables& t) {
   for (int i = 0; i < P::num_layers; ++i) {
     layer_call& c = t.calls[idx(i)];
     const work_layout& w = t.work[idx(t.parts[idx(lp[idx(i)].part)].stage)];
-    for (buf* b : {&c.x, &c.y, &c.dy, &c.dx, &c.scratch_values, &c.scratch_stats, &c.skip, &c.skip_grad,
-                   &c.stash_values, &c.stash_stats, &c.stash_ids, &c.dy_keep, &c.keep})
+    for (buf* b : {&c.x, &c.y, &c.dy, &c.dx, &c.scratch_values, &c.scratch_stats, &c.backward_values, &c.skip,
+                   &c.skip_grad, &c.stash_values, &c.stash_stats, &c.stash_ids, &c.dy_keep, &c.keep})
       if (b->where == pool::work) b->off = fix(*b, w);
   }
   for (int k = 0; k < t.num_convs; ++k) {

@@ -155,11 +155,12 @@ struct layer_call {
   buf x, y;                                  // forward: input (its layout), output
   buf stash_values, stash_stats, stash_ids;  // kept from forward for backward (act pool)
   buf scratch_values, scratch_stats;         // inside one call (work)
+  buf backward_values;                       // from its backward to an earlier layer's (work: a skip slot)
   buf dy, dx;                                // backward: output and input gradients (dx empty: not computed)
   buf dy_keep, keep;                         // split backward: dy kept for W (dy itself when it is per-slot),
                                              // and what B leaves W (act pool)
   buf skip, skip_grad;                       // residuals: the skip (ResidualEnd reads it) and its
-                                             // gradient (ResidualEnd writes it, ResidualBegin reads it)
+                                             // gradient (ResidualEnd's backward_values, ResidualBegin reads it)
   int num_params = 0;
   int taskgraph = 0;
   long long state_off = -1;  // its kept statistics and their sums in the stage's state (−1: none)
@@ -235,8 +236,13 @@ struct bucket {
 struct work_layout {
   long long ping = 0, staging = 0, scratch_values = 0, scratch_stats = 0;
   long long recompute_values = 0, recompute_stats = 0, recompute_ids = 0;
+  // skip slots: slot d holds the skip's gradient of the residual at nesting depth d while
+  // its backward runs, each slot the largest's size
+  long long skip_slot = 0, skip_slots = 0;
   long long state = 0;  // statistics layers keep across steps, with their sums (persistent, not work)
-  constexpr long long values() const { return 2 * ping + staging + scratch_values + recompute_values; }
+  constexpr long long values() const {
+    return 2 * ping + staging + scratch_values + recompute_values + skip_slot * skip_slots;
+  }
   constexpr long long stats() const { return scratch_stats + recompute_stats; }
   constexpr long long ids() const { return recompute_ids; }
 };

@@ -19,6 +19,8 @@ compile_s=$((SECONDS - start))
 table="$("$WORK/predict")"
 "$CXX" -std=c++20 -O1 -I"$ROOT/include" "$ROOT/bench/megatron/gemm_check.cpp" -o "$WORK/gemm_check"
 gemm_table="$("$WORK/gemm_check")"
+"$CXX" -std=c++20 -O1 -I"$ROOT/include" "$ROOT/bench/megatron/activations.cpp" -o "$WORK/activations"
+activation_table="$("$WORK/activations")"
 
 {
   echo "# Cost model vs published Megatron-LM throughput (A100)"
@@ -87,6 +89,39 @@ gemm_table="$("$WORK/gemm_check")"
   echo "are in sample (gemm_efficiency came from their mean), the rest are not."
   echo
   echo "$gemm_table"
+  echo
+  echo "## Activation memory per layer against Korthikanti et al. 2022"
+  echo
+  echo "Korthikanti, Casper, Lym, McAfee, Andersch, Shoeybi, Catanzaro: *Reducing Activation Recomputation in Large"
+  echo "Transformer Models*, arXiv:2205.05198, Table 2: the bytes one transformer layer keeps for its backward, in units"
+  echo "of s·b·h (16-bit activations, 1-byte dropout masks; restated with its terms in AWS Neuron's activation-memory"
+  echo "guide). strata's figure is what its lowered plan keeps per micro-batch for one more block"
+  echo "(bench/megatron/activations.cpp: \`Plan::stash_bytes\`, bf16, dropout 0.1 on the attention probabilities and"
+  echo "both residual branches) on the shapes of Megatron's Table 1 at s = 2048, b = 1. The paper's Table 5 (iteration"
+  echo "times) is in no source this project can read, so only its memory model is compared here."
+  echo
+  echo "$activation_table"
+  echo
+  echo "Term by term (bytes per s·b·h; the paper's 34 = 4 for the two LayerNorm inputs + 11 for attention + 19 for"
+  echo "the MLP):"
+  echo
+  echo "- **No score tensor.** strata's attention is flash attention: it never keeps the 5·a·s/h of the softmax, its"
+  echo "  dropout mask and the dropped probabilities — what the paper's selective recomputation recomputes — so its"
+  echo "  columns compare with the paper's *selective* ones."
+  echo "- **No dropout masks** (−2 of the paper's replicated 10): a mask is a hash of each element's coordinates"
+  echo "  (core/random.hpp), recomputed in the backward."
+  echo "- **One more attention tensor** (+2/t): the attention keeps q, k, v, its output in head layout (the flash"
+  echo "  backward reads it) and the same output in row layout (the output projection's input); Megatron keeps one."
+  echo "  So with tensor parallelism strata keeps 8 + 26/t (11.25 at t = 8) against the paper's 10 + 24/t (13.0)."
+  echo "- **Sequence parallelism keeps the gathered inputs** (+4, not divided by t): the attention's and the first MLP"
+  echo "  linear's inputs are all-gathered from the row split and kept whole; Megatron keeps its row-split shard and"
+  echo "  all-gathers it again in the backward. strata keeps 4 + 30/t (7.75 at t = 8) against the paper's 34/t (4.25):"
+  echo "  the open difference, a collective per layer against 3.5·s·b·h bytes at t = 8."
+  echo "- **Recomputation** keeps each Residual's input (two per layer, row-split under SequenceParallel: 4/t) where"
+  echo "  the paper keeps the layer's input (2, replicated)."
+  echo "- The skip connections' gradients are not kept per micro-batch: they live in one work slot per nesting depth"
+  echo "  while a backward runs (plan/lower/parts.hpp); until this tree they took 4 · s·b·h bytes per layer (4/t under"
+  echo "  SequenceParallel) in every in-flight micro-batch's stash."
   echo
   echo "## Reading"
   echo

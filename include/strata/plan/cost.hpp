@@ -399,7 +399,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         const double in = k > 0 ? static_cast<double>(entry[first]) * scale : 0;
         // each direction's send overlaps the matching receive: out forward (and its gradient
         // back), in backward (and its activation forward)
-        pp += collective_s(collective::send_recv, out, 2, pp_link) + collective_s(collective::send_recv, in, 2, pp_link);
+        pp += collective_s(collective::send_recv, out, 2, pp_link) +
+              collective_s(collective::send_recv, in, 2, pp_link);
       }
       bytes += stage_bytes(pr, c, first, end, in_flight(c, s)) +
                (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);

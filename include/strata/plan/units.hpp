@@ -164,7 +164,8 @@ constexpr bool twin_costs_alike(const unit_costs<NP>& m, int second, int period)
     if (!(m.cost[v] == m.cost[w] && m.state[v] == m.state[w] && m.act[v] == m.act[w] && m.ping[v] == m.ping[w] &&
           m.scratch[v] == m.scratch[w] && m.scratch_stats[v] == m.scratch_stats[w] &&
           m.recompute[v] == m.recompute[w] && m.recompute_stats[v] == m.recompute_stats[w] &&
-          m.skip[v] == m.skip[w] && m.skip_levels[v] == m.skip_levels[w] && m.entry[v] == m.entry[w] && m.exit[v] == m.exit[w] && m.tail[v] == m.tail[w]))
+          m.skip[v] == m.skip[w] && m.skip_levels[v] == m.skip_levels[w] && m.entry[v] == m.entry[w] &&
+          m.exit[v] == m.exit[w] && m.tail[v] == m.tail[w]))
       return false;
   }
   return true;

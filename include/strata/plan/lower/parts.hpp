@@ -237,6 +237,14 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
   // ---- forward ---------------------------------------------------------------------
   std::array<int, idx(P::num_layers) + 1> open{};  // residuals begun and not yet ended
   int depth = 0;
+  // A skip's gradient lives while this micro-batch's backward runs: a work slot per nesting
+  // depth (one backward runs at a time on a device), not the in-flight stash. A ShortcutEnd
+  // hands the ResidualEnd's on and leaves its own in the same slot.
+  auto skip_slot = [&](int slot, long long e) {
+    w.skip_slot = max2(w.skip_slot, e);
+    w.skip_slots = max2(w.skip_slots, static_cast<long long>(slot) + 1);
+    return buf{pool::work, kind::values, -1, skip_code - slot, e};
+  };
   // statistics its layers keep across steps: the stage's state, one block per layer
   for (int i = pp.first; i <= pp.last; ++i) {
     layer_call& c = t.calls[idx(i)];
@@ -271,27 +279,19 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
       c.x = src;
     }
     if (c.needs.stash_values) c.stash_values = keep(i, kind::values, c.needs.stash_values);
-    // a skip's gradient lives while this micro-batch's backward runs: a work slot per
-    // nesting depth (one backward runs at a time on a device), not the in-flight stash.
-    // A ShortcutEnd hands the ResidualEnd's on and leaves its own in the same slot.
-    auto skip_slot = [&](int slot) {
-      w.skip_slot = max2(w.skip_slot, c.needs.backward_values);
-      w.skip_slots = max2(w.skip_slots, static_cast<long long>(slot) + 1);
-      return buf{pool::work, kind::values, -1, skip_code - slot, c.needs.backward_values};
-    };
     if (L.desc.role == layer_role::residual_begin) open[idx(depth++)] = i;
     if (L.desc.role == layer_role::shortcut_end && depth > 0) {
       // it hands on the residual's input, and its own (kept) input is the skip from here on
       const int b = open[idx(depth - 1)];
       c.skip = t.calls[idx(b)].x;
-      if (c.needs.backward_values) c.backward_values = skip_slot(depth - 1);
+      if (c.needs.backward_values) c.backward_values = skip_slot(depth - 1, c.needs.backward_values);
       t.calls[idx(b)].skip_grad = c.backward_values;
       open[idx(depth - 1)] = i;
     }
     if (L.desc.role == layer_role::residual_end && depth > 0) {
       const int b = open[idx(--depth)];
       c.skip = t.calls[idx(b)].x;  // kept: ResidualBegin keeps its input
-      if (c.needs.backward_values) c.backward_values = skip_slot(depth);
+      if (c.needs.backward_values) c.backward_values = skip_slot(depth, c.needs.backward_values);
       t.calls[idx(b)].skip_grad = c.backward_values;
     }
     if (c.needs.stash_stats) c.stash_stats = keep(i, kind::stats, c.needs.stash_stats);

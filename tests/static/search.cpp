@@ -24,7 +24,7 @@ constexpr bool near(double a, double b) { return a - b < 1e-9 * (b > 0 ? b : -b)
 // 128×128 tile is the fastest of the three: 4 · 8 = 32 tiles (forward, dgrad) and 8 · 8 = 64
 // (wgrad), one wave each, so a GEMM keeps m·n / (108 · 128²) of the SM-time useful; the
 // FLOPs run at 80.6% of 312 TFLOP/s on that share, and the bytes (A, B, C once) take less
-// time at 90% of 2039 GB/s over the busy SMs (32 or 64 of 108).
+// time at the 48.6% of 2039 GB/s a GEMM kernel streams (hw::measured_gemm_hbm_efficiency).
 using Lin = Linear<1024, 1024>;
 using LinProbe = Plan<Replicate<1, Repeat<4, Lin>>, Input<512, 1024>, Loss<SoftmaxCrossEntropy>, MicroBatch<1>,
                       Element<bf16>>;
@@ -34,7 +34,7 @@ constexpr double lin_fwd = 2.0 * 512 * 1024 * 1024 / (rate * (512.0 * 1024 / (10
 constexpr double lin_wgrad = 2.0 * 1024 * 1024 * 512 / (rate * (1024.0 * 1024 / (108 * 128 * 128)));
 static_assert(near(lin_profile.units[0].forward_s, lin_fwd));
 static_assert(near(lin_profile.units[0].backward_s, lin_fwd + lin_wgrad));
-static_assert((2.0 * 1024 * 1024) * 2 / (2039e9 * 0.90 * 32 / 108) < lin_fwd);  // A, B, C: compute-bound
+static_assert((3 * 512.0 * 1024) * 2 / (2039e9 * 0.486) < lin_fwd);  // A, B, C: compute-bound
 static_assert(lin_profile.units[0].recompute_s == 0 && lin_profile.units[0].tensor_comm_s == 0);
 static_assert(near(lin_profile.units[0].local_params, 1024.0 * 1024 + 1024));
 
@@ -108,12 +108,12 @@ constexpr cost::parallel_config dp4{.tensor = 1, .pipeline = 1, .data = 4, .micr
 constexpr cost::step_estimate dp4_e = cost::estimate<4, 1>(lin_profile, std::array<int, 2>{0, 4}, dp4, A100);
 static_assert(near(dp4_e.data_comm_s, 2 * 0.75 * (4 * (1024.0 * 1024 + 1024) * 4) / 200e9 + 2 * 3 * step_lat + call_lat));
 // A runtime that adds each micro-batch's weight gradients to the fp32 accumulator in a pass
-// of its own (hardware::separate_grad_accumulation, Megatron-LM's DDP hook) pays, per
+// of its own (hardware::accumulate_grads = every, Megatron-LM's local DDP hook) pays, per
 // micro-batch whatever its size, a read and a write of 4 bytes and a read of the 2-byte
 // gradient per parameter at 90% of 2039 GB/s; it is part of backward and of W.
 constexpr hardware A100_separate = [] {
   hardware h = A100;
-  h.separate_grad_accumulation = true;
+  h.accumulate_grads = grad_accumulation::every;
   return h;
 }();
 constexpr auto acc_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100_separate);
@@ -126,6 +126,55 @@ constexpr cost::parallel_config pp2_mb4{.tensor = 1, .pipeline = 2, .data = 1, .
 static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_mb4, A100_separate).accumulate_s, 8 * 2 * acc_s));
 static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_zb, A100_separate).step_s,
                    8 * (slowest + 2 * acc_s) + (slowest + 2 * acc_s - 2 * (slow_w + 2 * acc_s)) + update));
+
+// PyTorch's DDP (Megatron-LM's --DDP-impl torch): fp16 gradients (grad_bytes 2) accumulated by
+// autograd — a pass of 2 + 2 + 2 bytes per parameter on every micro-batch but the first — and
+// all-reduced in buckets while the last micro-batch's backward runs: what shows is what outlasts
+// that backward, and at least the last bucket's all-reduce.
+constexpr hardware A100_torch_ddp = [] {
+  hardware h = A100;
+  h.accumulate_grads = grad_accumulation::after_first;
+  h.grad_bytes = 2;
+  h.grad_bucket_bytes = 1 << 20;
+  return h;
+}();
+constexpr auto ddp_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100_torch_ddp);
+constexpr double acc16_s = (1024.0 * 1024 + 1024) * (2 + 2 + 2) / (2039e9 * 0.90);
+static_assert(near(ddp_profile.units[0].accumulate_s, acc16_s));
+constexpr cost::parallel_config dp4_m8{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 8};
+constexpr std::array<int, 2> whole{0, 4};
+constexpr cost::step_estimate ddp_e = cost::estimate<4, 1>(ddp_profile, whole, dp4_m8, A100_torch_ddp);
+constexpr double per_mb(bool forward) {  // one micro-batch's forward or backward over the four Linears
+  double t = 0;
+  for (const auto& u : ddp_profile.units) t += forward ? u.forward_s : u.backward_s;
+  return t;
+}
+static_assert(near(ddp_e.accumulate_s, 7 * 4 * acc16_s));
+static_assert(near(ddp_e.compute_s, 8 * (per_mb(true) + per_mb(false)) + 7 * 4 * acc16_s));
+// the fp16 gradients (4 · 1,049,600 · 2 bytes) over 4 devices of a node, and a 1 MiB bucket
+constexpr double ddp_ring(double bytes, double rate) { return 2 * 0.75 * bytes / rate + 2 * 3 * step_lat + call_lat; }
+constexpr double ddp_ar = ddp_ring(4 * (1024.0 * 1024 + 1024) * 2, 200e9), ddp_last = ddp_ring(1 << 20, 200e9);
+constexpr double ddp_window = per_mb(false) + 4 * acc16_s;  // the last micro-batch's backward and its accumulation
+static_assert(ddp_ar - ddp_window < ddp_last && near(ddp_e.data_comm_s, ddp_last));  // hidden but the last bucket
+// on links 20 times slower the all-reduce outlasts the backward
+constexpr hardware A100_torch_ddp_slow = [] {
+  hardware h = A100_torch_ddp;
+  h.intra_efficiency /= 20;
+  return h;
+}();
+constexpr double slow_ar = ddp_ring(4 * (1024.0 * 1024 + 1024) * 2, 10e9);
+static_assert(slow_ar - ddp_window > ddp_ring(1 << 20, 10e9));
+static_assert(near(cost::estimate<4, 1>(ddp_profile, whole, dp4_m8, A100_torch_ddp_slow).data_comm_s,
+                   slow_ar - ddp_window));
+// after the backward (Megatron-LM's local DDP, strata): the whole all-reduce, in grad_bytes
+constexpr hardware A100_local_ddp = [] {
+  hardware h = A100;
+  h.accumulate_grads = grad_accumulation::every;
+  h.grad_bytes = 2;
+  return h;
+}();
+constexpr auto local_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100_local_ddp);
+static_assert(near(cost::estimate<4, 1>(local_profile, whole, dp4_m8, A100_local_ddp).data_comm_s, ddp_ar));
 
 // ZeRO-3 over the same 4 devices: each unit (here each Linear) a TaskGraph whose weights are
 // all-gathered in fp32 before its forward and its backward, inside every micro-batch; the

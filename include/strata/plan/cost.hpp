@@ -12,16 +12,18 @@
 // score tensor; any other call takes max(FLOPs / (peak · gemm_efficiency), bytes / sustained
 // HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
 // twice; where the runtime adds each micro-batch's weight gradients to their accumulator in
-// a pass of its own (hardware::separate_grad_accumulation), that pass is charged per
-// micro-batch at the HBM rate. Collectives take the ring time of their size over the link they
-// cross (NVLink inside a node, the network between nodes, each at the fraction of its rate
-// published nccl-tests runs sustain) plus NCCL's latencies, one per call and one per ring
-// step. A stage's time per micro-batch is the sum over its units plus the pipeline messages
+// a pass of its own (hardware::accumulate_grads), that pass is charged per micro-batch (or
+// per micro-batch after the first) at the HBM rate. Collectives take the ring time of their
+// size over the link they cross (NVLink inside a node, the network between nodes, each at the
+// fraction of its rate published nccl-tests runs sustain) plus NCCL's latencies, one per call
+// and one per ring step. A stage's time per micro-batch is the sum over its units plus the pipeline messages
 // at its edges; the step is
 //   M · slowest stage + the schedule's bubble (its tag's bubble():
 //     (p − 1) / V · slowest for 1F1B, GPipe, interleaved with V chunks;
 //     (p − 1) · (slowest − 2 W) for ZB-H1, W its weight-gradient passes)
-//   + the data-parallel gradient all-reduce (not overlapped) + the optimizer update
+//   + the data-parallel gradient all-reduce (after the backward; where the runtime reduces in
+//     buckets during the last micro-batch's backward, hardware::grad_bucket_bytes, only what
+//     outlasts that backward, and at least the last bucket) + the optimizer update
 // (ZeRO-3: each unit's weights all-gathered twice per micro-batch, inside the stage's time)
 // and MFU = model FLOPs (forward + backward, no recomputation) / (step · devices · peak).
 #include <array>
@@ -75,13 +77,15 @@ constexpr double collective_s(collective k, double bytes, int n, const link_pric
 // (items · ⌈m/bm⌉ · ⌈n/bn⌉ tiles) and runs them in waves of sm_count; compute takes the
 // FLOPs at peak · gemm_efficiency over the share of the waves' tile area that is useful
 // (tile and wave quantization); memory takes the compulsory bytes (A, B and C once) at the
-// sustained HBM rate, slowed when there are fewer tiles than SMs (each SM streams its own).
+// rate a GEMM kernel streams HBM (hardware::gemm_hbm_efficiency: measured, about half a
+// copy's, with as few tiles as SMs or many).
 // A tile takes the larger of the two; the fastest candidate is taken, as cuBLAS's heuristic
 // would.
 constexpr double gemm_s(double items, double m, double n, double k, double eb, double peak, const hardware& hw) {
   if (items <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
   const double flops = 2 * items * m * n * k, bytes = items * (m * k + k * n + m * n) * eb;
   const double sms = hw.sm_count > 0 ? hw.sm_count : 1;
+  const double stream = hw.gemm_hbm_efficiency > 0 ? hw.gemm_hbm_efficiency : hw.hbm_efficiency;
   double best = -1;
   for (const auto& tile : hw.gemm_tiles) {
     const double bm = tile[0], bn = tile[1];
@@ -90,9 +94,8 @@ constexpr double gemm_s(double items, double m, double n, double k, double eb, d
                          static_cast<double>(static_cast<long long>((n + bn - 1) / bn));
     const double waves = static_cast<double>(static_cast<long long>((tiles + sms - 1) / sms));
     const double useful = items * m * n / (waves * sms * bm * bn);
-    const double busy = tiles < sms ? tiles / sms : 1.0;
     const double tc = flops / (peak * hw.gemm_efficiency * useful);
-    const double tm = bytes / (hw.hbm_bytes_per_s * hw.hbm_efficiency * busy);
+    const double tm = bytes / (hw.hbm_bytes_per_s * stream);
     const double t = tc > tm ? tc : tm;
     best = best < 0 || t < best ? t : best;
   }
@@ -158,12 +161,13 @@ constexpr pass_s gemm_layer_s(const call_gemms& cg, const local_dims& d, double 
 struct unit_time {
   double forward_s = 0, backward_s = 0, recompute_s = 0;  // compute (roofline per layer call)
   double tensor_comm_s = 0;                               // its tensor-parallel collectives
+  double forward_comm_s = 0;  // the part of tensor_comm_s the forward (and its recomputation) runs
   double model_flops = 0;   // forward + backward FLOPs of the whole layer per sample (no split, no recompute)
   double local_params = 0;  // parameter elements on one device
   // zero-bubble: the part of backward_s its W passes take, and the bytes B keeps for them
   double weight_s = 0, keep_bytes = 0;
   // per micro-batch whatever its size: the separate pass adding its weight gradients to the
-  // accumulator (hardware::separate_grad_accumulation), part of backward and of W
+  // accumulator (hardware::accumulate_grads), part of backward and of W
   double accumulate_s = 0;
 };
 
@@ -194,6 +198,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   const double eb = r.element_bytes, sb = static_cast<double>(Probe::stat_bytes), mb = Probe::micro_batch;
   const double flops_rate = r.peak_flops * hw.gemm_efficiency, hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
   const int n = r.tensor;
+  const double grad_bytes = hw.grad_bytes > 0 ? hw.grad_bytes : r.master_bytes;
   const link_price link = link_of(hw, n <= hw.devices_per_node);
   // (arrays through pointers: partition.hpp's stage_tally says why)
   const strata::layer_plan* plans = Probe::layer_plans.data();
@@ -237,10 +242,11 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
       t.backward_s += tb;
       t.recompute_s += recomputed ? tf : 0;
       t.tensor_comm_s += comm_f * (recomputed ? 2 : 1) + comm_b;
+      t.forward_comm_s += comm_f;
       t.model_flops += f + b;
       t.local_params += static_cast<double>(lp.local_param_elems);
-      if (hw.separate_grad_accumulation)
-        t.accumulate_s += static_cast<double>(lp.local_param_elems) * (2 * r.master_bytes + eb) / hbm_rate;
+      if (hw.accumulate_grads != grad_accumulation::in_place)
+        t.accumulate_s += static_cast<double>(lp.local_param_elems) * (2 * grad_bytes + eb) / hbm_rate;
       if (c.needs.weight_pass && lp.desc.num_params > 0) {
         // W: the weight-gradient GEMMs, else the layer's share of its backward
         t.weight_s += g.backward >= 0 ? g.weight : tb * cg.weight_share;
@@ -360,6 +366,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // whole replica sits in one node
   const link_price pp_link = link_of(hw, c.tensor * p <= hw.devices_per_node);
   double slowest = -1, slow_compute = 0, slow_tp = 0, slow_pp = 0, slow_weight = 0, slow_acc = 0, most_params = 0;
+  double slow_forward = 0;  // the slowest stage's forward compute and collectives per micro-batch
   double sum_compute = 0, sum_tp = 0, sum_pp = 0, sum_acc = 0;  // over the stages (hardware::shared_compute)
   const bool dp_intra = c.devices() <= hw.devices_per_node;
   // Across nodes a ring runs per network adapter (NCCL's channels): the data group's g
@@ -375,7 +382,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   const unit_time* units = pr.units.data();  // (partition.hpp's stage_tally: why pointers)
   const long long *entry = pr.memory.entry.data(), *exit = pr.memory.exit.data();
   for (int s = 0; s < p; ++s) {
-    double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0;
+    double compute = 0, tp = 0, params = 0, weight = 0, pp = 0, acc = 0, forward = 0;
     double largest = 0;  // Zero<3>: the largest unit's (TaskGraph's) parameters, a slot's size
     int with_params = 0;
     long long bytes = 0;
@@ -387,6 +394,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         const unit_time& t = units[u];
         compute += (t.forward_s + t.backward_s + t.recompute_s) * scale + t.accumulate_s;
         tp += t.tensor_comm_s * scale;
+        forward += (t.forward_s + t.forward_comm_s) * scale;
         params += t.local_params;
         largest = t.local_params > largest ? t.local_params : largest;
         with_params += t.local_params > 0;
@@ -418,6 +426,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     sum_compute += compute, sum_tp += tp, sum_pp += pp, sum_acc += acc;
     if (total > slowest) {
       slowest = total, slow_compute = compute, slow_tp = tp, slow_pp = pp, slow_weight = weight, slow_acc = acc;
+      slow_forward = forward;
       slow_gather = gather;
       e.slowest_stage = s;
     }
@@ -425,28 +434,39 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
     e.memory_bytes = bytes > e.memory_bytes ? bytes : e.memory_bytes;
   }
   const double m = c.micro_batches;
-  e.compute_s = m * slow_compute;
-  e.accumulate_s = m * slow_acc;
+  // autograd stores the first micro-batch's gradient: no pass for it
+  const double no_pass = hw.accumulate_grads == grad_accumulation::after_first ? 1 : 0;
+  e.compute_s = m * slow_compute - no_pass * slow_acc;
+  e.accumulate_s = (m - no_pass) * slow_acc;
   e.tensor_comm_s = m * slow_tp;
   e.pipeline_comm_s = m * slow_pp;
   e.bubble_s = c.schedule.bubble(p, slowest, slow_weight);
   if (hw.shared_compute) {  // the stages' mean, no bubble: a waiting device lends its share
-    e.compute_s = m * sum_compute / p;
-    e.accumulate_s = m * sum_acc / p;
+    e.compute_s = (m * sum_compute - no_pass * sum_acc) / p;
+    e.accumulate_s = (m - no_pass) * sum_acc / p;
     e.tensor_comm_s = m * sum_tp / p;
     e.pipeline_comm_s = m * sum_pp / p;
     e.bubble_s = 0;
   }
-  // gradients in master precision over the data group: one all-reduce; under ZeRO-1 a
-  // reduce-scatter and the parameters' all-gather (the same bytes); under ZeRO-2 the
-  // reduce-scatter after every micro-batch's backward (plan/communication.hpp); under
-  // ZeRO-3 that too, and no final all-gather
-  const double grads = most_params * pr.master_bytes;
+  // gradients in master precision (or the runtime's hardware::grad_bytes) over the data
+  // group: one all-reduce; under ZeRO-1 a reduce-scatter and the parameters' all-gather (the
+  // same bytes); under ZeRO-2 the reduce-scatter after every micro-batch's backward
+  // (plan/communication.hpp); under ZeRO-3 that too, and no final all-gather. An all-reduce
+  // in buckets during the last backward shows only what outlasts that backward, and at
+  // least its last bucket (reduced once the backward ends).
+  const double grads = most_params * (hw.grad_bytes > 0 ? hw.grad_bytes : pr.master_bytes);
   const int g = c.reduce_group();
+  double all_reduce = collective_s(collective::all_reduce, grads, g, dp_link);
+  if (hw.grad_bucket_bytes > 0 && c.zero == 0) {
+    const double bucket = grads < hw.grad_bucket_bytes ? grads : hw.grad_bucket_bytes;
+    const double last = collective_s(collective::all_reduce, bucket, g, dp_link);
+    const double outlasts = all_reduce - (slowest - slow_forward);
+    all_reduce = outlasts > last ? outlasts : last;
+  }
   e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dp_link) + slow_gather)
                   : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dp_link) +
                                       collective_s(collective::all_gather, grads, g, dp_link)
-                                : collective_s(collective::all_reduce, grads, g, dp_link);
+                                : all_reduce;
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
   e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);

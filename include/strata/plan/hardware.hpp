@@ -18,6 +18,9 @@ namespace strata {
 // silicon, but the cost model needs it beside the hardware: it decides the HBM traffic.
 enum class attention_kernels : unsigned char { materialized, flash };
 
+// Where a micro-batch's weight gradients go (hardware::accumulate_grads).
+enum class grad_accumulation : unsigned char { in_place, every, after_first };
+
 struct hardware {
   std::string_view name{};
   double flops_fp64 = 0, flops_fp32 = 0, flops_bf16 = 0, flops_fp16 = 0;  // dense peak FLOP/s
@@ -30,6 +33,9 @@ struct hardware {
   std::array<std::array<int, 2>, 3> gemm_tiles{{{256, 128}, {128, 256}, {128, 128}}};  // output tile rows × cols
   double hbm_bytes_per_s = 0;   // data sheet
   double hbm_efficiency = 1.0;  // the fraction of it a streaming kernel (a device copy) sustains
+  // The fraction of it a GEMM kernel sustains where its bytes outweigh its FLOPs (a small
+  // inner dimension, or a skinny operand); 0: hbm_efficiency
+  double gemm_hbm_efficiency = 0;
   long long memory_bytes = 0;
   int devices_per_node = 1;
   double intra_bytes_per_s = 0, intra_latency_s = 0;  // per device and direction, inside a node
@@ -44,12 +50,20 @@ struct hardware {
   // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
   attention_kernels attention = attention_kernels::flash;
   bool attention_dropout = false;
-  // How a micro-batch's weight gradients reach their accumulator. strata's wgrad GEMMs add
-  // into the master-precision gradient in place (beta = 1): nothing extra. PyTorch-based
-  // runtimes write each micro-batch's gradient to a fresh tensor and add it in a separate
-  // pass (Megatron-LM's DDP hook: main_grad.add_(grad), fp32 under bf16): per parameter a
-  // read and a write of the accumulator and a read of the new gradient, every micro-batch.
-  bool separate_grad_accumulation = false;
+  // How the predicted runtime carries weight gradients from the backward to the optimizer
+  // (strata's own: all defaults). `accumulate_grads`: strata's wgrad GEMMs add into the
+  // gradient in place (beta = 1), nothing extra; PyTorch-based runtimes write each
+  // micro-batch's gradient to a fresh tensor and add it in a pass of its own — a read and a
+  // write of the accumulator and a read of the new gradient per parameter — on `every`
+  // micro-batch (a hook adding into a zeroed buffer: Megatron-LM's local DDP,
+  // main_grad.add_(grad)) or on every one `after_first` (autograd's .grad keeps the first and
+  // adds the rest: torch DDP under no_sync). `grad_bytes`: the accumulator's and the
+  // data-parallel reduction's element size (0: the masters', as strata). `grad_bucket_bytes`:
+  // nonzero when the reduction runs in buckets of that size while the last micro-batch's
+  // backward runs (torch DDP; 0: after the backward, as strata and Megatron-LM's local DDP).
+  grad_accumulation accumulate_grads = grad_accumulation::in_place;
+  int grad_bytes = 0;
+  double grad_bucket_bytes = 0;
   // Devices that share compute (more processes than cores on a CPU machine: the rates above
   // are each one's share when all run): a device that waits lends its share to the others,
   // so a pipeline's bubble and the stages' imbalance cost nothing — the step computes as
@@ -77,8 +91,14 @@ namespace hw {
 //   0.782 / 0.970 = 0.806 of peak.
 // - hbm_efficiency 0.90: a 1 GiB device-to-device copy moved 3012.8 GB/s (read + write) of
 //   the data sheet's 3350.
+// - gemm_hbm_efficiency 0.486: the three memory-bound bf16 GEMMs of that file (8192×10×4096,
+//   4096×10×8192 and 8192×4096×10, each 67.35 MB of A, B and C) moved 1635, 1791 and 1458
+//   GB/s, 0.488, 0.535 and 0.435 of 3350: cuBLAS's GEMM kernels stream about half of what a
+//   copy does, whatever the number of output tiles (the first two have 32 and 16 tiles of
+//   256×128 for 132 SMs, the third 1024).
 inline constexpr double measured_gemm_efficiency = 0.806;
 inline constexpr double measured_hbm_efficiency = 0.90;
+inline constexpr double measured_gemm_hbm_efficiency = 0.486;
 
 // Published nccl-tests runs (the bus bandwidth of all_reduce_perf at 1 GiB and up):
 // - 8 × A100-SXM4-80GB on NVLink/NVSwitch: busbw about 200 GB/s of NVLink 3's 300 GB/s per
@@ -106,7 +126,8 @@ constexpr hardware eight_gpu_node(std::string_view name, double bf16, double fp3
                                   double nvlink_efficiency) {
   return hardware{.name = name, .flops_fp64 = fp64, .flops_fp32 = fp32, .flops_bf16 = bf16, .flops_fp16 = bf16,
                   .gemm_efficiency = measured_gemm_efficiency, .sm_count = sms, .hbm_bytes_per_s = hbm,
-                  .hbm_efficiency = measured_hbm_efficiency, .memory_bytes = memory, .devices_per_node = 8,
+                  .hbm_efficiency = measured_hbm_efficiency, .gemm_hbm_efficiency = measured_gemm_hbm_efficiency,
+                  .memory_bytes = memory, .devices_per_node = 8,
                   .intra_bytes_per_s = nvlink_each_way, .intra_latency_s = nccl_nvlink_step,
                   .inter_bytes_per_s = nic_each_way, .inter_latency_s = nccl_network_step,
                   .collective_latency_s = nccl_call_latency,

@@ -63,7 +63,8 @@ constexpr bool twins_alike(const cost::profile<NP>& pr, const std::array<int, NP
   for (int u = second; u < second + period; ++u) {
     const cost::unit_time &x = t[u], &y = t[u + period];
     if (!(x.forward_s == y.forward_s && x.backward_s == y.backward_s && x.recompute_s == y.recompute_s &&
-          x.tensor_comm_s == y.tensor_comm_s && x.model_flops == y.model_flops && x.local_params == y.local_params &&
+          x.tensor_comm_s == y.tensor_comm_s && x.forward_comm_s == y.forward_comm_s && x.model_flops == y.model_flops &&
+          x.local_params == y.local_params &&
           x.weight_s == y.weight_s && x.keep_bytes == y.keep_bytes && x.accumulate_s == y.accumulate_s))
       return false;
   }

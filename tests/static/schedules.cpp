@@ -1,7 +1,10 @@
 // Schedules against closed forms: bubble (p−1)/(m+p−1) for GPipe and 1F1B and
 // (p−1)/(v·m+p−1) for interleaved, exactly; in-flight micro-batches m (GPipe) and
-// ≤ p (1F1B); the canonical 1F1B order for p = 4, m = 8.
+// ≤ p (1F1B), and the cost model's bound per interleaved part; the canonical 1F1B order
+// for p = 4, m = 8.
 #include <strata/plan/schedule.hpp>
+#include <strata/plan/schedule_slots.hpp>
+#include <strata/plan/schedules/interleaved.hpp>
 
 using namespace strata::sched;
 
@@ -53,6 +56,29 @@ static_assert(interleaved_matches_closed_form<8, 16, 2>());
 static_assert(interleaved_matches_closed_form<8, 32, 2>());
 static_assert(interleaved_matches_closed_form<4, 8, 4>());
 static_assert(interleaved_matches_closed_form<2, 4, 3>());
+
+// The cost model's bound per part (Interleaved<V>::in_flight_part) against the act slots the
+// lowering gives each part (assign_slots): never below, and its sum over the parts within
+// 12.5% of theirs (the stage's bound for every part, what the model used before, is up to V
+// times theirs).
+template <int P, int M, int V>
+constexpr bool interleaved_part_bound_holds() {
+  constexpr auto slots = assign_slots<P * V, M>(interleaved<P, M, V>());
+  long long bound = 0, held = 0;
+  for (int s = 0; s < P; ++s)
+    for (int c = 0; c < V; ++c) {
+      const long long b = strata::Interleaved<V>::in_flight_part(P, M, s, c), a = slots.count(pool_kind::act, c * P + s);
+      if (b < a) return false;
+      bound += b, held += a;
+    }
+  return 8 * bound <= 9 * held;
+}
+static_assert(interleaved_part_bound_holds<2, 4, 2>());
+static_assert(interleaved_part_bound_holds<3, 9, 3>());
+static_assert(interleaved_part_bound_holds<4, 8, 2>());
+static_assert(interleaved_part_bound_holds<4, 16, 4>());
+static_assert(interleaved_part_bound_holds<5, 10, 3>());
+static_assert(interleaved_part_bound_holds<8, 16, 2>());
 
 // The canonical 1F1B order for p = 4, m = 8, written out by hand: stage s warms up
 // with p−s−1 forwards, then alternates one forward and one backward, then cools down.

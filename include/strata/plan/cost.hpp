@@ -272,10 +272,21 @@ struct schedule_price {
   bool split_backward = false;  // B and W: the stash keeps what B leaves W
   long long (*in_flight)(int p, int m, int s) = &PreferBackward::in_flight;
   double (*bubble)(int p, double stage_s, double weight_s) = &PreferBackward::bubble;
+  // With several chunks, what each chunk's part of stage s keeps in flight (a tag's
+  // in_flight_part, where it has one); else every part is taken at in_flight
+  long long (*in_flight_part)(int p, int m, int s, int chunk) = nullptr;
 };
 template <priced_schedule S>
-inline constexpr schedule_price price_of{sched::schedule_traits<S>::chunks, sched::schedule_traits<S>::split_backward,
-                                         &S::in_flight, &S::bubble};
+inline constexpr schedule_price price_of{
+    sched::schedule_traits<S>::chunks, sched::schedule_traits<S>::split_backward, &S::in_flight, &S::bubble,
+    []() -> long long (*)(int, int, int, int) {
+      if constexpr (requires(int n) {
+                      { S::in_flight_part(n, n, n, n) } -> std::convertible_to<long long>;
+                    })
+        return &S::in_flight_part;
+      else
+        return nullptr;
+    }()};
 
 // How the probe's units are run: degrees, batch, schedule, ZeRO.
 struct parallel_config {
@@ -311,6 +322,11 @@ struct step_estimate {
 // Micro-batches each part of stage s keeps in flight: the schedule's bound.
 constexpr long long in_flight(const parallel_config& c, int s) {
   return c.schedule.in_flight(c.pipeline, c.micro_batches, s);
+}
+// Micro-batches chunk `chunk`'s part of stage s keeps in flight: the tag's bound per part
+// where it gives one, else the stage's.
+constexpr long long in_flight(const parallel_config& c, int s, int chunk) {
+  return c.schedule.in_flight_part ? c.schedule.in_flight_part(c.pipeline, c.micro_batches, s, chunk) : in_flight(c, s);
 }
 
 // Memory of a device holding units [first, end) at the configuration's micro-batch (the
@@ -410,8 +426,8 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         pp += collective_s(collective::send_recv, out, 2, pp_link) +
               collective_s(collective::send_recv, in, 2, pp_link);
       }
-      bytes += stage_bytes(pr, c, first, end, in_flight(c, s)) +
-               (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s) : 0);
+      bytes += stage_bytes(pr, c, first, end, in_flight(c, s, ch)) +
+               (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s, ch) : 0);
     }
     // Zero<3>: each unit's weights all-gathered (in master precision) before its forward and
     // again before its backward (a recomputed forward reuses the backward's slot), inside

@@ -16,6 +16,9 @@
 //   in_flight(p, m, s)            micro-batches each part of stage s keeps in flight (a bound)
 //   bubble(p, stage_s, weight_s)  the step's idle time, from the slowest stage's time per
 //                                 micro-batch and the part of it its W passes take
+// and, with several chunks, may give
+//   in_flight_part(p, m, s, chunk)  what chunk `chunk`'s part of stage s keeps (a bound;
+//                                   in_flight for every part otherwise)
 #include <concepts>
 #include <string_view>
 

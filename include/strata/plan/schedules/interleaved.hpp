@@ -80,6 +80,26 @@ struct Interleaved {
       return chunk_mbs < m ? chunk_mbs : m;
     }
   }
+  // Of those, what chunk c's part holds: a forward of chunk c meets its backward
+  // warm + (V − 1 − 2c)·p steps later (warm = 2(p − s − 1) + (V − 1)·p forwards first, then
+  // one forward and one backward per step), so the part holds at most the chunk-c forwards of
+  // a window that long, and those come p in every p·V: min(m, L, p·(⌊L / (p·V)⌋ + 1)) for a
+  // window of L = that lag + 1. Never below the lowering's slot counts, and their sum within
+  // 12.5% of theirs (tests/static/schedules.cpp).
+  static constexpr long long in_flight_part(int p, int m, int s, int chunk) {
+    if constexpr (V <= 1) {
+      return PreferBackward::in_flight(p, m, s);
+    } else {
+      const long long total = static_cast<long long>(m) * V;
+      long long warm = m == p ? total : 2LL * (p - s - 1) + static_cast<long long>(V - 1) * p;
+      warm = warm < total ? warm : total;
+      long long window = warm + static_cast<long long>(V - 1 - 2 * chunk) * p + 1;
+      window = window > 1 ? window : 1;
+      const long long per_round = static_cast<long long>(p) * (window / (static_cast<long long>(p) * V) + 1);
+      const long long held = window < per_round ? window : per_round;
+      return held < m ? held : m;
+    }
+  }
   static constexpr double bubble(int p, double stage_s, double) { return (p - 1) * stage_s / (V > 1 ? V : 1); }
 };
 

@@ -37,19 +37,19 @@ constexpr int Vocab = 51200, Seq = 2048;
 // The A100 running Megatron-LM's 2021 attention: the [heads/TP, s, s] scores materialized
 // (fused scale-mask-softmax, no FlashAttention) and dropout on the probabilities
 // (--attention-dropout, 0.1 by default in Megatron-LM's arguments.py; the scripts leave it).
-// Gradients in fp16 (--fp16 without --accumulate-allreduce-grads-in-fp32: the local DDP's
-// buffer takes the parameters' type, megatron/model/distributed.py), by --DDP-impl:
-// - local: each micro-batch's gradient added to the main_grad buffer by the DDP hook
-//   (main_grad.add_(grad)), the buffer all-reduced after the backward;
-// - torch: torch.nn.parallel.DistributedDataParallel, gradients accumulated in .grad under
-//   no_sync (megatron/schedules.py; autograd keeps the first and adds the rest), the last
-//   micro-batch's backward all-reducing them in buckets of 25 MiB (bucket_cap_mb's default).
+// Gradients in fp16 (--fp16, and neither --accumulate-allreduce-grads-in-fp32 nor
+// --use-contiguous-buffers-in-ddp: megatron/arguments.py and model/distributed.py at 6985e58938,
+// the scripts' commit), accumulated by autograd in .grad (it keeps the first micro-batch's and
+// adds the rest), then by --DDP-impl:
+// - local: all-reduced after the backward (flattened, divided, all-reduced, copied back);
+// - torch: torch.nn.parallel.DistributedDataParallel under no_sync (megatron/schedules.py), the
+//   last micro-batch's backward all-reducing them in buckets of 25 MiB (bucket_cap_mb's default).
 constexpr hardware megatron_a100(bool torch_ddp) {
   hardware h = hw::A100_80GB::value;
   h.attention = attention_kernels::materialized;
   h.attention_dropout = true;
   h.grad_bytes = 2;
-  h.accumulate_grads = torch_ddp ? grad_accumulation::after_first : grad_accumulation::every;
+  h.accumulate_grads = grad_accumulation::after_first;
   h.grad_bucket_bytes = torch_ddp ? 25.0 * (1 << 20) : 0;
   return h;
 }

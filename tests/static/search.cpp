@@ -127,10 +127,10 @@ static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_mb4, A100_separ
 static_assert(near(cost::estimate<4, 2>(acc_profile, halves, pp2_zb, A100_separate).step_s,
                    8 * (slowest + 2 * acc_s) + (slowest + 2 * acc_s - 2 * (slow_w + 2 * acc_s)) + update));
 
-// PyTorch's DDP (Megatron-LM's --DDP-impl torch): fp16 gradients (grad_bytes 2) accumulated by
-// autograd — a pass of 2 + 2 + 2 bytes per parameter on every micro-batch but the first — and
-// all-reduced in buckets while the last micro-batch's backward runs: what shows is what outlasts
-// that backward, and at least the last bucket's all-reduce.
+// PyTorch's DDP: fp16 gradients (grad_bytes 2) accumulated by autograd — a pass of 2 + 2 + 2
+// bytes per parameter on every micro-batch but the first — and all-reduced in buckets while the
+// last micro-batch's backward runs: each bucket pays its latencies, and what shows is what
+// outlasts that backward, at least the last bucket's all-reduce.
 constexpr hardware A100_torch_ddp = [] {
   hardware h = A100;
   h.accumulate_grads = grad_accumulation::after_first;
@@ -141,31 +141,49 @@ constexpr hardware A100_torch_ddp = [] {
 constexpr auto ddp_profile = cost::profile_of<LinProbe, 4>(std::array<int, 5>{0, 1, 2, 3, 4}, A100_torch_ddp);
 constexpr double acc16_s = (1024.0 * 1024 + 1024) * (2 + 2 + 2) / (2039e9 * 0.90);
 static_assert(near(ddp_profile.units[0].accumulate_s, acc16_s));
-constexpr cost::parallel_config dp4_m8{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 1, .micro_batches = 8};
+// micro-batches of 8 (the probe's 1 scaled), 8 of them
+constexpr cost::parallel_config dp4_m8{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 8, .micro_batches = 8};
 constexpr std::array<int, 2> whole{0, 4};
 constexpr cost::step_estimate ddp_e = cost::estimate<4, 1>(ddp_profile, whole, dp4_m8, A100_torch_ddp);
 constexpr double per_mb(bool forward) {  // one micro-batch's forward or backward over the four Linears
   double t = 0;
-  for (const auto& u : ddp_profile.units) t += forward ? u.forward_s : u.backward_s;
+  for (const auto& u : ddp_profile.units) t += 8 * (forward ? u.forward_s : u.backward_s);
   return t;
 }
 static_assert(near(ddp_e.accumulate_s, 7 * 4 * acc16_s));
 static_assert(near(ddp_e.compute_s, 8 * (per_mb(true) + per_mb(false)) + 7 * 4 * acc16_s));
-// the fp16 gradients (4 · 1,049,600 · 2 bytes) over 4 devices of a node, and a 1 MiB bucket
+// the fp16 gradients, 4 · 1,049,600 · 2 = 8,396,800 bytes, over 4 devices of a node: whole, or
+// in 9 buckets of 1 MiB or less
+constexpr double grads16 = 4 * (1024.0 * 1024 + 1024) * 2;
 constexpr double ddp_ring(double bytes, double rate) { return 2 * 0.75 * bytes / rate + 2 * 3 * step_lat + call_lat; }
-constexpr double ddp_ar = ddp_ring(4 * (1024.0 * 1024 + 1024) * 2, 200e9), ddp_last = ddp_ring(1 << 20, 200e9);
+constexpr double ddp_ar = ddp_ring(grads16, 200e9), ddp_last = ddp_ring(1 << 20, 200e9);
+constexpr double ddp_bucketed = 9 * ddp_ring(grads16 / 9, 200e9);
 constexpr double ddp_window = per_mb(false) + 4 * acc16_s;  // the last micro-batch's backward and its accumulation
-static_assert(ddp_ar - ddp_window < ddp_last && near(ddp_e.data_comm_s, ddp_last));  // hidden but the last bucket
+static_assert(ddp_bucketed - ddp_window < ddp_last && near(ddp_e.data_comm_s, ddp_last));  // hidden but the last bucket
 // on links 20 times slower the all-reduce outlasts the backward
 constexpr hardware A100_torch_ddp_slow = [] {
   hardware h = A100_torch_ddp;
   h.intra_efficiency /= 20;
   return h;
 }();
-constexpr double slow_ar = ddp_ring(4 * (1024.0 * 1024 + 1024) * 2, 10e9);
-static_assert(slow_ar - ddp_window > ddp_ring(1 << 20, 10e9));
+constexpr double slow_bucketed = 9 * ddp_ring(grads16 / 9, 10e9);
+static_assert(slow_bucketed - ddp_window > ddp_ring(1 << 20, 10e9));
 static_assert(near(cost::estimate<4, 1>(ddp_profile, whole, dp4_m8, A100_torch_ddp_slow).data_comm_s,
-                   slow_ar - ddp_window));
+                   slow_bucketed - ddp_window));
+// one micro-batch: no accumulation pass runs, none in the backward the all-reduce hides behind
+constexpr cost::parallel_config dp4_m1{.tensor = 1, .pipeline = 1, .data = 4, .micro_batch = 8, .micro_batches = 1};
+static_assert(near(cost::estimate<4, 1>(ddp_profile, whole, dp4_m1, A100_torch_ddp_slow).data_comm_s,
+                   slow_bucketed - per_mb(false)));
+static_assert(cost::estimate<4, 1>(ddp_profile, whole, dp4_m1, A100_torch_ddp).accumulate_s == 0);
+// with a pipeline the reduction runs after the backward (PyTorch's DDP reduces after every
+// micro-batch there): the whole all-reduce
+constexpr cost::parallel_config pp2_dp2{.tensor = 1, .pipeline = 2, .data = 2, .micro_batch = 8, .micro_batches = 8};
+static_assert(cost::estimate<4, 2>(ddp_profile, halves, pp2_dp2, A100_torch_ddp).data_comm_s ==
+              cost::estimate<4, 2>(ddp_profile, halves, pp2_dp2, [] {
+                hardware h = A100_torch_ddp;
+                h.grad_bucket_bytes = 0;
+                return h;
+              }()).data_comm_s);
 // after the backward (Megatron-LM's local DDP, strata): the whole all-reduce, in grad_bytes
 constexpr hardware A100_local_ddp = [] {
   hardware h = A100;
@@ -359,8 +377,9 @@ constexpr bool priced_as_whole() {
   for (std::size_t u = 0; u < Pr::NU; ++u) {
     const cost::unit_time &x = a.units[u], &y = b.units[u];
     if (!(x.forward_s == y.forward_s && x.backward_s == y.backward_s && x.recompute_s == y.recompute_s &&
-          x.tensor_comm_s == y.tensor_comm_s && x.model_flops == y.model_flops && x.local_params == y.local_params &&
-          x.weight_s == y.weight_s && x.keep_bytes == y.keep_bytes && x.accumulate_s == y.accumulate_s))
+          x.tensor_comm_s == y.tensor_comm_s && x.forward_comm_s == y.forward_comm_s && x.model_flops == y.model_flops &&
+          x.local_params == y.local_params && x.weight_s == y.weight_s && x.keep_bytes == y.keep_bytes &&
+          x.accumulate_s == y.accumulate_s))
       return false;
     const auto &m = a.memory, &n = b.memory;
     if (!(m.cost[u] == n.cost[u] && m.state[u] == n.state[u] && m.act[u] == n.act[u] && m.ping[u] == n.ping[u] &&

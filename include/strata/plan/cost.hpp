@@ -161,7 +161,7 @@ constexpr pass_s gemm_layer_s(const call_gemms& cg, const local_dims& d, double 
 struct unit_time {
   double forward_s = 0, backward_s = 0, recompute_s = 0;  // compute (roofline per layer call)
   double tensor_comm_s = 0;                               // its tensor-parallel collectives
-  double forward_comm_s = 0;  // the part of tensor_comm_s the forward (and its recomputation) runs
+  double forward_comm_s = 0;  // the forward's collectives, once (a recomputation's run in the backward)
   double model_flops = 0;   // forward + backward FLOPs of the whole layer per sample (no split, no recompute)
   double local_params = 0;  // parameter elements on one device
   // zero-bubble: the part of backward_s its W passes take, and the bytes B keeps for them
@@ -468,16 +468,20 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // group: one all-reduce; under ZeRO-1 a reduce-scatter and the parameters' all-gather (the
   // same bytes); under ZeRO-2 the reduce-scatter after every micro-batch's backward
   // (plan/communication.hpp); under ZeRO-3 that too, and no final all-gather. An all-reduce
-  // in buckets during the last backward shows only what outlasts that backward, and at
-  // least its last bucket (reduced once the backward ends).
+  // in buckets during the last backward (without a pipeline: PyTorch's DDP reduces after
+  // every micro-batch of one) pays each bucket's latencies and shows only what outlasts that
+  // backward, and at least its last bucket (reduced once the backward ends).
   const double grads = most_params * (hw.grad_bytes > 0 ? hw.grad_bytes : pr.master_bytes);
   const int g = c.reduce_group();
   double all_reduce = collective_s(collective::all_reduce, grads, g, dp_link);
-  if (hw.grad_bucket_bytes > 0 && c.zero == 0) {
+  if (hw.grad_bucket_bytes > 0 && c.zero == 0 && parts == 1 && grads > 0) {
     const double bucket = grads < hw.grad_bucket_bytes ? grads : hw.grad_bucket_bytes;
+    const double buckets = static_cast<double>(static_cast<long long>((grads + bucket - 1) / bucket));
+    const double bucketed = buckets * collective_s(collective::all_reduce, grads / buckets, g, dp_link);
     const double last = collective_s(collective::all_reduce, bucket, g, dp_link);
-    const double outlasts = all_reduce - (slowest - slow_forward);
-    all_reduce = outlasts > last ? outlasts : last;
+    // the last micro-batch's backward, its accumulation pass only where one runs
+    const double window = slowest - slow_forward - (m > no_pass ? 0 : slow_acc);
+    all_reduce = bucketed - window > last ? bucketed - window : last;
   }
   e.data_comm_s = zero3        ? m * (collective_s(collective::reduce_scatter, grads, g, dp_link) + slow_gather)
                   : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dp_link) +

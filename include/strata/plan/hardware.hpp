@@ -55,12 +55,13 @@ struct hardware {
   // gradient in place (beta = 1), nothing extra; PyTorch-based runtimes write each
   // micro-batch's gradient to a fresh tensor and add it in a pass of its own — a read and a
   // write of the accumulator and a read of the new gradient per parameter — on `every`
-  // micro-batch (a hook adding into a zeroed buffer: Megatron-LM's local DDP,
-  // main_grad.add_(grad)) or on every one `after_first` (autograd's .grad keeps the first and
-  // adds the rest: torch DDP under no_sync). `grad_bytes`: the accumulator's and the
-  // data-parallel reduction's element size (0: the masters', as strata). `grad_bucket_bytes`:
-  // nonzero when the reduction runs in buckets of that size while the last micro-batch's
-  // backward runs (torch DDP; 0: after the backward, as strata and Megatron-LM's local DDP).
+  // micro-batch (a hook adding into a zeroed buffer: Megatron-LM's local DDP with its
+  // contiguous main_grad buffer, main_grad.add_(grad)) or on every one `after_first`
+  // (autograd's .grad keeps the first and adds the rest). `grad_bytes`: the accumulator's and
+  // the data-parallel reduction's element size (0: the masters', as strata).
+  // `grad_bucket_bytes`: nonzero when the reduction runs in buckets of that size while the last
+  // micro-batch's backward runs (PyTorch's DDP, priced so without a pipeline only; 0: after the
+  // backward, as strata and Megatron-LM's local DDP).
   grad_accumulation accumulate_grads = grad_accumulation::in_place;
   int grad_bytes = 0;
   double grad_bucket_bytes = 0;

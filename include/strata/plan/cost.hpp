@@ -198,7 +198,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
   const double eb = r.element_bytes, sb = static_cast<double>(Probe::stat_bytes), mb = Probe::micro_batch;
   const double flops_rate = r.peak_flops * hw.gemm_efficiency, hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
   const int n = r.tensor;
-  const double grad_bytes = hw.grad_bytes > 0 ? hw.grad_bytes : r.master_bytes;
+  const double grad_bytes = hw.gradient_bytes(r.master_bytes);
   const link_price link = link_of(hw, n <= hw.devices_per_node);
   // (arrays through pointers: partition.hpp's stage_tally says why)
   const strata::layer_plan* plans = Probe::layer_plans.data();
@@ -426,8 +426,9 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
         pp += collective_s(collective::send_recv, out, 2, pp_link) +
               collective_s(collective::send_recv, in, 2, pp_link);
       }
-      bytes += stage_bytes(pr, c, first, end, in_flight(c, s, ch)) +
-               (c.schedule.split_backward ? static_cast<long long>(keep) * in_flight(c, s, ch) : 0);
+      const long long held = in_flight(c, s, ch);
+      bytes += stage_bytes(pr, c, first, end, held) +
+               (c.schedule.split_backward ? static_cast<long long>(keep) * held : 0);
     }
     // Zero<3>: each unit's weights all-gathered (in master precision) before its forward and
     // again before its backward (a recomputed forward reuses the backward's slot), inside
@@ -471,7 +472,7 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
   // in buckets during the last backward (without a pipeline: PyTorch's DDP reduces after
   // every micro-batch of one) pays each bucket's latencies and shows only what outlasts that
   // backward, and at least its last bucket (reduced once the backward ends).
-  const double grads = most_params * (hw.grad_bytes > 0 ? hw.grad_bytes : pr.master_bytes);
+  const double grads = most_params * hw.gradient_bytes(pr.master_bytes);
   const int g = c.reduce_group();
   double all_reduce = collective_s(collective::all_reduce, grads, g, dp_link);
   if (hw.grad_bucket_bytes > 0 && c.zero == 0 && parts == 1 && grads > 0) {

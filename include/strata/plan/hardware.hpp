@@ -65,6 +65,8 @@ struct hardware {
   grad_accumulation accumulate_grads = grad_accumulation::in_place;
   int grad_bytes = 0;
   double grad_bucket_bytes = 0;
+  // the gradients' element size for masters of `master_bytes`
+  constexpr double gradient_bytes(double master_bytes) const { return grad_bytes > 0 ? grad_bytes : master_bytes; }
   // Devices that share compute (more processes than cores on a CPU machine: the rates above
   // are each one's share when all run): a device that waits lends its share to the others,
   // so a pipeline's bubble and the stages' imbalance cost nothing — the step computes as

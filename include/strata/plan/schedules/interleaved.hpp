@@ -10,6 +10,16 @@
 
 namespace strata::sched {
 
+namespace detail {
+// The forwards stage s of an interleaved pipeline runs before its first backward:
+// 2(p − s − 1) + (V − 1)·p of its m·V chunk-micro-batches (all of them when m = p).
+constexpr long long interleaved_warmup(int p, int m, int v, int s) {
+  const long long total = static_cast<long long>(m) * v;
+  const long long warm = m == p ? total : 2LL * (p - s - 1) + static_cast<long long>(v - 1) * p;
+  return warm < total ? warm : total;
+}
+}  // namespace detail
+
 // Interleaved 1F1B with V chunks per stage (Megatron / Colossal-AI): chunk c of stage s
 // is pipeline part c·p + s; micro-batches advance through chunks in groups of p.
 template <int P, int M, int V>
@@ -25,8 +35,7 @@ constexpr program<P, schedule_capacity(M, V)> interleaved() {
     std::array<detail::work, static_cast<std::size_t>(2 * M * V)> order{};
     auto fwd_of = [&](int k) { return detail::work{true, (k / (P * V)) * P + k % P, (k / P) % V, false}; };
     auto bwd_of = [&](int k) { return detail::work{false, (k / (P * V)) * P + k % P, V - 1 - (k / P) % V, false}; };
-    int warm = (M == P) ? total : (P - s - 1) * 2 + (V - 1) * P;
-    if (warm > total) warm = total;
+    const int warm = static_cast<int>(detail::interleaved_warmup(P, M, V, s));
     int n = 0;
     for (int k = 0; k < warm; ++k) order[static_cast<std::size_t>(n++)] = fwd_of(k);
     for (int j = 0; j < total - warm; ++j) {
@@ -90,9 +99,7 @@ struct Interleaved {
     if constexpr (V <= 1) {
       return PreferBackward::in_flight(p, m, s);
     } else {
-      const long long total = static_cast<long long>(m) * V;
-      long long warm = m == p ? total : 2LL * (p - s - 1) + static_cast<long long>(V - 1) * p;
-      warm = warm < total ? warm : total;
+      const long long warm = sched::detail::interleaved_warmup(p, m, V, s);
       long long window = warm + static_cast<long long>(V - 1 - 2 * chunk) * p + 1;
       window = window > 1 ? window : 1;
       const long long per_round = static_cast<long long>(p) * (window / (static_cast<long long>(p) * V) + 1);

@@ -165,14 +165,15 @@ int main(int argc, char** argv) {
   try {
     if (w.size() != Devices) throw agreed_error("bench_host_ranking: run it on " + std::to_string(Devices) + " processes");
     w.queue().set_threads(1);
-    // products of the model's size: rows of a micro-batch (2 · 64) by its features
-    const hardware hw = calibrate(w, {.gemm_size = 128, .repeats = 10});
+    // products of the model's size: rows of a micro-batch (2 · 64) by its features; collectives
+    // of a micro-batch's activations (2 · 64 · 64 floats)
+    const hardware hw = calibrate(w, {.gemm_size = 128, .collective_bytes = 2 * S * D * sizeof(float), .repeats = 10});
     const auto rows = run_all(w, hw, steps, passes, std::make_index_sequence<static_cast<std::size_t>(selected.n)>{});
     if (w.rank() != 0) return 0;
     std::printf("Calibrated on %d processes of 1 thread: fp32 GEMM %.2f GFLOP/s, copy %.2f GB/s, link %.3f GB/s "
-                "each way, latency %.1f us\n\n",
+                "each way, latency %.1f us; all-reduce: %.2f us a call, %.3f of the link's rate\n\n",
                 Devices, hw.flops_fp32 * 1e-9, hw.hbm_bytes_per_s * 1e-9, hw.intra_bytes_per_s * 1e-9,
-                hw.intra_latency_s * 1e6);
+                hw.intra_latency_s * 1e6, hw.collective_latency_s * 1e6, hw.intra_efficiency);
     std::printf("| # | TP | PP | DP | mb | M | SP | RC | ZeRO | schedule | measured ms | search's estimate ms | "
                 "plan's prediction ms | measured / search | est. compute | TP comm | PP comm + bubble | DP comm + update |\n"
                 "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");

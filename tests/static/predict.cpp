@@ -125,6 +125,29 @@ static_assert(rc1_plan.memory_bytes >= RC1::peak_memory_bytes(0, rc1.data) &&
               rc1_plan.memory_bytes >= RC1::peak_memory_bytes(1, rc1.data));
 static_assert(rc1.estimate.memory_bytes - rc1_plan.memory_bytes == S * D * 4);
 
+// ---- a link measured as nccl-tests measures it, solved back (runtime/calibrate.hpp) ------
+// An all-reduce of one float and of 32 KiB over 2 devices timed at 1.0 and 16.6 us on a
+// 14.3 GB/s link with 0.41 us steps (two host processes): the fit's call latency and
+// efficiency give both times back through collective_s.
+constexpr double ar_rate = 14.3e9, ar_step = 0.41e-6, ar_small = 1.0e-6, ar_large = 16.6e-6, ar_bytes = 32768;
+constexpr cost::all_reduce_fit ar_fit = cost::fit_all_reduce(ar_small, ar_large, ar_bytes, ar_rate, ar_step);
+constexpr cost::link_price ar_link{ar_rate * ar_fit.efficiency, ar_step, ar_fit.call_s};
+static_assert(near(cost::collective_s(collective::all_reduce, 4, 2, ar_link), ar_small),
+              "fit_all_reduce: the one-float all-reduce comes back");
+static_assert(near(cost::collective_s(collective::all_reduce, ar_bytes, 2, ar_link), ar_large),
+              "fit_all_reduce: the 32 KiB all-reduce comes back");
+static_assert(ar_fit.efficiency > 0.13 && ar_fit.efficiency < 0.15 && ar_fit.call_s > 0.1e-6 && ar_fit.call_s < 0.2e-6,
+              "fit_all_reduce: 32 KiB / 14.3 GB/s = 2.29 us of 15.6 us moving: efficiency 0.147, call 0.17 us");
+// a small all-reduce faster than the ring's two steps: no negative latency, the large one kept
+constexpr cost::all_reduce_fit ar_fast = cost::fit_all_reduce(0.5e-6, ar_large, ar_bytes, ar_rate, ar_step);
+static_assert(ar_fast.call_s == 0 && near(cost::collective_s(collective::all_reduce, ar_bytes, 2,
+                                                             {ar_rate * ar_fast.efficiency, ar_step, 0}),
+                                          ar_large),
+              "fit_all_reduce: latency-bound below the ring's steps, the large all-reduce still comes back");
+// a link faster than its rate (a measurement out of line): efficiency capped at 1
+static_assert(cost::fit_all_reduce(1e-6, 2e-6, ar_bytes, ar_rate, ar_step).efficiency == 1,
+              "fit_all_reduce: efficiency at most 1");
+
 }  // namespace
 
 int main() {

@@ -72,6 +72,28 @@ constexpr double collective_s(collective k, double bytes, int n, const link_pric
   return 0;
 }
 
+// collective_s solved for a link measured as nccl-tests measures it (runtime/calibrate.hpp):
+// the call latency and the fraction of the link's rate under which an all-reduce over 2
+// devices (2 ring steps of `step_s`, the bytes once at rate · efficiency, one call) takes
+// `small_s` for one float and `large_s` for `bytes`; call ≥ 0, 0 < efficiency ≤ 1.
+struct all_reduce_fit {
+  double call_s = 0, efficiency = 1;
+};
+constexpr all_reduce_fit fit_all_reduce(double small_s, double large_s, double bytes, double rate, double step_s) {
+  all_reduce_fit f{};
+  if (rate <= 0 || bytes <= 4 || large_s <= small_s) return f;
+  // the two equations: t = b / (rate · efficiency) + 2 · step_s + call_s at b = 4 and `bytes`
+  double per_byte = (large_s - small_s) / (bytes - 4);
+  f.call_s = small_s - 2 * step_s - 4 * per_byte;
+  if (f.call_s < 0) {  // latency-bound below the ring's steps: all the rest is the bytes'
+    f.call_s = 0;
+    per_byte = (large_s - 2 * step_s) / bytes;
+  }
+  f.efficiency = per_byte > 0 ? 1 / (rate * per_byte) : 1;
+  if (f.efficiency > 1) f.efficiency = 1;
+  return f;
+}
+
 // One GEMM (or `items` independent ones of the same shape, a batched call): C[m, n] = A[m, k]
 // B[k, n] in elements of `eb` bytes. Each candidate output tile of hw.gemm_tiles tiles C
 // (items · ⌈m/bm⌉ · ⌈n/bn⌉ tiles) and runs them in waves of sm_count; compute takes the

@@ -6,8 +6,10 @@
 // Numerics: elementwise work runs in T. Long reductions (sums over rows or a
 // whole tensor, layernorm statistics, softmax denominators) accumulate in
 // double even for float data: this backend is the accuracy reference, and the
-// cost is negligible next to memory traffic. GEMM accumulates in T (see
-// gemm.hpp), like cuBLAS without split-K.
+// cost is small next to memory traffic once a sum runs in independent partial
+// sums that vectorize (layernorm's float rows: one running double sum was 2.5x
+// slower at 64 features). GEMM accumulates in T (see gemm.hpp), like cuBLAS
+// without split-K.
 //
 // Determinism: every output element is computed by one task with a fixed
 // operation order; whole-tensor reductions sum fixed-size chunks and combine

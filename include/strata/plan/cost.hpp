@@ -10,7 +10,8 @@
 // GEMM (gemm_s: tile and wave quantization over the SMs, a
 // roofline per GEMM) plus, for materialized attention, the elementwise passes over its
 // score tensor; any other call takes max(FLOPs / (peak · gemm_efficiency), bytes / sustained
-// HBM) forward and the same with twice the bytes backward; a recomputed call's forward runs
+// HBM) forward and the same with twice the bytes backward (a view: nothing where it runs no
+// kernel); a recomputed call's forward runs
 // twice; where the runtime adds each micro-batch's weight gradients to their accumulator in
 // a pass of its own (hardware::accumulate_grads), that pass is charged per micro-batch (or
 // per micro-batch after the first) at the HBM rate. Collectives take the ring time of their
@@ -244,8 +245,15 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                            static_cast<double>(c.needs.stash_stats + c.needs.scratch_stats) * sb;
       const call_gemms cg = lp.desc.gemms(c.dims);
       const pass_s g = gemm_layer_s(cg, c.dims, eb, r.peak_flops, hw);
-      const double tf = g.forward >= 0 ? g.forward : ff / flops_rate > bytes / hbm_rate ? ff / flops_rate : bytes / hbm_rate;
-      const double tb = g.backward >= 0 ? g.backward
+      // a view runs no kernel (a reshape; ResidualBegin's forward), nor in backward unless
+      // its backward has one (ResidualBegin adds the skip's gradient)
+      const bool no_forward = c.needs.view, no_backward = c.needs.view && !c.needs.backward_kernel;
+      const double tf = no_forward           ? 0
+                        : g.forward >= 0     ? g.forward
+                        : ff / flops_rate > bytes / hbm_rate ? ff / flops_rate
+                                                             : bytes / hbm_rate;
+      const double tb = no_backward           ? 0
+                        : g.backward >= 0     ? g.backward
                         : fb / flops_rate > 2 * bytes / hbm_rate ? fb / flops_rate
                                                                  : 2 * bytes / hbm_rate;
       double comm_f = 0, comm_b = 0;

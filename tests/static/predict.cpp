@@ -137,7 +137,7 @@ static_assert(near(cost::collective_s(collective::all_reduce, 4, 2, ar_link), ar
 static_assert(near(cost::collective_s(collective::all_reduce, ar_bytes, 2, ar_link), ar_large),
               "fit_all_reduce: the 32 KiB all-reduce comes back");
 static_assert(ar_fit.efficiency > 0.13 && ar_fit.efficiency < 0.15 && ar_fit.call_s > 0.1e-6 && ar_fit.call_s < 0.2e-6,
-              "fit_all_reduce: 32 KiB / 14.3 GB/s = 2.29 us of 15.6 us moving: efficiency 0.147, call 0.17 us");
+              "fit_all_reduce: 32 KiB / 14.3 GB/s = 2.29 us of 15.6 us moving: efficiency 0.147, call 0.18 us");
 // a small all-reduce faster than the ring's two steps: no negative latency, the large one kept
 constexpr cost::all_reduce_fit ar_fast = cost::fit_all_reduce(0.5e-6, ar_large, ar_bytes, ar_rate, ar_step);
 static_assert(ar_fast.call_s == 0 && near(cost::collective_s(collective::all_reduce, ar_bytes, 2,

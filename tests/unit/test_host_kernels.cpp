@@ -224,6 +224,43 @@ TEST_CASE("host kernels: softmax probabilities may overwrite the logits; all_fin
   CHECK_FALSE(host::all_finite<double>(v.size(), v.data()));
 }
 
+// LayerNorm's float rows with γ run their own loops (eight partial sums of the statistics);
+// with γ and no β they must still be the float64 formula, tails of D mod 8 and D < 8 included.
+TEST_CASE("host kernels: float layernorm with gamma and no beta against float64") {
+  host::queue q(1);
+  for (std::size_t D : {std::size_t(3), std::size_t(13), std::size_t(64)}) {
+    const std::size_t R = 5;
+    const auto x = rand_f(R * D, 300 + std::uint32_t(D), -2.f, 3.f), gamma = rand_f(D, 400, 0.5f, 1.5f),
+               dy = rand_f(R * D, 500);
+    std::vector<float> y(R * D), mean(R), rstd(R), dx(R * D);
+    host::layernorm_forward<float, float>(q, R, D, x.data(), gamma.data(), nullptr, 1e-5, y.data(), mean.data(),
+                                          rstd.data());
+    host::layernorm_backward<float, float, float>(q, R, D, x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(),
+                                                  dx.data(), nullptr, nullptr, false);
+    for (std::size_t r = 0; r < R; ++r) {
+      double mu = 0, var = 0, sg = 0, sgx = 0;
+      for (std::size_t j = 0; j < D; ++j) mu += x[r * D + j];
+      mu /= double(D);
+      for (std::size_t j = 0; j < D; ++j) var += (x[r * D + j] - mu) * (x[r * D + j] - mu);
+      const double rs = 1.0 / std::sqrt(var / double(D) + 1e-5);
+      const double m_s = mean[r], r_s = rstd[r];  // backward runs from the stored statistics
+      for (std::size_t j = 0; j < D; ++j) {
+        const double g = double(dy[r * D + j]) * gamma[j];
+        sg += g, sgx += g * (x[r * D + j] - m_s) * r_s;
+      }
+      CHECK(std::abs(mean[r] - mu) <= 1e-6 * (1 + std::abs(mu)));
+      CHECK(std::abs(rstd[r] - rs) <= 1e-6 * rs);
+      for (std::size_t j = 0; j < D; ++j) {
+        const double want = (x[r * D + j] - mu) * rs * gamma[j];
+        CHECK(std::abs(y[r * D + j] - want) <= 1e-5 * (1 + std::abs(want)));
+        const double xh = (x[r * D + j] - m_s) * r_s, gj = double(dy[r * D + j]) * gamma[j];
+        const double dwant = r_s * (gj - sg / double(D) - xh * sgx / double(D));
+        CHECK(std::abs(dx[r * D + j] - dwant) <= 1e-5 * (1 + std::abs(dwant)));
+      }
+    }
+  }
+}
+
 // ===========================================================================
 // core/math.hpp's float formulas (the host's GeLU and flash attention loops run them so
 // that they vectorise): relative error against float64 on a dense sweep, tiny results

@@ -41,9 +41,17 @@ constexpr int Vocab = 51200, Seq = 2048;
 // --use-contiguous-buffers-in-ddp: megatron/arguments.py and model/distributed.py at 6985e58938,
 // the scripts' commit), accumulated by autograd in .grad (it keeps the first micro-batch's and
 // adds the rest), then by --DDP-impl:
-// - local: all-reduced after the backward (flattened, divided, all-reduced, copied back);
+// - local: all-reduced after the backward: flattened into one buffer, divided by the group's
+//   size, all-reduced, copied back (read and write 2 bytes in each of the three passes);
 // - torch: torch.nn.parallel.DistributedDataParallel under no_sync (megatron/schedules.py), the
 //   last micro-batch's backward all-reducing them in buckets of 25 MiB (bucket_cap_mb's default).
+// The optimizer step (Float16OptimizerWithFloat16Params.step, megatron/optimizer/optimizer.py at
+// the same commit), per parameter: the fp16 gradient copied to an fp32 one (read 2, write 4),
+// unscaled and checked for inf/NaN (read and write 4: --loss-scale is a ConstantGradScaler,
+// and the unscale runs for any scaler), its L2 norm for --clip-grad (read 4; the scaling by the
+// clip coefficient runs only when the norm exceeds it, not counted), apex's FusedAdam (masters,
+// two moments and the gradient read, the three written: 28) and the masters copied to the
+// fp16 weights (read 4, write 2): 52 bytes, against strata's fused 30.
 constexpr hardware megatron_a100(bool torch_ddp) {
   hardware h = hw::A100_80GB::value;
   h.attention = attention_kernels::materialized;
@@ -51,6 +59,8 @@ constexpr hardware megatron_a100(bool torch_ddp) {
   h.grad_bytes = 2;
   h.accumulate_grads = grad_accumulation::after_first;
   h.grad_bucket_bytes = torch_ddp ? 25.0 * (1 << 20) : 0;
+  h.optimizer_bytes_per_param = (2 + 4) + (4 + 4) + 4 + 28 + (4 + 2);
+  h.grad_pack_bytes_per_param = torch_ddp ? 0 : 3 * (2 + 2);
   return h;
 }
 

@@ -54,6 +54,37 @@ static_assert(shared.bubble_s == 0 && near(shared.compute_s, 8 * model_s / 2));
 static_assert(near(shared.step_s, shared.compute_s + shared.pipeline_comm_s + shared.optimizer_s));
 static_assert(shared.step_s < cost::predict<PP2<PreferBackward>>(A100).step_s);
 static_assert(near(cost::predict<Probe>(A100_shared).step_s, cost::predict<Probe>(A100).step_s));
+// A runtime's own optimizer and gradient passes (hardware::optimizer_bytes_per_param,
+// grad_pack_bytes_per_param: Megatron-LM's fp16 optimizer, its local DDP's flatten and
+// copy-back): 52 bytes per parameter against strata's fused 7 · 4 + 2, and 12 bytes per
+// parameter of a stage (two Linear<1024, 1024>) where a data group reduces.
+constexpr hardware A100_runtime = [] {
+  hardware h = A100;
+  h.optimizer_bytes_per_param = 52;
+  h.grad_pack_bytes_per_param = 12;
+  return h;
+}();
+constexpr double stage_params = 2 * (1024.0 * 1024 + 1024), hbm_rate = A100.hbm_bytes_per_s * A100.hbm_efficiency;
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100).optimizer_s, stage_params * 30 / hbm_rate));
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100_runtime).optimizer_s, stage_params * 52 / hbm_rate));
+static_assert(near(cost::predict<PP2<PreferBackward>>(A100_runtime, 4).data_comm_s -
+                       cost::predict<PP2<PreferBackward>>(A100, 4).data_comm_s,
+                   stage_params * 12 / hbm_rate));
+static_assert(cost::predict<PP2<PreferBackward>>(A100_runtime).data_comm_s == 0, "no data group, nothing reduced");
+// A view at a part's edge copies (plan/lower/parts.hpp): stage 0's last layer its output in
+// forward, stage 1's first its input gradient in backward — a read and a write of [512, 1024]
+// bf16 each, M = 8 times on each stage; inside a part the same view costs nothing.
+using View = Dropout<0>;
+using PPV = Plan<Pipeline<Replicate<1, Lin, Lin, View>, Replicate<1, View, Lin, Lin>>, Input<512, 1024>, CE,
+                 MicroBatch<1>, NumMicroBatch<8>, Element<bf16>, Schedule<PreferBackward>>;
+using PPI = Plan<Pipeline<Replicate<1, Lin, View, Lin>, Replicate<1, Lin, View, Lin>>, Input<512, 1024>, CE,
+                 MicroBatch<1>, NumMicroBatch<8>, Element<bf16>, Schedule<PreferBackward>>;
+constexpr double view_copy_s = 2.0 * 512 * 1024 * 2 / (A100.hbm_bytes_per_s * A100.hbm_efficiency);
+static_assert(near(cost::predict<PPV>(A100).compute_s - cost::predict<PP2<PreferBackward>>(A100).compute_s,
+                   8 * view_copy_s),
+              "a view at a part's edge: one copy per micro-batch on each stage");
+static_assert(near(cost::predict<PPI>(A100).compute_s, cost::predict<PP2<PreferBackward>>(A100).compute_s),
+              "a view inside a part: no copy");
 
 // ---- context parallelism: attention's messages, closed form ----------------------------
 // One causal attention layer of D = 64 (4 heads of 16) over Seq = 256, float, one sequence
@@ -147,6 +178,31 @@ static_assert(ar_fast.call_s == 0 && near(cost::collective_s(collective::all_red
 // a link faster than its rate (a measurement out of line): efficiency capped at 1
 static_assert(cost::fit_all_reduce(1e-6, 2e-6, ar_bytes, ar_rate, ar_step).efficiency == 1,
               "fit_all_reduce: efficiency at most 1");
+// A calibrated description prices a point-to-point message (a pipeline's activations) at the
+// sendrecv's own rate, the collectives at the fitted fraction of it; a data-sheet one (no
+// p2p_efficiency) prices both at the collectives'.
+constexpr hardware ar_hw = [] {
+  hardware h{};
+  h.intra_bytes_per_s = h.inter_bytes_per_s = ar_rate;
+  h.intra_latency_s = h.inter_latency_s = ar_step;
+  h.collective_latency_s = ar_fit.call_s;
+  h.intra_efficiency = h.inter_efficiency = ar_fit.efficiency;
+  h.p2p_efficiency = 1;
+  return h;
+}();
+constexpr hardware ar_sheet = [] {
+  hardware h = ar_hw;
+  h.p2p_efficiency = 0;
+  return h;
+}();
+static_assert(near(cost::collective_s(collective::send_recv, ar_bytes, 2, cost::link_of(ar_hw, true)),
+                   ar_bytes / ar_rate + ar_step + ar_fit.call_s),
+              "p2p_efficiency: a calibrated sendrecv moves at the measured link rate");
+static_assert(near(cost::collective_s(collective::all_reduce, ar_bytes, 2, cost::link_of(ar_hw, false)), ar_large),
+              "p2p_efficiency: the collectives keep the fitted efficiency");
+static_assert(near(cost::collective_s(collective::send_recv, ar_bytes, 2, cost::link_of(ar_sheet, true)),
+                   ar_bytes / (ar_rate * ar_fit.efficiency) + ar_step + ar_fit.call_s),
+              "p2p_efficiency 0: a sendrecv at the collectives' efficiency");
 
 }  // namespace
 

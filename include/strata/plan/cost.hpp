@@ -45,13 +45,16 @@ constexpr double intra_rate(const hardware& hw) { return hw.intra_bytes_per_s * 
 constexpr double inter_rate(const hardware& hw) { return hw.inter_bytes_per_s * hw.inter_efficiency; }
 
 // The link a group's collectives cross, as the model prices it: its sustained rate, the
-// latency of a ring step over it, and the fixed latency of a call.
+// latency of a ring step over it, the fixed latency of a call, and the rate a
+// point-to-point message sustains (0: the collectives').
 struct link_price {
-  double bytes_per_s = 0, step_s = 0, call_s = 0;
+  double bytes_per_s = 0, step_s = 0, call_s = 0, p2p_bytes_per_s = 0;
 };
 constexpr link_price link_of(const hardware& hw, bool intra) {
-  return intra ? link_price{intra_rate(hw), hw.intra_latency_s, hw.collective_latency_s}
-               : link_price{inter_rate(hw), hw.inter_latency_s, hw.collective_latency_s};
+  const double raw = intra ? hw.intra_bytes_per_s : hw.inter_bytes_per_s;
+  const double p2p = hw.p2p_efficiency > 0 ? raw * hw.p2p_efficiency : 0;
+  return intra ? link_price{intra_rate(hw), hw.intra_latency_s, hw.collective_latency_s, p2p}
+               : link_price{inter_rate(hw), hw.inter_latency_s, hw.collective_latency_s, p2p};
 }
 
 // Ring time of a collective moving `bytes` (the larger local buffer) over n devices: NCCL's
@@ -67,7 +70,7 @@ constexpr double collective_s(collective k, double bytes, int n, const link_pric
     case collective::reduce_scatter:
     case collective::all_to_all:
     case collective::broadcast: return f * bytes / bw + (n - 1) * lat + call;
-    case collective::send_recv: return bytes / bw + lat + call;
+    case collective::send_recv: return bytes / (l.p2p_bytes_per_s > 0 ? l.p2p_bytes_per_s : bw) + lat + call;
     case collective::none: return 0;
   }
   return 0;
@@ -192,6 +195,10 @@ struct unit_time {
   // per micro-batch whatever its size: the separate pass adding its weight gradients to the
   // accumulator (hardware::accumulate_grads), part of backward and of W
   double accumulate_s = 0;
+  // A view at a part's edge copies (plan/lower/parts.hpp): its output in forward when it is
+  // the unit's last layer and the part ends there, its input gradient in backward when it is
+  // the first and the part starts there
+  double edge_out_s = 0, edge_in_s = 0;
 };
 
 template <std::size_t N>
@@ -267,6 +274,9 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
         const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, link) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
       }
+      const double copy_s = 2 * static_cast<double>(c.dims.rows * c.dims.in_cols) * eb / hbm_rate;
+      if (c.needs.view && i == hi - 1) t.edge_out_s = copy_s;
+      if (c.needs.view && !c.needs.backward_kernel && i == lo) t.edge_in_s = copy_s;
       const bool recomputed = regions[i] >= 0;
       t.forward_s += tf;
       t.backward_s += tb;
@@ -451,6 +461,10 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       if (parts > 1) {  // activations on, gradients back, at each edge of the part
         const double out = k + 1 < parts ? static_cast<double>(exit[end - 1]) * scale : 0;
         const double in = k > 0 ? static_cast<double>(entry[first]) * scale : 0;
+        const double edge_out = k + 1 < parts ? units[end - 1].edge_out_s * scale : 0;
+        const double edge_in = k > 0 ? units[first].edge_in_s * scale : 0;
+        compute += edge_out + edge_in;
+        forward += edge_out;
         // each direction's send overlaps the matching receive: out forward (and its gradient
         // back), in backward (and its activation forward)
         pp += collective_s(collective::send_recv, out, 2, pp_link) +
@@ -518,9 +532,12 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
                   : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dp_link) +
                                       collective_s(collective::all_gather, grads, g, dp_link)
                                 : all_reduce;
+  if (g > 1) e.data_comm_s += most_params * hw.grad_pack_bytes_per_param / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
-  e.optimizer_s = updated * (7 * pr.master_bytes + pr.element_bytes) / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
+  const double per_param =
+      hw.optimizer_bytes_per_param > 0 ? hw.optimizer_bytes_per_param : 7 * pr.master_bytes + pr.element_bytes;
+  e.optimizer_s = updated * per_param / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
   e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
   double flops = 0;
   for (std::size_t u = 0; u < N; ++u) flops += units[u].model_flops;

@@ -46,6 +46,11 @@ struct hardware {
   // The fraction of those link rates a large NCCL transfer sustains: nccl-tests' bus
   // bandwidth (busbw) over the link rate, from published runs.
   double intra_efficiency = 1.0, inter_efficiency = 1.0;
+  // The same fraction for a point-to-point message (a pipeline's activations, a context
+  // ring's blocks); 0: the collectives' above. A calibrated description (runtime/calibrate.hpp)
+  // measures the sendrecv itself (1) and fits the collectives' apart: MPI's all-reduce on a
+  // host runs at a fraction of a sendrecv's rate.
+  double p2p_efficiency = 0;
   // The software the predicted run uses for attention; attention_dropout: dropout on the
   // probabilities (a read, a write and a 1-byte mask per score in each pass; materialized only).
   attention_kernels attention = attention_kernels::flash;
@@ -65,6 +70,15 @@ struct hardware {
   grad_accumulation accumulate_grads = grad_accumulation::in_place;
   int grad_bytes = 0;
   double grad_bucket_bytes = 0;
+  // The bytes the predicted runtime's optimizer step moves per parameter it updates; 0:
+  // strata's fused Adam (masters, two moments and the gradient read, the three written, in
+  // master precision, and the compute-type weights written).
+  double optimizer_bytes_per_param = 0;
+  // Passes over the gradients around their data-parallel reduction, in bytes per parameter
+  // (a runtime that flattens them into one buffer, scales it and copies the result back:
+  // Megatron-LM's local DDP without contiguous buffers); 0: none, as strata reduces them
+  // where they are. Charged where a data group reduces.
+  double grad_pack_bytes_per_param = 0;
   // the gradients' element size for masters of `master_bytes`
   constexpr double gradient_bytes(double master_bytes) const { return grad_bytes > 0 ? grad_bytes : master_bytes; }
   // Devices that share compute (more processes than cores on a CPU machine: the rates above

@@ -185,6 +185,7 @@ hardware calibrate(world<Backend, Comm>& w, const calibration_options& o = {}) {
   hw.intra_latency_s = hw.inter_latency_s = sum[5] / linked;
   hw.collective_latency_s = sum[6] / linked;
   hw.intra_efficiency = hw.inter_efficiency = sum[8] > 0 ? sum[7] / linked : 1.0;
+  hw.p2p_efficiency = 1.0;  // the link's rate is the sendrecv's own
   return hw;
 }
 

@@ -71,6 +71,17 @@ static_assert(near(cost::predict<PP2<PreferBackward>>(A100_runtime, 4).data_comm
                        cost::predict<PP2<PreferBackward>>(A100, 4).data_comm_s,
                    stage_params * 12 / hbm_rate));
 static_assert(cost::predict<PP2<PreferBackward>>(A100_runtime).data_comm_s == 0, "no data group, nothing reduced");
+// SequenceParallel: a column-parallel Linear after a row-wise LayerNorm (after a row-parallel
+// pair's reduce-scatter) gathers its input forward, reduce-scatters its input's gradient
+// backward, and gathers its kept row split again before its backward: three collectives of
+// [512, 1024] bf16 over 2 devices.
+using SPLin = Plan<Split<2, Lin, Lin, LayerNorm<1024>, Lin, Lin>, Input<512, 1024>, CE, MicroBatch<1>, Element<bf16>,
+                   SequenceParallel>;
+constexpr auto sp_profile = cost::profile_of<SPLin, 5>(std::array<int, 6>{0, 1, 2, 3, 4, 6}, A100);
+static_assert(SPLin::lowering::tables.calls[3].regather && !SPLin::lowering::tables.calls[0].regather);
+static_assert(near(sp_profile.units[3].tensor_comm_s,
+                   3 * cost::collective_s(collective::all_gather, 512.0 * 1024 * 2, 2, cost::link_of(A100, true))),
+              "SequenceParallel: the Linear's forward gather, backward reduce-scatter and backward gather");
 // A view at a part's edge copies (plan/lower/parts.hpp): stage 0's last layer its output in
 // forward, stage 1's first its input gradient in backward — a read and a write of [512, 1024]
 // bf16 each, M = 8 times on each stage; inside a part the same view costs nothing.

@@ -113,6 +113,29 @@ static_assert(count<TP>(collective::all_reduce, pass::forward) == 7 + 3);  // + 
 static_assert(count<SP>(collective::all_reduce, pass::forward) == 3);  // the loss's statistics only
 static_assert(count<SP>(collective::reduce_scatter, pass::forward) == 7);
 static_assert(count<SP>(collective::all_gather, pass::forward) == 7);  // before 3 attentions, 3 MLPs, the head
+// Each of those 7 layers keeps its input for its backward: it keeps the row split it arrived
+// as and gathers it again before the backward (Korthikanti et al. 2022, 4.2.2), into the
+// stage's gathered buffer, so the kept copy is 1/N of the gathered input.
+// (backward: 7 gradients of the reduce-scattered sums gathered, as before, and the 7 inputs)
+static_assert(count<SP>(collective::all_gather, pass::backward) == 7 + 7);
+static_assert(count<TP>(collective::all_gather, pass::backward) == 0);
+template <class P>
+constexpr bool regathers_as_split() {
+  const auto& T = P::lowering::tables;
+  int n = 0;
+  for (int k = 0; k < T.num_convs; ++k) {
+    const lower::conversion& c = T.convs[k];
+    if (!c.regather) continue;
+    const lower::layer_call& call = T.calls[c.layer];
+    // gathered from the kept split (an activation slot of 1/2) into the work buffer the layer reads
+    if (!(c.when == pass::backward && c.coll == collective::all_gather && c.src.where == lower::pool::act &&
+          c.src.elems * 2 == call.dims.rows * call.dims.in_cols && c.dst == call.x && call.x.where == lower::pool::work))
+      return false;
+    ++n;
+  }
+  return n == 7;
+}
+static_assert(regathers_as_split<SP>());
 
 // Activation recomputation: every block recomputed keeps only the blocks' inputs; the
 // recompute buffers (one region's activations) are shared by every region of the stage.

@@ -114,8 +114,10 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
         c.recompute[x] = region_bytes > c.recompute[x] ? region_bytes : c.recompute[x];
         c.recompute_stats[x] = region_stats > c.recompute_stats[x] ? region_stats : c.recompute_stats[x];
       } else {
+        // a row split gathered again keeps the split, and gathers into the stage's buffer
         c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                    (call.needs.keep_input ? in_elems * eb : 0);
+                    (call.needs.keep_input ? (call.regather ? call.arrived_elems : in_elems) * eb : 0);
+        if (call.regather && in_elems * eb > c.gathered[x]) c.gathered[x] = in_elems * eb;
       }
       // a zero-bubble schedule keeps the output's gradient (at most) and B's leftovers until W
       if (!call.dy_keep.empty()) c.act[x] += out_elems * eb + call.keep.elems * eb;
@@ -128,9 +130,11 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       c.scratch_stats[x] = scratch_stats > c.scratch_stats[x] ? scratch_stats : c.scratch_stats[x];
       if (i == lo && !call.reads_ids) c.entry[x] = in_elems * eb;
       if (i == hi - 1 && !call.loss) c.exit[x] = out_elems * eb;
-      if (i == hi - 1 && region >= 0)  // out of its region when it ends a stage
+      if (i == hi - 1 && region >= 0) {  // out of its region when it ends a stage
         c.tail[x] = call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                    (call.needs.keep_input ? in_elems * eb : 0);
+                    (call.needs.keep_input ? (call.regather ? call.arrived_elems : in_elems) * eb : 0);
+        if (call.regather && in_elems * eb > c.gathered[x]) c.gathered[x] = in_elems * eb;
+      }
     }
   }
   return c;

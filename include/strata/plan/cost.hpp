@@ -273,6 +273,10 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                                                         : n;
         const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, link) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
+        // a row split kept and gathered again before the backward (layer_call::regather)
+        if (c.regather && regions[i] < 0 && k < lp.num_conversion_comms && x.kind == collective::all_gather &&
+            x.when == pass::forward)
+          comm_b += s;
       }
       const double copy_s = 2 * static_cast<double>(c.dims.rows * c.dims.in_cols) * eb / hbm_rate;
       if (c.needs.view && i == hi - 1) t.edge_out_s = copy_s;
@@ -388,11 +392,11 @@ constexpr long long stage_bytes(const profile<N>& pr, const parallel_config& c, 
   const unit_time* units = pr.units.data();
   const long long *st = m.state.data(), *ac = m.act.data(), *pi = m.ping.data(), *sc = m.scratch.data(),
                   *ss = m.scratch_stats.data(), *re = m.recompute.data(), *rs = m.recompute_stats.data();
-  const long long *sk = m.skip.data(), *sl = m.skip_levels.data();
+  const long long *sk = m.skip.data(), *sl = m.skip_levels.data(), *ga = m.gathered.data();
   detail::stage_tally t;
   for (int k = first; k < end; ++k) {
     t.add_at(st, ac, pi, sc, ss, re, rs, static_cast<std::size_t>(k));
-    t.add_skip(sk, sl, static_cast<std::size_t>(k));
+    t.add_held(sk, sl, ga, static_cast<std::size_t>(k));
     if (shards) {
       // Zero<3> (plan/memory.hpp): this device's chunk of the masters, gradients and both
       // moments instead; the staging and gradient slots are per stage (estimate)

@@ -32,7 +32,7 @@ struct lowering {
   // weights come and go together), plus one per extra reduction axis of the N-D modes
   // the copies of a tied tensor are cut out of their groups: up to four more
   static constexpr int max_buckets = 2 * (P::buckets + (P::zero >= 2 ? P::num_taskgraphs : 0)) + 3 + (P::tie.any() ? 4 : 0);
-  static constexpr int max_steps = NP + 9 * NL + NS * max_buckets + 1;
+  static constexpr int max_steps = NP + 11 * NL + NS * max_buckets + 1;
   static constexpr std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
   // ---- the programs -----------------------------------------------------------------
@@ -93,7 +93,7 @@ struct lowering {
     static constexpr int max_buckets = lowering::max_buckets;
     std::array<layer_call, idx(NL)> calls{};
     std::array<std::array<call_origin, idx(PD)>, idx(NL)> origins{};
-    std::array<conversion, idx(2 * NL)> convs{};
+    std::array<conversion, idx(3 * NL)> convs{};
     int num_convs = 0;
     std::array<copy_op, idx(4 * NL)> copies{};
     int num_copies = 0;

@@ -25,6 +25,9 @@ struct unit_costs {
   // of the stage's largest size (plan/lower/parts.hpp): its largest, and its depth.
   std::array<long long, N> skip{};
   std::array<long long, N> skip_levels{};
+  // bytes of its largest input gathered again from a kept row split (SequenceParallel: the
+  // stage's gathered buffer, plan/lower/parts.hpp)
+  std::array<long long, N> gathered{};
   std::array<long long, N> entry{};    // bytes of its input: kept, and its gradient sent back, when a stage starts with it
   std::array<long long, N> exit{};     // bytes of its output: sent on, and its gradient received, when a stage ends with it
   // bytes a micro-batch keeps more when a stage ends with it: a recomputed region stops
@@ -40,16 +43,18 @@ struct unit_costs {
 // kept until the whole evaluation ends), so the loops index through pointers taken once.
 struct stage_tally {
   long long state = 0, act = 0, ping = 0, scratch = 0, scratch_stats = 0, recompute = 0, recompute_stats = 0;
-  long long skip = 0, skip_levels = 0;
+  long long skip = 0, skip_levels = 0, gathered = 0;
   template <std::size_t N>
   constexpr void add(const unit_costs<N>& u, std::size_t x) {
     add_at(u.state.data(), u.act.data(), u.ping.data(), u.scratch.data(), u.scratch_stats.data(), u.recompute.data(),
            u.recompute_stats.data(), x);
-    add_skip(u.skip.data(), u.skip_levels.data(), x);
+    add_held(u.skip.data(), u.skip_levels.data(), u.gathered.data(), x);
   }
-  constexpr void add_skip(const long long* sk, const long long* sl, std::size_t x) {
+  // the skip slots and the gathered buffer
+  constexpr void add_held(const long long* sk, const long long* sl, const long long* ga, std::size_t x) {
     skip = sk[x] > skip ? sk[x] : skip;
     skip_levels = sl[x] > skip_levels ? sl[x] : skip_levels;
+    gathered = ga[x] > gathered ? ga[x] : gathered;
   }
   constexpr void add_at(const long long* st, const long long* ac, const long long* pi, const long long* sc,
                         const long long* ss, const long long* re, const long long* rs, std::size_t x) {
@@ -64,10 +69,11 @@ struct stage_tally {
   // Memory of a device holding units so tallied, the first one's input `entry` bytes and the
   // last one's output `exit`, `in_flight` micro-batches stashed: what they keep, two transient
   // buffers of the largest activation, the largest scratch and recompute buffers, the skip
-  // slots, and the messages at the stage's edges (input gradient, output, output gradient).
+  // slots, the gathered buffer, and the messages at the stage's edges (input gradient,
+  // output, output gradient).
   constexpr long long memory(long long entry, long long exit, long long in_flight) const {
     return state + in_flight * (act + entry) + 2 * ping + scratch + scratch_stats + recompute + recompute_stats +
-           skip * skip_levels + entry + 2 * exit;
+           skip * skip_levels + gathered + entry + 2 * exit;
   }
   template <std::size_t N>
   constexpr long long memory(const unit_costs<N>& u, int i, int j, long long in_flight) const {
@@ -79,7 +85,7 @@ struct stage_tally {
   constexpr stage_tally scaled(double scale) const {
     auto sc = [scale](long long v) { return static_cast<long long>(static_cast<double>(v) * scale); };
     return {state, sc(act), sc(ping), sc(scratch), sc(scratch_stats), sc(recompute), sc(recompute_stats), sc(skip),
-            skip_levels};
+            skip_levels, sc(gathered)};
   }
 };
 
@@ -89,10 +95,10 @@ constexpr long long stage_memory(const unit_costs<N>& u, int i, int j, long long
   stage_tally t;
   const long long *st = u.state.data(), *ac = u.act.data(), *pi = u.ping.data(), *sc = u.scratch.data(),
                   *ss = u.scratch_stats.data(), *re = u.recompute.data(), *rs = u.recompute_stats.data();
-  const long long *sk = u.skip.data(), *sl = u.skip_levels.data();
+  const long long *sk = u.skip.data(), *sl = u.skip_levels.data(), *ga = u.gathered.data();
   for (int k = i; k < j; ++k) {
     t.add_at(st, ac, pi, sc, ss, re, rs, static_cast<std::size_t>(k));
-    t.add_skip(sk, sl, static_cast<std::size_t>(k));
+    t.add_held(sk, sl, ga, static_cast<std::size_t>(k));
   }
   return t.memory(u, i, j, in_flight);
 }

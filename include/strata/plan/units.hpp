@@ -164,7 +164,8 @@ constexpr bool twin_costs_alike(const unit_costs<NP>& m, int second, int period)
     if (!(m.cost[v] == m.cost[w] && m.state[v] == m.state[w] && m.act[v] == m.act[w] && m.ping[v] == m.ping[w] &&
           m.scratch[v] == m.scratch[w] && m.scratch_stats[v] == m.scratch_stats[w] &&
           m.recompute[v] == m.recompute[w] && m.recompute_stats[v] == m.recompute_stats[w] &&
-          m.skip[v] == m.skip[w] && m.skip_levels[v] == m.skip_levels[w] && m.entry[v] == m.entry[w] &&
+          m.skip[v] == m.skip[w] && m.skip_levels[v] == m.skip_levels[w] && m.gathered[v] == m.gathered[w] &&
+          m.entry[v] == m.entry[w] &&
           m.exit[v] == m.exit[w] && m.tail[v] == m.tail[w]))
       return false;
   }
@@ -181,7 +182,7 @@ constexpr unit_costs<NU> spread_costs(const unit_costs<NP>& s, const std::array<
     d.cost[u] = s.cost[p], d.state[u] = s.state[p], d.act[u] = s.act[p], d.ping[u] = s.ping[p];
     d.scratch[u] = s.scratch[p], d.scratch_stats[u] = s.scratch_stats[p];
     d.recompute[u] = s.recompute[p], d.recompute_stats[u] = s.recompute_stats[p];
-    d.skip[u] = s.skip[p], d.skip_levels[u] = s.skip_levels[p];
+    d.skip[u] = s.skip[p], d.skip_levels[u] = s.skip_levels[p], d.gathered[u] = s.gathered[p];
     d.entry[u] = s.entry[p], d.exit[u] = s.exit[p], d.tail[u] = s.tail[p];
   }
   return d;

@@ -143,7 +143,9 @@ struct Element {
 // row-parallel output) meets a layer that works row by row (LayerNorm, a residual add,
 // position embeddings, activations), it is reduce-scattered to a row split instead of
 // all-reduced, and the rows are all-gathered before the next column- or head-parallel
-// layer: those regions hold 1/N of the activations each.
+// layer: those regions hold 1/N of the activations each. Such a layer that keeps its input
+// keeps the row split and gathers it again before its backward (Megatron-LM's; Korthikanti
+// et al. 2022): 1/N of that input kept, for one all-gather more per micro-batch.
 struct SequenceParallel {
   static constexpr option_kind option = option_kind::sequence_parallel;
   static constexpr bool value = true;

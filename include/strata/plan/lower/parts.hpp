@@ -36,10 +36,11 @@ constexpr long long local_cols(const shape_t& s, sbp l) {
 }
 
 // Work offsets are codes until the stage's sizes are known: values are [ping 0 | ping 1 |
-// staging | scratch | recompute | skip slots], stats [scratch | recompute], ids [recompute];
-// a recompute buffer at offset o within its section is coded recompute_code − o, skip slot
-// k skip_code − k.
-inline constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4, skip_code = -5;
+// staging | scratch | recompute | skip slots | gathered], stats [scratch | recompute], ids
+// [recompute]; a recompute buffer at offset o within its section is coded recompute_code − o,
+// skip slot k skip_code − k.
+inline constexpr long long ping0 = -1, ping1 = -2, staging_code = -3, scratch_code = -4, gathered_code = -5,
+                           skip_code = -6;
 // (a slot per nesting depth: no model nests 2^20 residuals deep)
 inline constexpr long long max_skip_slots = 1 << 20, recompute_code = skip_code - max_skip_slots;
 constexpr long long fix(const buf& b, const work_layout& w) {
@@ -57,6 +58,8 @@ constexpr long long fix(const buf& b, const work_layout& w) {
     case ping1: return w.ping;
     case staging_code: return 2 * w.ping;
     case scratch_code: return 2 * w.ping + w.staging;
+    case gathered_code:
+      return 2 * w.ping + w.staging + w.scratch_values + w.recompute_values + w.skip_slot * w.skip_slots;
   }
   return code;  // stats scratch: 0
 }
@@ -87,6 +90,11 @@ constexpr void describe_calls(Tables& t) {
     c.sample_rows = (cuts_columns<P>(L.in, L.in_layout) ? L.in.last() : L.in.rows()) / L.context / segments *
                     c.dims.pieces;
     c.needs = L.desc.memory(c.dims);
+    // (the lowering keeps the gathered input where the layer is recomputed: a region keeps
+    // only its input)
+    c.regather = P::sequence_parallel && P::context == 1 && c.needs.keep_input && !c.needs.view &&
+                 L.arrives == sbp::split_batch && strata::detail::convert(L.arrives, L.in_layout) == collective::all_gather;
+    c.arrived_elems = c.regather ? local_rows<P>(L.in, L.arrives) * local_cols<P>(L.in, L.arrives) : 0;
     c.num_params = L.desc.num_params;
     c.taskgraph = L.taskgraph;
     c.reads_ids = i == 0 && L.desc.reads_ids;
@@ -224,14 +232,24 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
   // where layer i keeps something for its backward
   auto keep = [&](int i, kind k, long long e) { return region(i) >= 0 ? rc(k, e) : act_buf(k, e); };
   std::array<int, idx(P::num_layers)> fconv{};  // each layer's forward conversion, for the recompute
+  // A layer that keeps its row split and gathers it again (layer_call::regather) outside a
+  // recomputed region: its input is gathered into the stage's gathered buffer, forward and
+  // backward, from the row split it arrived as (gather_src), which is kept.
+  auto regathers = [&](int i) { return i >= pp.first && i <= pp.last && t.calls[idx(i)].regather && region(i) < 0; };
+  auto gathered = [&](long long e) {
+    w.gathered = max2(w.gathered, e);
+    return buf{pool::work, kind::values, -1, gathered_code, e};
+  };
+  std::array<buf, idx(P::num_layers)> gather_src{};
 
-  // Which layer inputs must survive until backward: kept inputs, the input of a view
-  // whose output (the same buffer) is kept, and a recomputed region's input.
+  // Which layer inputs must survive until backward: kept inputs (but a row split gathered
+  // again: its arriving split instead), the input of a view whose output (the same buffer)
+  // is kept, and a recomputed region's input.
   std::array<bool, idx(P::num_layers)> persist{};
   for (int i = pp.last; i >= pp.first; --i) {
     const layer_call& c = t.calls[idx(i)];
-    persist[idx(i)] = c.needs.keep_input || region_first(i) ||
-                      (aliases(i, c) && i < pp.last && !converts(i + 1) && persist[idx(i + 1)]);
+    persist[idx(i)] = (c.needs.keep_input && !regathers(i)) || region_first(i) ||
+                      (aliases(i, c) && i < pp.last && ((!converts(i + 1) && persist[idx(i + 1)]) || regathers(i + 1)));
   }
 
   // ---- forward ---------------------------------------------------------------------
@@ -266,7 +284,9 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
     const bool inside = region(i) >= 0 && !region_first(i);
     fconv[idx(i)] = -1;
     if (converts(i) && !in_place(L.arrives, L.in_layout)) {
-      const buf dst = inside ? rc(kind::values, x_elems)
+      if (regathers(i)) gather_src[idx(i)] = src;
+      const buf dst = regathers(i) ? gathered(x_elems)
+                      : inside     ? rc(kind::values, x_elems)
                       : persist[idx(i)] ? act_buf(kind::values, x_elems) : ping(other(src), x_elems);
       fconv[idx(i)] = conv_of(i, pass::forward, L.arrives, L.in_layout, L.in, src, dst);
       push(act::convert, fconv[idx(i)]);
@@ -316,11 +336,12 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
       c.y = pp.exit;
     } else {
       const bool direct = !converts(i + 1) || in_place(lp[idx(i + 1)].arrives, lp[idx(i + 1)].in_layout);
+      // kept: the next layer's input as it is, or the row split it gathers again
+      const bool kept = (direct && persist[idx(i + 1)]) || regathers(i + 1);
       // inside a region nothing goes to the ping buffers: the recompute must not
       // overwrite the gradient that its backward is about to read
-      if (region(i) >= 0 && (region(i + 1) == region(i) || !(direct && persist[idx(i + 1)])))
-        c.y = rc(kind::values, y_elems);
-      else c.y = direct && persist[idx(i + 1)] ? act_buf(kind::values, y_elems) : ping(other(c.x), y_elems);
+      if (region(i) >= 0 && (region(i + 1) == region(i) || !kept)) c.y = rc(kind::values, y_elems);
+      else c.y = kept ? act_buf(kind::values, y_elems) : ping(other(c.x), y_elems);
     }
     forward_step(act::forward, i);
     src = c.y;
@@ -372,6 +393,11 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
     else if (alias || end) c.dx = c.dy;
     else if (i == pp.first && (!conv || conv_in_place)) c.dx = pp.gin;
     else c.dx = ping(other(dy), c.dims.rows * c.dims.in_cols);
+    if (regathers(i)) {  // its input gathered again from the kept row split
+      const int k = conv_of(i, pass::backward, L.arrives, L.in_layout, L.in, gather_src[idx(i)], c.x);
+      t.convs[idx(k)].regather = true;
+      push(act::convert, k);
+    }
     if (c.needs.view && !c.needs.backward_kernel) {
       // a view's input gradient at the part's edge is a message: copied
       if (!alias && !c.dx.empty() && c.dx != c.dy) copy_step(c.dy, c.dx, c.dims.rows * c.dims.in_cols);

@@ -167,6 +167,12 @@ struct layer_call {
   bool reads_ids = false;  // the model's token ids (an Embedding first)
   bool loss = false;       // computes the loss: prepare_loss comes first
   bool aux_loss = false;   // adds an auxiliary loss to the step's (MoE)
+  // SequenceParallel: it keeps its input, which arrives as a row split and is all-gathered
+  // for it. Outside a recomputed region it keeps the row split (arrived_elems) and gathers
+  // it again before its backward (Megatron-LM's sequence parallelism; Korthikanti et al.
+  // 2022), into the stage's gathered buffer, instead of keeping the whole gathered input.
+  bool regather = false;
+  long long arrived_elems = 0;
   // the groups of the layer's own collectives, in the order the sharding pass lists them
   std::array<group_axis, 3> groups{};
   int num_groups = 0;
@@ -182,6 +188,7 @@ struct conversion {
   long long rows = 0, cols = 0;
   buf src, dst, staging;  // src == dst: in place (an all-reduce)
   long long comm_elems = 0;  // the collective's size, by comm_desc's rule
+  bool regather = false;     // a kept row split gathered again for the layer's backward (and W)
   group_axis group = group_axis::part;  // over the part, or Context<N, Split<T>>'s tensor group
 };
 
@@ -239,9 +246,11 @@ struct work_layout {
   // skip slots: slot d holds the skip's gradient of the residual at nesting depth d while
   // its backward runs, each slot the largest's size
   long long skip_slot = 0, skip_slots = 0;
+  // the largest input gathered for a layer that keeps its row split (layer_call::regather)
+  long long gathered = 0;
   long long state = 0;  // statistics layers keep across steps, with their sums (persistent, not work)
   constexpr long long values() const {
-    return 2 * ping + staging + scratch_values + recompute_values + skip_slot * skip_slots;
+    return 2 * ping + staging + scratch_values + recompute_values + skip_slot * skip_slots + gathered;
   }
   constexpr long long stats() const { return scratch_stats + recompute_stats; }
   constexpr long long ids() const { return recompute_ids; }

@@ -82,6 +82,16 @@ static_assert(SPLin::lowering::tables.calls[3].regather && !SPLin::lowering::tab
 static_assert(near(sp_profile.units[3].tensor_comm_s,
                    3 * cost::collective_s(collective::all_gather, 512.0 * 1024 * 2, 2, cost::link_of(A100, true))),
               "SequenceParallel: the Linear's forward gather, backward reduce-scatter and backward gather");
+// ... and where a schedule splits the backward, the gather again before W (plan/lower/buckets.hpp)
+template <class Sched>
+constexpr cost::step_estimate sp_estimate() {
+  const cost::parallel_config c{.tensor = 2, .pipeline = 1, .data = 1, .micro_batch = 1, .micro_batches = 8,
+                                .schedule = cost::price_of<Sched>};
+  return cost::estimate<5, 1>(sp_profile, std::array<int, 2>{0, 5}, c, A100);
+}
+static_assert(near(sp_estimate<ZeroBubbleH1>().tensor_comm_s - sp_estimate<PreferBackward>().tensor_comm_s,
+                   8 * cost::collective_s(collective::all_gather, 512.0 * 1024 * 2, 2, cost::link_of(A100, true))),
+              "SequenceParallel under a split backward: one more gather per micro-batch, before W");
 // A view at a part's edge copies (plan/lower/parts.hpp): stage 0's last layer its output in
 // forward, stage 1's first its input gradient in backward — a read and a write of [512, 1024]
 // bf16 each, M = 8 times on each stage; inside a part the same view costs nothing.

@@ -136,6 +136,43 @@ constexpr bool regathers_as_split() {
   return n == 7;
 }
 static_assert(regathers_as_split<SP>());
+// Under a split backward (ZB-H1) W reads the input again: the gather runs before B and before W.
+template <class P>
+constexpr std::array<int, 2> regather_steps() {  // in the B lists, in the W lists
+  const auto& T = P::lowering::tables;
+  std::array<int, 2> n{};
+  auto is = [&](int k) { return T.steps[k].kind == lower::act::convert && T.convs[T.steps[k].index].regather; };
+  for (int p = 0; p < P::num_parts; ++p) {
+    for (int k = T.parts[p].bwd_begin; k < T.parts[p].bwd_end; ++k) n[0] += is(k);
+    for (int k = T.parts[p].wgt_begin; k < T.parts[p].wgt_end; ++k) n[1] += is(k);
+  }
+  return n;
+}
+template <class Sched>
+using sp_pipe = Plan<Pipeline<Split<2, Embedding<V, D>, PositionEmbedding<S, D>, Attn, MLP>,
+                              Split<2, Attn, MLP, LayerNorm<D>, Linear<D, V>>>,
+                     Input<S>, Loss<SoftmaxCrossEntropy>, MicroBatch<2>, NumMicroBatch<4>, SequenceParallel, Schedule<Sched>>;
+// 2 attentions, 2 MLPs' first Linear, the head
+static_assert(regather_steps<sp_pipe<PreferBackward>>() == std::array<int, 2>{5, 0});
+static_assert(regather_steps<sp_pipe<ZeroBubbleH1>>() == std::array<int, 2>{5, 5});
+// Not after a view that ends a recomputed region: the view's input (the row split) lives in
+// the region's recompute buffers, which later regions and micro-batches overwrite; the layer
+// keeps its gathered input as before.
+template <class... Mid>
+using after_view = Plan<Split<2, Linear<D, 4 * D>, Linear<4 * D, D>, Mid..., Linear<D, 4 * D>, Linear<4 * D, D>>,
+                        Input<S, D>, Loss<SoftmaxCrossEntropy>, MicroBatch<4>, SequenceParallel>;
+using ViewEndsRegion = after_view<Checkpoint<LayerNorm<D>, Dropout<0>>>;
+using ViewKept = after_view<LayerNorm<D>, Dropout<0>>;
+template <class P>
+constexpr int regather_convs() {
+  const auto& T = P::lowering::tables;
+  int n = 0;
+  for (int k = 0; k < T.num_convs; ++k) n += T.convs[k].regather;
+  return n;
+}
+static_assert(ViewEndsRegion::recompute_region[3] >= 0 && ViewEndsRegion::recompute_region[4] < 0);
+static_assert(ViewEndsRegion::lowering::tables.calls[4].regather && regather_convs<ViewEndsRegion>() == 0);
+static_assert(regather_convs<ViewKept>() == 1);
 
 // Activation recomputation: every block recomputed keeps only the blocks' inputs; the
 // recompute buffers (one region's activations) are shared by every region of the stage.

@@ -22,6 +22,7 @@
 #include "strata/core/diagnosis.hpp"
 #include "strata/core/typelist.hpp"
 #include "strata/layers/residual.hpp"
+#include "strata/plan/lower/tables.hpp"
 #include "strata/plan/model.hpp"
 #include "strata/plan/options_parse.hpp"
 #include "strata/plan/partition.hpp"
@@ -99,6 +100,7 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       const long long out_elems = call.dims.out_rows * call.dims.out_cols;
       long long flops = lp.local_flops_per_sample;
       const int region = regions[i];
+      const bool regather = lower::regathers_at(calls, regions, i);
       if (region >= 0) {  // the forward runs again in the backward
         const long long f = lp.desc.forward_flops(lp.in), b = lp.desc.backward_flops(lp.in);
         if (f + b > 0) flops += static_cast<long long>(static_cast<double>(lp.local_flops_per_sample) * f / (f + b));
@@ -116,8 +118,8 @@ constexpr unit_costs<NU> unit_costs_of(const std::array<int, NU + 1>& first, int
       } else {
         // a row split gathered again keeps the split, and gathers into the stage's buffer
         c.act[x] += call.needs.stash_values * eb + call.needs.stash_stats * sb + call.needs.stash_ids * 4 +
-                    (call.needs.keep_input ? (call.regather ? call.arrived_elems : in_elems) * eb : 0);
-        if (call.regather && in_elems * eb > c.gathered[x]) c.gathered[x] = in_elems * eb;
+                    (call.needs.keep_input ? (regather ? call.arrived_elems : in_elems) * eb : 0);
+        if (regather && in_elems * eb > c.gathered[x]) c.gathered[x] = in_elems * eb;
       }
       // a zero-bubble schedule keeps the output's gradient (at most) and B's leftovers until W
       if (!call.dy_keep.empty()) c.act[x] += out_elems * eb + call.keep.elems * eb;

@@ -34,6 +34,7 @@
 #include "strata/core/sbp.hpp"
 #include "strata/plan/auto_stages.hpp"
 #include "strata/plan/hardware.hpp"
+#include "strata/plan/lower/tables.hpp"
 #include "strata/plan/partition.hpp"
 #include "strata/plan/schedule_traits.hpp"
 #include "strata/plan/schedules/one_f_one_b.hpp"
@@ -199,6 +200,9 @@ struct unit_time {
   // the unit's last layer and the part ends there, its input gradient in backward when it is
   // the first and the part starts there
   double edge_out_s = 0, edge_in_s = 0;
+  // a row split gathered again (layer_call::regather): once more before W where a schedule
+  // splits the backward
+  double regather_s = 0;
 };
 
 template <std::size_t N>
@@ -265,6 +269,7 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
                                                                  : 2 * bytes / hbm_rate;
       double comm_f = 0, comm_b = 0;
       const comm_desc* comms = lp.comms.data();
+      const bool regather = lower::regathers_at(calls, regions, i);
       for (int k = 0; k < lp.num_comms; ++k) {
         const comm_desc& x = comms[k];
         // Context<N, Split<T>>: over its tensor group (T) or its context group (N)
@@ -274,9 +279,10 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
         const double s = collective_s(x.kind, static_cast<double>(x.elems) * (x.stats ? sb : eb), gn, link) * x.calls;
         (x.when == pass::forward ? comm_f : comm_b) += s;
         // a row split kept and gathered again before the backward (layer_call::regather)
-        if (c.regather && regions[i] < 0 && k < lp.num_conversion_comms && x.kind == collective::all_gather &&
-            x.when == pass::forward)
+        if (regather && k < lp.num_conversion_comms && x.kind == collective::all_gather && x.when == pass::forward) {
           comm_b += s;
+          if (c.needs.weight_pass && lp.desc.num_params > 0) t.regather_s += s;  // and before its W
+        }
       }
       const double copy_s = 2 * static_cast<double>(c.dims.rows * c.dims.in_cols) * eb / hbm_rate;
       if (c.needs.view && i == hi - 1) t.edge_out_s = copy_s;
@@ -453,12 +459,12 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
       for (int u = first; u < end; ++u) {
         const unit_time& t = units[u];
         compute += (t.forward_s + t.backward_s + t.recompute_s) * scale + t.accumulate_s;
-        tp += t.tensor_comm_s * scale;
+        tp += (t.tensor_comm_s + (c.schedule.split_backward ? t.regather_s : 0)) * scale;
         forward += (t.forward_s + t.forward_comm_s) * scale;
         params += t.local_params;
         largest = t.local_params > largest ? t.local_params : largest;
         with_params += t.local_params > 0;
-        weight += t.weight_s * scale + t.accumulate_s;
+        weight += (t.weight_s + (c.schedule.split_backward ? t.regather_s : 0)) * scale + t.accumulate_s;
         acc += t.accumulate_s;
         keep += t.keep_bytes * scale;
       }

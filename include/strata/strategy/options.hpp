@@ -145,7 +145,8 @@ struct Element {
 // all-reduced, and the rows are all-gathered before the next column- or head-parallel
 // layer: those regions hold 1/N of the activations each. Such a layer that keeps its input
 // keeps the row split and gathers it again before its backward (Megatron-LM's; Korthikanti
-// et al. 2022): 1/N of that input kept, for one all-gather more per micro-batch.
+// et al. 2022): 1/N of that input kept, for one all-gather more per micro-batch (two under a
+// zero-bubble schedule, whose W reads the input again).
 struct SequenceParallel {
   static constexpr option_kind option = option_kind::sequence_parallel;
   static constexpr bool value = true;

@@ -171,7 +171,9 @@ constexpr void place_buckets(Tables& t) {
       for (int k = o.bwd_begin; k < o.bwd_end; ++k) {
         const step st = steps[idx(k)];
         // W reads the input again: a row split gathered again before B is gathered before W too
-        if (st.kind == act::convert && t.convs[idx(st.index)].regather) push(act::convert, st.index);
+        if (st.kind == act::convert && t.convs[idx(st.index)].regather &&
+            !t.calls[idx(t.convs[idx(st.index)].layer)].dy_keep.empty())
+          push(act::convert, st.index);
         if (st.kind == act::backward_data) push(act::backward_weights, st.index);
         if (backward_of(st.kind)) buckets_after(st.index);
       }

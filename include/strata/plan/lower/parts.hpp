@@ -235,7 +235,9 @@ constexpr void lay_out_part(Tables& t, int p, const std::array<bool, static_cast
   // A layer that keeps its row split and gathers it again (layer_call::regather) outside a
   // recomputed region: its input is gathered into the stage's gathered buffer, forward and
   // backward, from the row split it arrived as (gather_src), which is kept.
-  auto regathers = [&](int i) { return i >= pp.first && i <= pp.last && t.calls[idx(i)].regather && region(i) < 0; };
+  auto regathers = [&](int i) {
+    return i >= pp.first && i <= pp.last && regathers_at(t.calls.data(), P::recompute_region.data(), i);
+  };
   auto gathered = [&](long long e) {
     w.gathered = max2(w.gathered, e);
     return buf{pool::work, kind::values, -1, gathered_code, e};

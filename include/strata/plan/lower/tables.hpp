@@ -179,6 +179,15 @@ struct layer_call {
   group_axis own = group_axis::part;  // the group its layouts are cut over (exec/context.hpp's `part`)
 };
 
+// Whether layer i gathers its kept row split again (layer_call::regather) under the plan's
+// recomputation regions: not inside a region (a region keeps only its input), nor after a
+// view that ends one (its input, the row split, lives in the region's recompute buffers,
+// which later work overwrites before this layer's backward). The lowering, the memory
+// estimate and the cost model all ask this.
+constexpr bool regathers_at(const layer_call* calls, const int* regions, int i) {
+  return calls[i].regather && regions[i] < 0 && !(i > 0 && calls[i - 1].needs.view && regions[i - 1] >= 0);
+}
+
 // One layout conversion of a whole tensor of rows × cols (before any split).
 struct conversion {
   int layer = -1;

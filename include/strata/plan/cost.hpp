@@ -284,9 +284,11 @@ constexpr profile<N> profile_of(const std::array<int, N + 1>& first, const hardw
           if (c.needs.weight_pass && lp.desc.num_params > 0) t.regather_s += s;  // and before its W
         }
       }
-      const double copy_s = 2 * static_cast<double>(c.dims.rows * c.dims.in_cols) * eb / hbm_rate;
-      if (c.needs.view && i == hi - 1) t.edge_out_s = copy_s;
-      if (c.needs.view && !c.needs.backward_kernel && i == lo) t.edge_in_s = copy_s;
+      if (c.needs.view && (i == hi - 1 || i == lo)) {
+        const double copy_s = 2 * static_cast<double>(c.dims.rows * c.dims.in_cols) * eb / hbm_rate;
+        if (i == hi - 1) t.edge_out_s = copy_s;
+        if (i == lo && !c.needs.backward_kernel) t.edge_in_s = copy_s;
+      }
       const bool recomputed = regions[i] >= 0;
       t.forward_s += tf;
       t.backward_s += tb;
@@ -542,12 +544,13 @@ constexpr step_estimate estimate(const profile<N>& pr, const std::array<int, K +
                   : c.zero >= 2 ? m * collective_s(collective::reduce_scatter, grads, g, dp_link) +
                                       collective_s(collective::all_gather, grads, g, dp_link)
                                 : all_reduce;
-  if (g > 1) e.data_comm_s += most_params * hw.grad_pack_bytes_per_param / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
+  const double hbm_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency;
+  if (g > 1) e.data_comm_s += most_params * hw.grad_pack_bytes_per_param / hbm_rate;
   // Adam: masters, two moments read and written, the gradient read, the weights written
   const double updated = c.zero >= 1 && c.reduce_group() > 1 ? most_params / c.reduce_group() : most_params;
   const double per_param =
       hw.optimizer_bytes_per_param > 0 ? hw.optimizer_bytes_per_param : 7 * pr.master_bytes + pr.element_bytes;
-  e.optimizer_s = updated * per_param / (hw.hbm_bytes_per_s * hw.hbm_efficiency);
+  e.optimizer_s = updated * per_param / hbm_rate;
   e.step_s = e.compute_s + e.tensor_comm_s + e.pipeline_comm_s + e.bubble_s + e.data_comm_s + e.optimizer_s;
   double flops = 0;
   for (std::size_t u = 0; u < N; ++u) flops += units[u].model_flops;
